@@ -1,0 +1,88 @@
+/*-------------------------------------------------------------------------
+ *
+ * gpusort_int.h
+ *	  Declarations shared by the extension's C files (PostgreSQL side).
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef GPUSORT_INT_H
+#define GPUSORT_INT_H
+
+#include "postgres.h"
+
+#include "gpusort_engine.h"
+
+/* ---- GUCs (gpusort.c) ---- */
+typedef enum GsEngineChoice
+{
+	GS_ENGINE_AUTO,				/* GPU when usable and worth it, else CPU */
+	GS_ENGINE_GPU,				/* GPU whenever usable (still falls back) */
+	GS_ENGINE_CPU				/* never touch the GPU */
+} GsEngineChoice;
+
+extern bool gpusort_enabled;
+extern int	gpusort_engine_choice;	/* GsEngineChoice */
+extern int	gpusort_min_rows;
+extern int	gpusort_gpu_min_rows;
+extern int	gpusort_max_key_bytes;
+extern int	gpusort_topn_limit;
+extern char *gpusort_cuda_library;
+
+/* ---- engines (engine.c) ---- */
+
+/* a usable engine instance; lives for the backend's lifetime */
+typedef struct GsEngine
+{
+	const gs_engine_ops *ops;
+	gs_engine  *eng;
+	bool		is_gpu;
+	gs_device_info info;
+} GsEngine;
+
+/* the CPU engine; never fails */
+extern GsEngine *gs_engine_cpu(void);
+
+/*
+ * The engine a sort of about nrows rows should use under the current
+ * settings.  Never NULL: when the GPU is wanted but unusable, returns the
+ * CPU engine and sets *fallback (if given) to a short reason; otherwise
+ * sets *fallback to NULL.
+ */
+extern GsEngine *gs_engine_choose(double nrows, const char **fallback);
+
+/*
+ * Key buffers from engine e, released automatically when memory context
+ * owner is reset or deleted (so errors leak nothing).  Errors are raised
+ * with ereport.
+ */
+extern void *gs_keybuf_alloc(GsEngine *e, size_t bytes, MemoryContext owner);
+extern void *gs_keybuf_grow(GsEngine *e, void *ptr, size_t old_bytes,
+							size_t new_bytes);
+extern void gs_keybuf_free(GsEngine *e, void *ptr);
+
+/*
+ * Sort n keys held in a key buffer of e (see gpusort_engine.h).  When a GPU
+ * engine fails (other than by cancel), the sort is redone by the CPU engine
+ * and *fallback gets the reason (a palloc'd string holding the device's
+ * text).  Honours query cancel (CHECK_FOR_INTERRUPTS).  Returns the engine
+ * that did the sort.
+ */
+extern GsEngine *gs_engine_sort(GsEngine *e, void *keys, size_t n,
+								int key_bytes, uint32 *perm, int flags,
+								gs_sort_stats *stats, char **fallback);
+
+/* what gpusort_info() reports */
+extern bool gs_cuda_built(void);
+extern bool gs_cuda_loaded(void);
+extern const char *gs_cuda_load_error(void);
+
+/* ---- planner.c / exec.c ---- */
+extern void gs_planner_init(void);
+extern void gs_exec_init(void);
+
+/* ---- index builds (src/index*.c, optional) ---- */
+extern void gs_index_init(void) __attribute__((weak));
+
+#endif							/* GPUSORT_INT_H */

@@ -1,0 +1,80 @@
+/*-------------------------------------------------------------------------
+ *
+ * gpusort_keys.h
+ *	  Normalized keys: sort column values -> order-preserving bytes.
+ *
+ * A key plan is built once per sort from the sort columns.  It fixes the
+ * key width (one of the engine's widths, see gpusort_engine.h) and, column
+ * by column, how each value is written.  Encoded keys compare as the engine
+ * compares them (unsigned words, most significant first); the byte string
+ * they represent is big-endian.
+ *
+ * A key is "exact" when equal keys imply equal sort columns, so the engine's
+ * order is final.  Otherwise rows with equal keys must be tie-broken with
+ * PostgreSQL's comparators over all sort columns.  Exactness has two parts:
+ * a static one (every sort column is fully encoded: gs_keyplan_exact) and a
+ * per-row one (gs_encode_key returns true when this row's encoding lost
+ * information, e.g. a text value longer than its prefix).
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef GPUSORT_KEYS_H
+#define GPUSORT_KEYS_H
+
+#include "postgres.h"
+
+#include "access/attnum.h"
+#include "access/tupdesc.h"
+#include "lib/stringinfo.h"
+
+typedef struct GsKeyPlan GsKeyPlan;
+
+/*
+ * Planner side: can a sort column of type typid, ordered by sortop under
+ * collation, be encoded (at least as a prefix)?  When not, *why (if given)
+ * gets a short reason for EXPLAIN VERBOSE / debugging.
+ */
+extern bool gs_column_encodable(Oid typid, Oid sortop, Oid collation,
+								const char **why);
+
+/*
+ * Executor side: build the key plan.  attnos are 1-based attribute numbers
+ * in tupdesc; sortops/collations/nulls_first are as in a Sort plan node.
+ * max_key_bytes caps the key width (4..32).  Allocates in
+ * CurrentMemoryContext.  Returns NULL when the leading column cannot be
+ * encoded.
+ */
+extern GsKeyPlan *gs_keyplan_create(int ncols, const AttrNumber *attnos,
+									const Oid *sortops, const Oid *collations,
+									const bool *nulls_first, TupleDesc tupdesc,
+									int max_key_bytes);
+
+/* key width in bytes: 4, 8, 16, 24 or 32 */
+extern int	gs_keyplan_key_bytes(const GsKeyPlan *kp);
+
+/* number of leading sort columns that contribute to the key */
+extern int	gs_keyplan_ncols_encoded(const GsKeyPlan *kp);
+
+/* true when every sort column is fully encoded (see file header) */
+extern bool gs_keyplan_exact(const GsKeyPlan *kp);
+
+/*
+ * Encode one row.  values/isnull are the input tuple's deformed columns,
+ * indexed by attno - 1 (as in a TupleTableSlot's tts_values/tts_isnull,
+ * deformed at least up to the largest sort attno).  Writes exactly
+ * key_bytes bytes at out (any alignment).  Returns true when this row's
+ * encoding lost information, so that rows with a key equal to it need a
+ * tie-break.  Must be cheap: it runs once per input row.
+ */
+extern bool gs_encode_key(GsKeyPlan *kp, const Datum *values,
+						  const bool *isnull, void *out);
+
+/*
+ * One line for EXPLAIN VERBOSE, e.g. "int8 (8 B), text C prefix (23 B)";
+ * appended to buf.
+ */
+extern void gs_keyplan_describe(const GsKeyPlan *kp, StringInfo buf);
+
+#endif							/* GPUSORT_KEYS_H */
