@@ -31,4 +31,4 @@ include $(PGXS)
 
 # The CUDA engine (cuda/) is built when nvcc is on PATH or under
 # /usr/local/cuda, unless the caller says WITH_CUDA=no.
-include $(srcdir)/cuda/cuda.mk
+-include $(srcdir)/cuda/cuda.mk

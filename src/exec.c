@@ -1,0 +1,441 @@
+/*-------------------------------------------------------------------------
+ *
+ * exec.c
+ *	  Executor side of the GpuSort custom scan: everything a Sort node does.
+ *
+ * The node reads its whole input from its outer child, sorts it through
+ * the sort state (sortstate.c), and returns rows forward or backward; it
+ * supports mark/restore (a Sort on the inner side of a merge join) and
+ * rescans, re-sorting only when a parameter the input depends on changed.
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/explain.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/extensible.h"
+#include "nodes/nodeFuncs.h"
+#include "parser/parsetree.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/ruleutils.h"
+#include "utils/typcache.h"
+
+#include "gpusort_exec.h"
+#include "gpusort_int.h"
+
+typedef struct GpuSortState
+{
+	CustomScanState css;
+	int			nkeys;
+	AttrNumber *attnums;
+	Oid		   *sortops;
+	Oid		   *collations;
+	bool	   *nulls_first;
+	bool		random_access;
+	bool		sorted;			/* input read and sorted */
+	GsSortState *sort;
+	GsSortReport report;		/* kept for EXPLAIN after the state ends */
+	bool		have_report;
+} GpuSortState;
+
+static Node *gpusort_create_state(CustomScan *cscan);
+static void gpusort_begin(CustomScanState *node, EState *estate, int eflags);
+static TupleTableSlot *gpusort_exec(CustomScanState *node);
+static void gpusort_end(CustomScanState *node);
+static void gpusort_rescan(CustomScanState *node);
+static void gpusort_markpos(CustomScanState *node);
+static void gpusort_restrpos(CustomScanState *node);
+static void gpusort_explain(CustomScanState *node, List *ancestors,
+							ExplainState *es);
+
+CustomScanMethods gpusort_scan_methods = {
+	"GpuSort",
+	gpusort_create_state
+};
+
+static CustomExecMethods gpusort_exec_methods = {
+	.CustomName = "GpuSort",
+	.BeginCustomScan = gpusort_begin,
+	.ExecCustomScan = gpusort_exec,
+	.EndCustomScan = gpusort_end,
+	.ReScanCustomScan = gpusort_rescan,
+	.MarkPosCustomScan = gpusort_markpos,
+	.RestrPosCustomScan = gpusort_restrpos,
+	.ExplainCustomScan = gpusort_explain,
+};
+
+static Node *
+gpusort_create_state(CustomScan *cscan)
+{
+	GpuSortState *gss = palloc0(sizeof(GpuSortState));
+	List	   *colidx = linitial(cscan->custom_private);
+	List	   *sortops = lsecond(cscan->custom_private);
+	List	   *colls = lthird(cscan->custom_private);
+	List	   *nullsfirst = lfourth(cscan->custom_private);
+	int			n = list_length(colidx);
+	int			i;
+
+	NodeSetTag(gss, T_CustomScanState);
+	gss->css.methods = &gpusort_exec_methods;
+
+	gss->nkeys = n;
+	gss->attnums = palloc(n * sizeof(AttrNumber));
+	gss->sortops = palloc(n * sizeof(Oid));
+	gss->collations = palloc(n * sizeof(Oid));
+	gss->nulls_first = palloc(n * sizeof(bool));
+	for (i = 0; i < n; i++)
+	{
+		gss->attnums[i] = (AttrNumber) list_nth_int(colidx, i);
+		gss->sortops[i] = list_nth_oid(sortops, i);
+		gss->collations[i] = list_nth_oid(colls, i);
+		gss->nulls_first[i] = list_nth_int(nullsfirst, i) != 0;
+	}
+	return (Node *) gss;
+}
+
+static void
+gpusort_begin(CustomScanState *node, EState *estate, int eflags)
+{
+	GpuSortState *gss = (GpuSortState *) node;
+	Plan	   *child = outerPlan(node->ss.ps.plan);
+
+	/* as Sort: random access only when someone may ask for it */
+	gss->random_access = (eflags & (EXEC_FLAG_REWIND |
+									EXEC_FLAG_BACKWARD |
+									EXEC_FLAG_MARK)) != 0;
+
+	/* the child never needs to rewind, go backward or mark: we keep rows */
+	eflags &= ~(EXEC_FLAG_REWIND | EXEC_FLAG_BACKWARD | EXEC_FLAG_MARK);
+	outerPlanState(node) = ExecInitNode(child, estate, eflags);
+
+	/*
+	 * Rows come back as MinimalTuples in the arena, so the scan slot must be
+	 * a MinimalTuple slot (ExecInitCustomScan made a virtual one).  Say so
+	 * in the node's slot-type fields too, which our parents compile their
+	 * expressions against; this runs before any parent is initialised.
+	 */
+	node->ss.ss_ScanTupleSlot =
+		ExecAllocTableSlot(&estate->es_tupleTable,
+						   node->ss.ss_ScanTupleSlot->tts_tupleDescriptor,
+						   &TTSOpsMinimalTuple);
+	node->ss.ps.scanops = &TTSOpsMinimalTuple;
+	if (node->ss.ps.ps_ProjInfo == NULL)
+	{
+		node->ss.ps.resultops = &TTSOpsMinimalTuple;
+		node->ss.ps.resultopsfixed = true;
+		node->ss.ps.resultopsset = true;
+	}
+}
+
+/* read the whole input and sort it */
+static void
+gpusort_load(GpuSortState *gss)
+{
+	PlanState  *child = outerPlanState(gss);
+	EState	   *estate = gss->css.ss.ps.state;
+	ScanDirection dir = estate->es_direction;
+	TupleDesc	tupdesc = ExecGetResultType(child);
+
+	gss->sort = gs_sort_begin(tupdesc, gss->nkeys, gss->attnums,
+							  gss->sortops, gss->collations, gss->nulls_first,
+							  work_mem, gss->random_access,
+							  gss->css.ss.ps.plan->plan_rows);
+
+	/* the input is always read forward, whatever direction we are asked */
+	estate->es_direction = ForwardScanDirection;
+	for (;;)
+	{
+		TupleTableSlot *slot = ExecProcNode(child);
+
+		if (TupIsNull(slot))
+			break;
+		gs_sort_put(gss->sort, slot);
+	}
+	estate->es_direction = dir;
+
+	gs_sort_perform(gss->sort);
+	gss->sorted = true;
+}
+
+static TupleTableSlot *
+gpusort_exec(CustomScanState *node)
+{
+	GpuSortState *gss = (GpuSortState *) node;
+	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+	bool		forward;
+
+	CHECK_FOR_INTERRUPTS();
+
+	if (!gss->sorted)
+		gpusort_load(gss);
+
+	forward = ScanDirectionIsForward(node->ss.ps.state->es_direction);
+	if (!gs_sort_get(gss->sort, forward, slot))
+		return NULL;
+
+	if (node->ss.ps.ps_ProjInfo)
+	{
+		ExprContext *econtext = node->ss.ps.ps_ExprContext;
+
+		ResetExprContext(econtext);
+		econtext->ecxt_scantuple = slot;
+		return ExecProject(node->ss.ps.ps_ProjInfo);
+	}
+	return slot;
+}
+
+static void
+gpusort_forget(GpuSortState *gss)
+{
+	if (gss->sort)
+	{
+		gs_sort_report(gss->sort, &gss->report);
+		gss->have_report = true;
+		gs_sort_end(gss->sort);
+		gss->sort = NULL;
+	}
+	gss->sorted = false;
+}
+
+static void
+gpusort_end(CustomScanState *node)
+{
+	GpuSortState *gss = (GpuSortState *) node;
+
+	if (gss->sort)
+	{
+		gs_sort_end(gss->sort);
+		gss->sort = NULL;
+	}
+	ExecEndNode(outerPlanState(node));
+}
+
+static void
+gpusort_rescan(CustomScanState *node)
+{
+	GpuSortState *gss = (GpuSortState *) node;
+	PlanState  *child = outerPlanState(node);
+
+	/* not sorted yet: the first fetch will do everything */
+	if (!gss->sorted)
+		return;
+
+	ExecClearTuple(node->ss.ss_ScanTupleSlot);
+
+	/*
+	 * ExecReScan has already passed our changed parameters on to the child
+	 * (it is our lefttree).  If the input may have changed, sort again;
+	 * otherwise read the same result from the start.
+	 */
+	if (child->chgParam != NULL || !gs_sort_can_rewind(gss->sort))
+	{
+		gpusort_forget(gss);
+		/* a child with changed parameters rescans itself on next fetch */
+		if (child->chgParam == NULL)
+			ExecReScan(child);
+	}
+	else
+		gs_sort_rewind(gss->sort);
+}
+
+static void
+gpusort_markpos(CustomScanState *node)
+{
+	GpuSortState *gss = (GpuSortState *) node;
+
+	if (!gss->sorted)
+		return;
+	gs_sort_markpos(gss->sort);
+}
+
+static void
+gpusort_restrpos(CustomScanState *node)
+{
+	GpuSortState *gss = (GpuSortState *) node;
+
+	if (!gss->sorted)
+		return;
+	gs_sort_restorepos(gss->sort);
+}
+
+/*
+ * One sort key the way EXPLAIN prints a Sort's: expression, then COLLATE,
+ * DESC / USING and NULLS FIRST/LAST where they differ from the defaults.
+ */
+static void
+explain_sort_key(StringInfo buf, Node *expr, Oid sortop, Oid collation,
+				 bool nulls_first, List *context, bool useprefix)
+{
+	Oid			keytype = exprType(expr);
+	TypeCacheEntry *typentry;
+	bool		reverse = false;
+
+	appendStringInfoString(buf, deparse_expression(expr, context,
+												   useprefix, true));
+
+	if (OidIsValid(collation) && collation != get_typcollation(keytype))
+	{
+		char	   *collname = get_collation_name(collation);
+
+		if (collname == NULL)
+			elog(ERROR, "cache lookup failed for collation %u", collation);
+		appendStringInfo(buf, " COLLATE %s", quote_identifier(collname));
+	}
+
+	typentry = lookup_type_cache(keytype, TYPECACHE_LT_OPR | TYPECACHE_GT_OPR);
+	if (sortop == typentry->gt_opr)
+	{
+		appendStringInfoString(buf, " DESC");
+		reverse = true;
+	}
+	else if (sortop != typentry->lt_opr)
+	{
+		char	   *opname = get_opname(sortop);
+
+		if (opname == NULL)
+			elog(ERROR, "cache lookup failed for operator %u", sortop);
+		appendStringInfo(buf, " USING %s", opname);
+		/* we can't easily tell whether it means DESC */
+		(void) get_equality_op_for_ordering_op(sortop, &reverse);
+	}
+	if (nulls_first && !reverse)
+		appendStringInfoString(buf, " NULLS FIRST");
+	else if (!nulls_first && reverse)
+		appendStringInfoString(buf, " NULLS LAST");
+}
+
+/* start a text-format EXPLAIN line at the current indentation */
+static void
+explain_indent(ExplainState *es)
+{
+	if (es->str->len == 0 || es->str->data[es->str->len - 1] == '\n')
+		appendStringInfoSpaces(es->str, es->indent * 2);
+}
+
+static void
+gpusort_explain(CustomScanState *node, List *ancestors, ExplainState *es)
+{
+	GpuSortState *gss = (GpuSortState *) node;
+	Plan	   *plan = node->ss.ps.plan;
+	List	   *context;
+	List	   *keys = NIL;
+	bool		useprefix;
+	int			i;
+	GsSortReport r;
+
+	/* Sort Key, exactly as for a Sort */
+	context = set_deparse_context_plan(es->deparse_cxt, plan, ancestors);
+	useprefix = (list_length(es->rtable) > 1 || es->verbose);
+	for (i = 0; i < gss->nkeys; i++)
+	{
+		TargetEntry *tle = get_tle_by_resno(plan->targetlist, gss->attnums[i]);
+		StringInfoData buf;
+
+		if (tle == NULL)
+			elog(ERROR, "no tlist entry for key %d", gss->attnums[i]);
+		initStringInfo(&buf);
+		explain_sort_key(&buf, (Node *) tle->expr, gss->sortops[i],
+						 gss->collations[i], gss->nulls_first[i],
+						 context, useprefix);
+		keys = lappend(keys, buf.data);
+	}
+	ExplainPropertyList("Sort Key", keys, es);
+
+	if (!es->analyze)
+		return;
+
+	if (gss->sort)
+		gs_sort_report(gss->sort, &r);
+	else if (gss->have_report)
+		r = gss->report;
+	else
+		return;					/* never executed */
+
+	if (r.handed_over)
+	{
+		ExplainPropertyText("GpuSort Engine", "tuplesort", es);
+		if (r.fallback)
+			ExplainPropertyText("GpuSort Fallback", r.fallback, es);
+		if (r.ts_method)
+		{
+			if (es->format == EXPLAIN_FORMAT_TEXT)
+			{
+				explain_indent(es);
+				appendStringInfo(es->str, "Sort Method: %s  %s: " INT64_FORMAT "kB\n",
+								 r.ts_method, r.ts_space_type, r.ts_space_kb);
+			}
+			else
+			{
+				ExplainPropertyText("Sort Method", r.ts_method, es);
+				ExplainPropertyInteger("Sort Space Used", "kB", r.ts_space_kb, es);
+				ExplainPropertyText("Sort Space Type", r.ts_space_type, es);
+			}
+		}
+		return;
+	}
+
+	if (es->format == EXPLAIN_FORMAT_TEXT)
+	{
+		explain_indent(es);
+		appendStringInfo(es->str, "GpuSort Engine: %s (%s)  Rows: %.0f  Key: %d bytes%s\n",
+						 r.engine ? r.engine : "none",
+						 r.device ? r.device : "-",
+						 r.rows, r.key_bytes,
+						 r.exact ? " exact" : "");
+		if (r.fallback)
+		{
+			explain_indent(es);
+			appendStringInfo(es->str, "GpuSort Fallback: %s\n", r.fallback);
+		}
+		if (es->timing)
+		{
+			explain_indent(es);
+			appendStringInfo(es->str,
+							 "GpuSort Time: load=%.3f ms  sort=%.3f ms (transfer=%.3f ms)  tie-break=%.3f ms (%.0f rows)\n",
+							 r.load_ms, r.sort_ms, r.transfer_ms,
+							 r.tiebreak_ms, r.tiebreak_rows);
+		}
+		explain_indent(es);
+		appendStringInfo(es->str, "GpuSort Memory: " INT64_FORMAT "kB\n",
+						 (r.mem_bytes + 1023) / 1024);
+		if (es->verbose && r.keydesc)
+		{
+			explain_indent(es);
+			appendStringInfo(es->str, "GpuSort Key Layout: %s\n", r.keydesc);
+		}
+	}
+	else
+	{
+		ExplainPropertyText("GpuSort Engine", r.engine ? r.engine : "none", es);
+		if (r.device)
+			ExplainPropertyText("GpuSort Device", r.device, es);
+		ExplainPropertyFloat("GpuSort Rows", NULL, r.rows, 0, es);
+		ExplainPropertyInteger("GpuSort Key Bytes", NULL, r.key_bytes, es);
+		ExplainPropertyBool("GpuSort Key Exact", r.exact, es);
+		if (r.fallback)
+			ExplainPropertyText("GpuSort Fallback", r.fallback, es);
+		if (es->timing)
+		{
+			ExplainPropertyFloat("GpuSort Load Time", "ms", r.load_ms, 3, es);
+			ExplainPropertyFloat("GpuSort Sort Time", "ms", r.sort_ms, 3, es);
+			ExplainPropertyFloat("GpuSort Transfer Time", "ms", r.transfer_ms, 3, es);
+			ExplainPropertyFloat("GpuSort Tie-break Time", "ms", r.tiebreak_ms, 3, es);
+		}
+		ExplainPropertyFloat("GpuSort Tie-break Rows", NULL, r.tiebreak_rows, 0, es);
+		ExplainPropertyInteger("GpuSort Memory", "kB",
+							   (r.mem_bytes + 1023) / 1024, es);
+		if (es->verbose && r.keydesc)
+			ExplainPropertyText("GpuSort Key Layout", r.keydesc, es);
+	}
+}
+
+void
+gs_exec_init(void)
+{
+	RegisterCustomScanMethods(&gpusort_scan_methods);
+}

@@ -1,0 +1,189 @@
+/*-------------------------------------------------------------------------
+ *
+ * gpusort.c
+ *	  Module entry point: GUCs, hooks, and the gpusort_info() function.
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+
+#include "gpusort_int.h"
+
+PG_MODULE_MAGIC;
+
+/* GUC limits, in one place */
+#define GS_MIN_ROWS_DEFAULT		10000
+#define GS_GPU_MIN_ROWS_DEFAULT	200000
+#define GS_TOPN_LIMIT_DEFAULT	10000
+#define GS_MAX_KEY_BYTES_DEFAULT 32
+
+bool		gpusort_enabled = true;
+int			gpusort_engine_choice = GS_ENGINE_AUTO;
+int			gpusort_min_rows = GS_MIN_ROWS_DEFAULT;
+int			gpusort_gpu_min_rows = GS_GPU_MIN_ROWS_DEFAULT;
+int			gpusort_max_key_bytes = GS_MAX_KEY_BYTES_DEFAULT;
+int			gpusort_topn_limit = GS_TOPN_LIMIT_DEFAULT;
+char	   *gpusort_cuda_library = NULL;
+
+static const struct config_enum_entry engine_options[] = {
+	{"auto", GS_ENGINE_AUTO, false},
+	{"gpu", GS_ENGINE_GPU, false},
+	{"cpu", GS_ENGINE_CPU, false},
+	{NULL, 0, false}
+};
+
+static bool
+check_max_key_bytes(int *newval, void **extra, GucSource source)
+{
+	if (!GS_KEY_BYTES_VALID(*newval))
+	{
+		GUC_check_errdetail("Valid key widths are 4, 8, 16, 24 and 32 bytes.");
+		return false;
+	}
+	return true;
+}
+
+void		_PG_init(void);
+
+void
+_PG_init(void)
+{
+	DefineCustomBoolVariable("gpusort.enabled",
+							 "Enables sorting through gpusort instead of PostgreSQL's own Sort.",
+							 "When off, plans keep PostgreSQL's Sort nodes.",
+							 &gpusort_enabled,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("gpusort.engine",
+							 "Selects the engine that sorts the keys.",
+							 "\"auto\" uses the GPU when one is usable and the sort has at least "
+							 "gpusort.gpu_min_rows rows, \"gpu\" uses it whenever it is usable, "
+							 "\"cpu\" never uses it.",
+							 &gpusort_engine_choice,
+							 GS_ENGINE_AUTO,
+							 engine_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("gpusort.min_rows",
+							"Sorts estimated to have fewer rows than this keep PostgreSQL's own Sort.",
+							NULL,
+							&gpusort_min_rows,
+							GS_MIN_ROWS_DEFAULT,
+							0, INT_MAX,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("gpusort.gpu_min_rows",
+							"Sorts with fewer rows than this use the CPU engine when gpusort.engine is auto.",
+							"Below this size moving keys to the GPU costs more than it saves.",
+							&gpusort_gpu_min_rows,
+							GS_GPU_MIN_ROWS_DEFAULT,
+							0, INT_MAX,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("gpusort.max_key_bytes",
+							"Sets the widest normalized key gpusort builds, in bytes.",
+							"Wider keys hold longer text prefixes and more sort columns, so fewer "
+							"ties need PostgreSQL's comparators; narrower keys sort faster.",
+							&gpusort_max_key_bytes,
+							GS_MAX_KEY_BYTES_DEFAULT,
+							4, GS_MAX_KEY_BYTES,
+							PGC_USERSET,
+							GUC_UNIT_BYTE,
+							check_max_key_bytes, NULL, NULL);
+
+	DefineCustomIntVariable("gpusort.topn_limit",
+							"Keeps PostgreSQL's top-N sort for ORDER BY ... LIMIT with a constant limit up to this many rows.",
+							"A bounded heap sort of a small LIMIT is cheaper than sorting everything.",
+							&gpusort_topn_limit,
+							GS_TOPN_LIMIT_DEFAULT,
+							0, INT_MAX,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("gpusort.cuda_library",
+							   "Sets the file name of the CUDA engine library.",
+							   "A name without a directory is looked up in the PostgreSQL package library directory.",
+							   &gpusort_cuda_library,
+							   "$libdir/" GS_CUDA_LIBRARY_NAME,
+							   PGC_SUSET,
+							   0,
+							   NULL, NULL, NULL);
+
+	if (gs_index_init)
+		gs_index_init();
+
+	MarkGUCPrefixReserved("gpusort");
+
+	gs_planner_init();
+	gs_exec_init();
+}
+
+/*
+ * gpusort_info() -> setof (name, value): what gpusort sees in this backend.
+ * Asking for it initialises the GPU engine when gpusort.engine is not cpu,
+ * so the answer reflects what a sort would get.
+ */
+PG_FUNCTION_INFO_V1(gpusort_info);
+
+Datum
+gpusort_info(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	const char *fallback = NULL;
+	GsEngine   *e;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+#define EMIT(n, v) \
+	do { \
+		values[0] = CStringGetTextDatum(n); \
+		values[1] = CStringGetTextDatum(v); \
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls); \
+	} while (0)
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	e = (gpusort_engine_choice == GS_ENGINE_CPU) ? gs_engine_cpu() :
+		gs_engine_choose((double) INT_MAX, &fallback);
+
+	EMIT("version", "0.1");
+	EMIT("enabled", gpusort_enabled ? "on" : "off");
+	EMIT("engine_setting", engine_options[gpusort_engine_choice].name);
+	EMIT("cuda_built", gs_cuda_built() ? "yes" : "no");
+	EMIT("cuda_loaded", gs_cuda_loaded() ? "yes" : "no");
+	if (gs_cuda_load_error())
+		EMIT("cuda_error", gs_cuda_load_error());
+	EMIT("engine", e->ops->name);
+	EMIT("device", e->info.name);
+	if (e->is_gpu)
+	{
+		EMIT("device_count", psprintf("%d", e->info.device_count));
+		EMIT("compute_capability", psprintf("%d.%d", e->info.cc_major, e->info.cc_minor));
+		EMIT("multiprocessors", psprintf("%d", e->info.sm_count));
+		EMIT("device_memory_total_mb", psprintf("%llu", (unsigned long long) (e->info.total_mem >> 20)));
+		EMIT("device_memory_free_mb", psprintf("%llu", (unsigned long long) (e->info.free_mem >> 20)));
+		EMIT("cuda_runtime_version", psprintf("%d", e->info.runtime_version));
+		EMIT("cuda_driver_version", psprintf("%d", e->info.driver_version));
+	}
+#undef EMIT
+
+	return (Datum) 0;
+}

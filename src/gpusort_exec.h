@@ -1,0 +1,63 @@
+/*-------------------------------------------------------------------------
+ *
+ * gpusort_exec.h
+ *	  The GpuSort custom scan (executor side) and its sort state.
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef GPUSORT_EXEC_H
+#define GPUSORT_EXEC_H
+
+#include "postgres.h"
+
+#include "executor/tuptable.h"
+#include "nodes/extensible.h"
+#include "portability/instr_time.h"
+
+extern CustomScanMethods gpusort_scan_methods;
+
+/* ---- sort state (sortstate.c): a tuplesort-shaped life cycle ---- */
+
+typedef struct GsSortState GsSortState;
+
+/* what EXPLAIN ANALYZE reports */
+typedef struct GsSortReport
+{
+	const char *engine;			/* "cpu", "cuda", "tuplesort" */
+	const char *device;			/* device name, or NULL */
+	const char *fallback;		/* why another path was taken, or NULL */
+	const char *keydesc;		/* key plan text */
+	double		rows;
+	int			key_bytes;
+	bool		exact;			/* no tie-break was needed */
+	double		tiebreak_rows;	/* rows in runs that needed a tie-break */
+	double		load_ms;		/* reading the child: copy + encode */
+	double		sort_ms;		/* engine call */
+	double		transfer_ms;	/* host<->device part of sort_ms */
+	double		tiebreak_ms;
+	int64		mem_bytes;		/* peak memory of the gpusort path */
+	bool		handed_over;	/* input went to PostgreSQL's tuplesort */
+	const char *ts_method;		/* tuplesort's method, when handed over */
+	const char *ts_space_type;
+	int64		ts_space_kb;
+} GsSortReport;
+
+extern GsSortState *gs_sort_begin(TupleDesc tupdesc, int nkeys,
+								  const AttrNumber *attnums,
+								  const Oid *sortops, const Oid *collations,
+								  const bool *nulls_first,
+								  int work_mem_kb, bool random_access,
+								  double est_rows);
+extern void gs_sort_put(GsSortState *s, TupleTableSlot *slot);
+extern void gs_sort_perform(GsSortState *s);
+extern bool gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot);
+extern void gs_sort_markpos(GsSortState *s);
+extern void gs_sort_restorepos(GsSortState *s);
+extern bool gs_sort_can_rewind(GsSortState *s);
+extern void gs_sort_rewind(GsSortState *s);
+extern void gs_sort_report(GsSortState *s, GsSortReport *r);
+extern void gs_sort_end(GsSortState *s);
+
+#endif							/* GPUSORT_EXEC_H */
