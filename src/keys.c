@@ -36,8 +36,10 @@
  * range; they get a null-indicator byte in front, except when they are the
  * last encoded column and dropping the byte saves a key width step: then
  * NULL takes the extreme value too, and any row whose column lands on that
- * extreme is reported lossy so that the executor tie-breaks it.  Text does
- * the same (it always is the last encoded column).
+ * extreme is reported lossy so that the executor tie-breaks it (a run of
+ * equal keys is tie-broken when any row in it is lossy; NULLs themselves
+ * need no flag).  Text does the same (it always is the last encoded
+ * column).
  *
  * Lossy values (truncated text or numeric, ICU keys, collisions with NULL)
  * only ever occur in the last encoded column, so a lossy row can only tie
@@ -1024,8 +1026,12 @@ gs_encode_key(GsKeyPlan *kp, const Datum *values, const bool *isnull,
 
 		if (isnull[col->attidx])
 		{
+			/*
+			 * On an extreme, a NULL needs no flag itself: a value that lands
+			 * there is flagged, and a run of equal keys is tie-broken when
+			 * any of its rows is.
+			 */
 			code = col->nulls_first ? 0 : col->code_mask;
-			lossy = (col->nullmode == GSN_EXTREME);
 			if (col->nullmode == GSN_BYTE)
 				code = col->nulls_first ? 0 : (uint64) 1 << (8 * col->vbytes);
 		}
@@ -1070,9 +1076,7 @@ gs_encode_key(GsKeyPlan *kp, const Datum *values, const bool *isnull,
 		else if (isnull[col->attidx])
 		{
 			memset(dst, col->nulls_first ? 0x00 : 0xFF, vw);
-			if (col->nullmode == GSN_EXTREME)
-				lossy = true;
-			continue;
+			continue;			/* see the fast path about the flag */
 		}
 
 		if (GSK_IS_VARIABLE(col->kind))
