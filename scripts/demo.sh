@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Show gpusort sorting a few million rows, beside PostgreSQL's own sort.
+#
+#   scripts/demo.sh [ROWS]          (default 3000000)
+#
+# Installs the Debian packages that are missing, builds and installs the
+# extension, starts a throwaway PostgreSQL 15 cluster that preloads gpusort
+# (removed again at the end), creates a table of ROWS rows, and shows:
+#   - gpusort_info(): the engine and device gpusort would use here;
+#   - EXPLAIN ANALYZE of an ORDER BY with gpusort (Custom Scan (GpuSort)) and
+#     with SET gpusort.enabled = off (PostgreSQL's Sort);
+#   - a timing table (bench/run.sh: median of 3 runs each way, alternating,
+#     results checked to be equal) with the ratio.
+# Without a GPU (or without the CUDA toolkit at build time) gpusort uses its
+# CPU engine.
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+rows=${1:-3000000}
+case "$rows" in ''|*[!0-9]*) gs_die "usage: scripts/demo.sh [ROWS]" ;; esac
+
+if [ "${2:-}" = --in-cluster ]; then
+	psql_demo()
+	{
+		"$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -P pager=off "$@"
+	}
+	gs_find_pg_config
+	export PGOPTIONS="-c client_min_messages=warning"
+	out=$(mktemp -d "${TMPDIR:-/tmp}/gpusort-demo.XXXXXX")
+	table=gsb_n_$rows
+	query="SELECT id, i8u, tx FROM $table ORDER BY i8u"
+
+	gs_log "what gpusort sees here: SELECT * FROM gpusort_info()"
+	psql_demo -c "CREATE EXTENSION gpusort" -c "SELECT * FROM gpusort_info()"
+
+	gs_log "creating $table: $rows rows (int8, text, float8, timestamp, ... columns; fixed seeds)"
+	"$GS_ROOT/bench/run.sh" --rows "$rows" --kinds full --keys i8u,tx --widths narrow \
+		--data-only --out "$out" >/dev/null
+	psql_demo -Atc "SELECT 'table ' || relname || ': ' || reltuples::int8 || ' rows, ' ||
+		pg_size_pretty(pg_relation_size(oid)) FROM pg_class WHERE relname = '$table'"
+
+	gs_log "gpusort on (the default): $query"
+	psql_demo -c "SET work_mem = '1GB'" -c "EXPLAIN (ANALYZE) $query"
+
+	gs_log "gpusort off (SET gpusort.enabled = off): PostgreSQL's own Sort"
+	psql_demo -c "SET work_mem = '1GB'" -c "SET gpusort.enabled = off" \
+		-c "EXPLAIN (ANALYZE) $query"
+
+	gs_log "timing: SELECT id, <key> FROM $table ORDER BY <key> OFFSET $rows (rows consumed in the server)"
+	"$GS_ROOT/bench/run.sh" --rows "$rows" --kinds full --keys i8u,tx --widths narrow \
+		--runs 3 --set work_mem=1GB --out "$out" | sed -n '/^| rows/,/^$/p'
+	echo "(speedup = PostgreSQL ms / gpusort ms; the scan floor is the same SELECT without ORDER BY)"
+	rm -rf "$out"
+	exit 0
+fi
+
+gs_install_packages
+gs_build_install
+GS_CLUSTER_OPTS=(shared_buffers=1GB max_wal_size=8GB)
+gs_in_cluster bash "$GS_ROOT/scripts/demo.sh" "$rows" --in-cluster
