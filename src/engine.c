@@ -225,7 +225,13 @@ gs_engine_choose(double nrows, const char **fallback)
 				 errdetail("%s", gpu_error),
 				 errhint("Check that the NVIDIA driver is loaded and a device is visible, or set gpusort.engine to \"auto\" or \"cpu\".")));
 	}
-	if (fallback)
+	/*
+	 * Under "auto", a build without the CUDA library simply has no GPU: not
+	 * worth a word in EXPLAIN.  A library that is there but can't be used
+	 * is.
+	 */
+	if (fallback &&
+		(gpusort_engine_choice == GS_ENGINE_GPU || gs_cuda_built()))
 		*fallback = gpu_error;
 	return gs_engine_cpu();
 }
