@@ -1,0 +1,823 @@
+/*-------------------------------------------------------------------------
+ *
+ * hrs_agent.cuh
+ *	  Per-block agents of the hybrid MSD radix sort (Stehle & Jacobsen,
+ *	  SIGMOD 2017).  Each agent is what one thread block does in one
+ *	  kernel; the kernels in hrs_kernels.cuh only construct and run them.
+ *
+ *	  PrepassAgent    AND/OR of all keys (which digits vary at all) and the
+ *	                  initial row indexes.
+ *	  HistogramAgent  digit histogram of one key block of a bucket.
+ *	  PlanAgent       one bucket: sub-bucket offsets, and what becomes of
+ *	                  each sub-bucket (partitioned again, sorted locally,
+ *	                  batched with its small neighbours, or finished).
+ *	  ScatterAgent    one key block: partition it in shared memory, then
+ *	                  write each sub-bucket's run with coalesced stores.
+ *	  LocalSortAgent  sort one small bucket (or batch) in shared memory.
+ *	  CopyAgent       move a finished all-equal range to the output buffer.
+ *
+ * Buffers: keys and row indexes are double-buffered (buf 0 / buf 1).  A
+ * partitioning pass reads a bucket from its buffer and writes the
+ * sub-buckets to the other one; a bucket whose digit is the same for every
+ * key is not moved at all.  Local sorts and copies always write buffer 0,
+ * which therefore holds the result.
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef HRS_AGENT_CUH
+#define HRS_AGENT_CUH
+
+#include <stdint.h>
+#include <cub/block/block_load.cuh>
+#include <cub/block/block_radix_sort.cuh>
+#include <cub/block/block_scan.cuh>
+
+#include "hrs_key.cuh"
+#include "hrs_policy.cuh"
+
+namespace hrs
+{
+
+constexpr int RADIX = 256;
+constexpr int MAX_DIGITS = 32;
+
+/* a bucket still to be partitioned in some pass */
+struct Bucket
+{
+	uint32_t	begin;			/* first row (position in the buffers) */
+	uint32_t	size;			/* rows */
+	uint32_t	first_block;	/* its first key block in this pass */
+	uint8_t		digit;			/* byte it is partitioned on */
+	uint8_t		buf;			/* buffer holding it */
+	uint8_t		skip;			/* set by PlanAgent: digit is constant */
+	uint8_t		pad;
+};
+
+/* a range to be sorted by one block in shared memory */
+struct Task
+{
+	uint32_t	begin;
+	uint32_t	size;
+	uint32_t	buf;
+	uint32_t	pad;
+};
+
+/* an all-equal range, finished, that must move from buffer 1 to buffer 0 */
+struct CopyRange
+{
+	uint32_t	begin;
+	uint32_t	size;
+	uint32_t	first_block;
+	uint32_t	pad;
+};
+
+/*
+ * Counters in device memory.  alloc[p] packs (buckets << 32 | key blocks)
+ * of pass p: one 64-bit atomic hands out a bucket index and its block range
+ * together, so first_block grows with the bucket index and a block finds
+ * its bucket by binary search.  copy_alloc does the same for copy ranges.
+ */
+struct Counters
+{
+	unsigned long long alloc[MAX_DIGITS + 1];
+	unsigned long long copy_alloc;
+	uint32_t	tasks[4];
+	uint32_t	overflow;		/* a list ran out of room (can't happen) */
+	uint32_t	pad;
+};
+
+/* what every pass kernel needs; passed by value */
+struct PassParams
+{
+	void	   *keys[2];
+	uint32_t   *vals[2];
+	Bucket	   *buckets;		/* this pass */
+	Bucket	   *next_buckets;	/* filled for the next pass */
+	uint32_t   *bucket_hist;	/* [bucket][256] of this pass */
+	uint32_t   *next_bucket_hist;	/* zeroed for each next bucket */
+	uint32_t   *sub_cursor;		/* [bucket][256] write cursors */
+	uint32_t   *block_hist;		/* [block][256] */
+	Task	   *tasks[3];		/* local sort lists, one per config */
+	CopyRange  *copies;
+	Counters   *counters;
+	uint32_t	max_buckets;
+	uint32_t	max_tasks;
+	uint32_t	max_copies;
+	int			pass;
+	int8_t		next_digit[MAX_DIGITS];	/* next varying byte, or -1 */
+};
+
+/* index of the last bucket whose first_block <= block */
+__device__ __forceinline__ uint32_t
+find_bucket(const uint32_t *first_blocks, size_t stride_words,
+			uint32_t count, uint32_t block)
+{
+	uint32_t	lo = 0,
+				hi = count - 1;
+
+	while (lo < hi)
+	{
+		uint32_t	mid = (lo + hi + 1) >> 1;
+
+		if (first_blocks[mid * stride_words] <= block)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+template <int W>
+__device__ __forceinline__ uint64_t
+warp_or(uint64_t x)
+{
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		x |= __shfl_xor_sync(0xFFFFFFFFu, x, o);
+	return x;
+}
+
+__device__ __forceinline__ uint64_t
+warp_and(uint64_t x)
+{
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		x &= __shfl_xor_sync(0xFFFFFFFFu, x, o);
+	return x;
+}
+
+/* ---------------------------------------------------------------------- */
+
+/*
+ * PrepassAgent: AND and OR of every key word, so the host learns which
+ * digits vary anywhere (the others are never partitioned on, and an input
+ * with none finishes at once); also writes row index i into vals[i].
+ */
+template <int KB>
+struct PrepassAgent
+{
+	typedef KeyTraits<KB> T;
+	typedef typename T::Key Key;
+	static constexpr int THREADS = Policy<KB>::PREPASS_THREADS;
+	static constexpr int ITEMS = Policy<KB>::PREPASS_ITEMS;
+
+	__device__ static void run(const Key *keys, uint32_t *vals, size_t n,
+							   unsigned long long *and_mask,
+							   unsigned long long *or_mask)
+	{
+		uint64_t	a[T::WORDS],
+					o[T::WORDS];
+
+#pragma unroll
+		for (int j = 0; j < T::WORDS; j++)
+		{
+			a[j] = ~(uint64_t) 0;
+			o[j] = 0;
+		}
+		size_t		stride = (size_t) gridDim.x * THREADS * ITEMS;
+
+		for (size_t base = (size_t) blockIdx.x * THREADS * ITEMS;
+			 base < n; base += stride)
+		{
+#pragma unroll
+			for (int it = 0; it < ITEMS; it++)
+			{
+				size_t		i = base + (size_t) it * THREADS + threadIdx.x;
+
+				if (i < n)
+				{
+					Key			k = keys[i];
+
+#pragma unroll
+					for (int j = 0; j < T::WORDS; j++)
+					{
+						a[j] &= T::word(k, j);
+						o[j] |= T::word(k, j);
+					}
+					vals[i] = (uint32_t) i;
+				}
+			}
+		}
+#pragma unroll
+		for (int j = 0; j < T::WORDS; j++)
+		{
+			uint64_t	wa = warp_and(a[j]);
+			uint64_t	wo = warp_or<1>(o[j]);
+
+			if ((threadIdx.x & 31) == 0)
+			{
+				if (wa != ~(uint64_t) 0)
+					atomicAnd(&and_mask[j], (unsigned long long) wa);
+				if (wo != 0)
+					atomicOr(&or_mask[j], (unsigned long long) wo);
+			}
+		}
+	}
+};
+
+/* ---------------------------------------------------------------------- */
+
+/* where a key block of the current pass lies */
+struct BlockSpan
+{
+	uint32_t	bucket;			/* index in this pass's bucket list */
+	uint32_t	offset;			/* first row of the block in the buffer */
+	uint32_t	count;			/* rows in the block */
+	Bucket		b;
+};
+
+template <int TILE>
+__device__ __forceinline__ bool
+locate_block(const PassParams &p, uint32_t block, BlockSpan &s)
+{
+	unsigned long long a = p.counters->alloc[p.pass];
+	uint32_t	nb = (uint32_t) (a >> 32);
+	uint32_t	nblocks = (uint32_t) a;
+
+	if (block >= nblocks || nb == 0)
+		return false;
+	s.bucket = find_bucket(&p.buckets[0].first_block,
+						   sizeof(Bucket) / sizeof(uint32_t), nb, block);
+	s.b = p.buckets[s.bucket];
+	uint32_t	rel = (block - s.b.first_block) * (uint32_t) TILE;
+
+	s.offset = s.b.begin + rel;
+	s.count = min((uint32_t) TILE, s.b.size - rel);
+	return true;
+}
+
+/*
+ * HistogramAgent: count the digits of one key block in shared memory (one
+ * histogram per warp, so skewed inputs contend less), store the block's
+ * histogram for the scatter, and add it to its bucket's histogram.
+ */
+template <int KB>
+struct HistogramAgent
+{
+	typedef KeyTraits<KB> T;
+	typedef typename T::Key Key;
+	typedef typename Policy<KB>::Partition P;
+	static constexpr int WARPS = P::THREADS / 32;
+
+	struct TempStorage
+	{
+		uint32_t	hist[WARPS][RADIX];
+	};
+
+	__device__ static void run(const PassParams &p, TempStorage &s)
+	{
+		BlockSpan	span;
+
+		if (!locate_block<P::TILE>(p, blockIdx.x, span))
+			return;
+		const Key  *src = (const Key *) p.keys[span.b.buf] + span.offset;
+		const int	warp = threadIdx.x >> 5;
+
+		for (int i = threadIdx.x; i < WARPS * RADIX; i += P::THREADS)
+			(&s.hist[0][0])[i] = 0;
+
+		Key			k[P::ITEMS];
+
+#pragma unroll
+		for (int it = 0; it < P::ITEMS; it++)
+		{
+			uint32_t	i = it * P::THREADS + threadIdx.x;
+
+			if (i < span.count)
+				k[it] = src[i];
+		}
+		__syncthreads();
+#pragma unroll
+		for (int it = 0; it < P::ITEMS; it++)
+		{
+			uint32_t	i = it * P::THREADS + threadIdx.x;
+
+			if (i < span.count)
+				atomicAdd(&s.hist[warp][T::digit(k[it], span.b.digit)], 1u);
+		}
+		__syncthreads();
+		for (int d = threadIdx.x; d < RADIX; d += P::THREADS)
+		{
+			uint32_t	c = 0;
+
+#pragma unroll
+			for (int w = 0; w < WARPS; w++)
+				c += s.hist[w][d];
+			p.block_hist[(size_t) blockIdx.x * RADIX + d] = c;
+			if (c)
+				atomicAdd(&p.bucket_hist[(size_t) span.bucket * RADIX + d], c);
+		}
+	}
+};
+
+/* ---------------------------------------------------------------------- */
+
+/* a local-sort configuration index for a task of n rows */
+template <int KB>
+__device__ __forceinline__ int
+local_config(uint32_t n)
+{
+	typedef Policy<KB> Pol;
+
+	if (n <= (uint32_t) Pol::Local0::TILE)
+		return 0;
+	if (n <= (uint32_t) Pol::Local1::TILE)
+		return 1;
+	return 2;
+}
+
+template <int KB>
+__device__ __forceinline__ void
+emit_task(const PassParams &p, uint32_t begin, uint32_t size, uint32_t buf)
+{
+	int			c = local_config<KB>(size);
+	uint32_t	t = atomicAdd(&p.counters->tasks[c], 1u);
+
+	if (t < p.max_tasks)
+	{
+		Task		task;
+
+		task.begin = begin;
+		task.size = size;
+		task.buf = buf;
+		task.pad = 0;
+		p.tasks[c][t] = task;
+	}
+	else
+		atomicExch(&p.counters->overflow, 1u);
+}
+
+/* a bucket for the next pass, with its key blocks */
+template <int KB>
+__device__ __forceinline__ void
+emit_bucket(const PassParams &p, uint32_t begin, uint32_t size, int digit,
+			uint32_t buf)
+{
+	const uint32_t TILE = Policy<KB>::Partition::TILE;
+	uint32_t	nblocks = (size + TILE - 1) / TILE;
+	unsigned long long old = atomicAdd(&p.counters->alloc[p.pass + 1],
+									   (1ull << 32) | nblocks);
+	uint32_t	idx = (uint32_t) (old >> 32);
+
+	if (idx >= p.max_buckets)
+	{
+		atomicExch(&p.counters->overflow, 1u);
+		return;
+	}
+	Bucket		b;
+
+	b.begin = begin;
+	b.size = size;
+	b.first_block = (uint32_t) old;
+	b.digit = (uint8_t) digit;
+	b.buf = (uint8_t) buf;
+	b.skip = 0;
+	b.pad = 0;
+	p.next_buckets[idx] = b;
+
+	uint4	   *h = (uint4 *) &p.next_bucket_hist[(size_t) idx * RADIX];
+
+	for (int i = 0; i < RADIX / 4; i++)
+		h[i] = make_uint4(0, 0, 0, 0);
+}
+
+/* a finished all-equal range; only one in buffer 1 needs moving */
+template <int KB>
+__device__ __forceinline__ void
+emit_finished(const PassParams &p, uint32_t begin, uint32_t size, uint32_t buf)
+{
+	const uint32_t TILE = Policy<KB>::Partition::TILE;
+
+	if (buf == 0)
+		return;
+	uint32_t	nblocks = (size + TILE - 1) / TILE;
+	unsigned long long old = atomicAdd(&p.counters->copy_alloc,
+									   (1ull << 32) | nblocks);
+	uint32_t	idx = (uint32_t) (old >> 32);
+
+	if (idx >= p.max_copies)
+	{
+		atomicExch(&p.counters->overflow, 1u);
+		return;
+	}
+	CopyRange	c;
+
+	c.begin = begin;
+	c.size = size;
+	c.first_block = (uint32_t) old;
+	c.pad = 0;
+	p.copies[idx] = c;
+}
+
+/*
+ * PlanAgent: one thread per digit value of one bucket.  The exclusive scan
+ * of the bucket's histogram gives the sub-bucket offsets (the scatter's
+ * write cursors).  Then each sub-bucket is classified: empty; large
+ * (partitioned again on the next varying digit); finished (no digit left
+ * that varies: all its keys are equal); or small, in which case runs of
+ * small neighbours are batched into local-sort tasks.  A bucket whose
+ * digit is the same for all keys is not scattered: it moves on to the next
+ * digit where it lies.
+ */
+template <int KB>
+struct PlanAgent
+{
+	typedef Policy<KB> Pol;
+	typedef cub::BlockScan<uint32_t, RADIX> Scan;
+
+	enum
+	{
+		EMPTY = 0, LARGE, FINISHED, SMALL
+	};
+
+	struct TempStorage
+	{
+		typename Scan::TempStorage scan;
+		uint32_t	count[RADIX];
+		uint32_t	start[RADIX];
+		uint8_t		cls[RADIX];
+	};
+
+	__device__ static void run(const PassParams &p, TempStorage &s)
+	{
+		unsigned long long a = p.counters->alloc[p.pass];
+		uint32_t	nb = (uint32_t) (a >> 32);
+		uint32_t	bi = blockIdx.x;
+
+		if (bi >= nb)
+			return;
+		const Bucket b = p.buckets[bi];
+		const int	d = threadIdx.x;
+		const int	next = p.next_digit[b.digit];
+		uint32_t	cnt = p.bucket_hist[(size_t) bi * RADIX + d];
+		uint32_t	excl;
+
+		Scan(s.scan).ExclusiveSum(cnt, excl);
+		int			nonzero = __syncthreads_count(cnt != 0);
+
+		if (nonzero == 1)
+		{
+			/* constant digit: no scatter; same rows, next digit */
+			if (cnt != 0)
+			{
+				p.buckets[bi].skip = 1;
+				if (next < 0)
+					emit_finished<KB>(p, b.begin, b.size, b.buf);
+				else
+					emit_bucket<KB>(p, b.begin, b.size, next, b.buf);
+			}
+			return;
+		}
+
+		const uint32_t child_buf = b.buf ^ 1u;
+		const uint32_t begin = b.begin + excl;
+		uint8_t		cls;
+
+		p.sub_cursor[(size_t) bi * RADIX + d] = begin;
+		if (cnt == 0)
+			cls = EMPTY;
+		else if (cnt <= Pol::LOCAL_LIMIT)
+			cls = SMALL;
+		else if (next < 0)
+			cls = FINISHED;
+		else
+			cls = LARGE;
+		if (cls == LARGE)
+			emit_bucket<KB>(p, begin, cnt, next, child_buf);
+		else if (cls == FINISHED)
+			emit_finished<KB>(p, begin, cnt, child_buf);
+		s.count[d] = cnt;
+		s.start[d] = begin;
+		s.cls[d] = cls;
+		__syncthreads();
+
+		/* batch runs of small neighbours (empty ones do not break a run) */
+		if (threadIdx.x == 0)
+		{
+			uint32_t	run_begin = 0,
+						run_size = 0;
+
+			for (int i = 0; i < RADIX; i++)
+			{
+				uint8_t		c = s.cls[i];
+
+				if (c == EMPTY)
+					continue;
+				if (c == SMALL)
+				{
+					uint32_t	n = s.count[i];
+
+					if (run_size > 0 && run_size + n > Pol::MERGE_LIMIT)
+					{
+						emit_task<KB>(p, run_begin, run_size, child_buf);
+						run_size = 0;
+					}
+					if (run_size == 0)
+						run_begin = s.start[i];
+					run_size += n;
+				}
+				else if (run_size > 0)
+				{
+					emit_task<KB>(p, run_begin, run_size, child_buf);
+					run_size = 0;
+				}
+			}
+			if (run_size > 0)
+				emit_task<KB>(p, run_begin, run_size, child_buf);
+		}
+	}
+};
+
+/* ---------------------------------------------------------------------- */
+
+/*
+ * ScatterAgent: partition one key block into its sub-buckets.  The block
+ * reserves room for its keys in each sub-bucket with one atomic per digit,
+ * places its keys in shared memory grouped by digit (shared-memory atomics;
+ * the order within a digit is free, the sort need not be stable), then
+ * writes each group as one contiguous run.  The row indexes follow the
+ * same way.
+ */
+template <int KB>
+struct ScatterAgent
+{
+	typedef KeyTraits<KB> T;
+	typedef typename T::Key Key;
+	typedef typename Policy<KB>::Partition P;
+	typedef cub::BlockScan<uint32_t, P::THREADS> Scan;
+
+	struct TempStorage
+	{
+		union
+		{
+			Key			keys[P::TILE];
+			uint32_t	vals[P::TILE];
+		}			stage;
+		uint8_t		digit[P::TILE];
+		uint32_t	cursor[RADIX];
+		uint32_t	base[RADIX];	/* global position minus local offset */
+		typename Scan::TempStorage scan;
+	};
+
+	__device__ static void run(const PassParams &p, TempStorage &s)
+	{
+		BlockSpan	span;
+
+		if (!locate_block<P::TILE>(p, blockIdx.x, span) || span.b.skip)
+			return;
+		const Key  *src = (const Key *) p.keys[span.b.buf] + span.offset;
+		const uint32_t *vsrc = p.vals[span.b.buf] + span.offset;
+		Key		   *dst = (Key *) p.keys[span.b.buf ^ 1];
+		uint32_t   *vdst = p.vals[span.b.buf ^ 1];
+
+		Key			k[P::ITEMS];
+		uint32_t	v[P::ITEMS];
+		uint32_t	pos[P::ITEMS];
+
+#pragma unroll
+		for (int it = 0; it < P::ITEMS; it++)
+		{
+			uint32_t	i = it * P::THREADS + threadIdx.x;
+
+			if (i < span.count)
+				k[it] = src[i];
+		}
+#pragma unroll
+		for (int it = 0; it < P::ITEMS; it++)
+		{
+			uint32_t	i = it * P::THREADS + threadIdx.x;
+
+			if (i < span.count)
+				v[it] = vsrc[i];
+		}
+
+		/* local offsets and global reservations per digit */
+		uint32_t	h = 0,
+					excl;
+
+		if (threadIdx.x < RADIX)
+			h = p.block_hist[(size_t) blockIdx.x * RADIX + threadIdx.x];
+		Scan(s.scan).ExclusiveSum(h, excl);
+		if (threadIdx.x < RADIX)
+		{
+			uint32_t	g = 0;
+
+			if (h)
+				g = atomicAdd(&p.sub_cursor[(size_t) span.bucket * RADIX + threadIdx.x], h);
+			s.cursor[threadIdx.x] = excl;
+			s.base[threadIdx.x] = g - excl;
+		}
+		__syncthreads();
+
+		/* group the keys by digit in shared memory */
+#pragma unroll
+		for (int it = 0; it < P::ITEMS; it++)
+		{
+			uint32_t	i = it * P::THREADS + threadIdx.x;
+
+			if (i < span.count)
+			{
+				unsigned	dg = T::digit(k[it], span.b.digit);
+
+				pos[it] = atomicAdd(&s.cursor[dg], 1u);
+				s.stage.keys[pos[it]] = k[it];
+				s.digit[pos[it]] = (uint8_t) dg;
+			}
+		}
+		__syncthreads();
+		for (uint32_t i = threadIdx.x; i < span.count; i += P::THREADS)
+			dst[s.base[s.digit[i]] + i] = s.stage.keys[i];
+		__syncthreads();
+
+		/* the row indexes take the same places */
+#pragma unroll
+		for (int it = 0; it < P::ITEMS; it++)
+		{
+			uint32_t	i = it * P::THREADS + threadIdx.x;
+
+			if (i < span.count)
+				s.stage.vals[pos[it]] = v[it];
+		}
+		__syncthreads();
+		for (uint32_t i = threadIdx.x; i < span.count; i += P::THREADS)
+			vdst[s.base[s.digit[i]] + i] = s.stage.vals[i];
+	}
+};
+
+/* ---------------------------------------------------------------------- */
+
+/*
+ * LocalSortAgent: sort one task (a small bucket or a batch of neighbouring
+ * ones) entirely in shared memory with CUB's block radix sort, only over
+ * the bits that vary within the task, and write it to buffer 0.  Tasks
+ * shorter than the tile are padded with the largest key; the block sort is
+ * stable and the padding sits last, so it stays behind real keys equal to
+ * it.
+ */
+template <int KB, typename LP>
+struct LocalSortAgent
+{
+	typedef KeyTraits<KB> T;
+	typedef typename T::Key Key;
+	typedef cub::BlockLoad<Key, LP::THREADS, LP::ITEMS,
+						   cub::BLOCK_LOAD_WARP_TRANSPOSE> LoadKeys;
+	typedef cub::BlockLoad<uint32_t, LP::THREADS, LP::ITEMS,
+						   cub::BLOCK_LOAD_WARP_TRANSPOSE> LoadVals;
+	typedef cub::BlockRadixSort<Key, LP::THREADS, LP::ITEMS, uint32_t,
+								LP::RADIX_BITS> Sort;
+
+	struct TempStorage
+	{
+		union
+		{
+			typename LoadKeys::TempStorage load_keys;
+			typename LoadVals::TempStorage load_vals;
+			typename Sort::TempStorage sort;
+		}			u;
+		unsigned long long diff[T::WORDS];
+	};
+
+	/* highest and lowest bit (CUB numbering) where diff has a one */
+	__device__ static void bit_range(const unsigned long long *diff,
+									 int &begin_bit, int &end_bit)
+	{
+		begin_bit = 0;
+		end_bit = 0;
+#pragma unroll
+		for (int j = 0; j < T::WORDS; j++)
+		{
+			uint64_t	x = diff[j];
+			int			word_lsb = (T::WORDS - 1 - j) * T::WORD_BITS;
+
+			if (x == 0)
+				continue;
+			if (end_bit == 0)
+				end_bit = word_lsb + 64 - __clzll((long long) x);
+			begin_bit = word_lsb + __ffsll((long long) x) - 1;
+		}
+	}
+
+	__device__ static void sort(Sort &sorter, Key (&k)[LP::ITEMS],
+								uint32_t (&v)[LP::ITEMS], int begin_bit,
+								int end_bit)
+	{
+		if constexpr (T::NATIVE)
+			sorter.SortBlockedToStriped(k, v, begin_bit, end_bit);
+		else
+			sorter.SortBlockedToStriped(k, v, typename T::Decomposer(),
+										begin_bit, end_bit);
+	}
+
+	__device__ static void run(const Task *tasks, void *k0, void *k1,
+							   uint32_t *v0, uint32_t *v1, bool keys_out,
+							   TempStorage &s)
+	{
+		const Task	t = tasks[blockIdx.x];
+		const Key  *src = (const Key *) (t.buf ? k1 : k0) + t.begin;
+		const uint32_t *vsrc = (t.buf ? v1 : v0) + t.begin;
+		Key		   *dst = (Key *) k0 + t.begin;
+		uint32_t   *vdst = v0 + t.begin;
+		const int	n = (int) t.size;
+
+		Key			k[LP::ITEMS];
+		uint32_t	v[LP::ITEMS];
+
+		if (threadIdx.x < T::WORDS)
+			s.diff[threadIdx.x] = 0;
+		LoadKeys(s.u.load_keys).Load(src, k, n, T::max_key());
+		__syncthreads();
+		LoadVals(s.u.load_vals).Load(vsrc, v, n, 0u);
+
+		/* which bits vary within the task */
+		const Key	first = src[0];
+		uint64_t	x[T::WORDS];
+
+#pragma unroll
+		for (int j = 0; j < T::WORDS; j++)
+			x[j] = 0;
+#pragma unroll
+		for (int it = 0; it < LP::ITEMS; it++)
+		{
+			if (threadIdx.x * LP::ITEMS + it < n)
+			{
+#pragma unroll
+				for (int j = 0; j < T::WORDS; j++)
+					x[j] |= T::word(k[it], j) ^ T::word(first, j);
+			}
+		}
+#pragma unroll
+		for (int j = 0; j < T::WORDS; j++)
+		{
+			uint64_t	w = warp_or<1>(x[j]);
+
+			if ((threadIdx.x & 31) == 0 && w != 0)
+				atomicOr(&s.diff[j], (unsigned long long) w);
+		}
+		__syncthreads();
+		int			begin_bit,
+					end_bit;
+
+		bit_range(s.diff, begin_bit, end_bit);
+		if (end_bit == 0)
+		{
+			/* all keys equal: sorted already; a no-op sort on bit 0 */
+			begin_bit = 0;
+			end_bit = 1;
+		}
+		Sort		sorter(s.u.sort);
+
+		sort(sorter, k, v, begin_bit, end_bit);
+
+#pragma unroll
+		for (int it = 0; it < LP::ITEMS; it++)
+		{
+			int			i = it * LP::THREADS + threadIdx.x;
+
+			if (i < n)
+			{
+				if (keys_out)
+					dst[i] = k[it];
+				vdst[i] = v[it];
+			}
+		}
+	}
+};
+
+/* ---------------------------------------------------------------------- */
+
+/* CopyAgent: one key block of a finished range, buffer 1 -> buffer 0 */
+template <int KB>
+struct CopyAgent
+{
+	typedef KeyTraits<KB> T;
+	typedef typename T::Key Key;
+	typedef typename Policy<KB>::Partition P;
+
+	__device__ static void run(const CopyRange *ranges, uint32_t nranges,
+							   void *k0, void *k1, uint32_t *v0,
+							   uint32_t *v1, bool keys_out)
+	{
+		uint32_t	r = find_bucket(&ranges[0].first_block,
+									sizeof(CopyRange) / sizeof(uint32_t),
+									nranges, blockIdx.x);
+		CopyRange	c = ranges[r];
+		uint32_t	rel = (blockIdx.x - c.first_block) * (uint32_t) P::TILE;
+		uint32_t	off = c.begin + rel;
+		uint32_t	count = min((uint32_t) P::TILE, c.size - rel);
+		const Key  *src = (const Key *) k1 + off;
+		Key		   *dst = (Key *) k0 + off;
+
+		for (uint32_t i = threadIdx.x; i < count; i += P::THREADS)
+		{
+			if (keys_out)
+				dst[i] = src[i];
+			v0[off + i] = v1[off + i];
+		}
+	}
+};
+
+}								/* namespace hrs */
+
+#endif							/* HRS_AGENT_CUH */
