@@ -1,0 +1,246 @@
+/*-------------------------------------------------------------------------
+ *
+ * index.c
+ *	  Hand btree builds of CREATE INDEX and REINDEX to gpusort.
+ *
+ * PostgreSQL has no hook in btbuild.  It calls the access method through
+ * the index relcache entry, index->rd_indam->ambuild, and rd_indam is a
+ * private copy of the AM's routine kept in the entry's rd_indexcxt.  So
+ * gpusort replaces ambuild in that copy, for the index about to be built,
+ * with gs_btbuild (index_build.c), which builds the index itself or calls
+ * btbuild for anything it does not support.
+ *
+ *	- CREATE INDEX: index_create() invokes the object access hook
+ *	  (OAT_POST_CREATE) for the new index right before the command counter
+ *	  increment that turns the bare relcache entry made by heap_create into
+ *	  a full index entry (rd_indam appears then) and then calls
+ *	  index_build().  Our hook makes that increment itself (index_create's
+ *	  own one then has nothing left to do) and patches the fresh entry.
+ *	- REINDEX INDEX / TABLE: a ProcessUtility hook takes, in REINDEX's own
+ *	  order, the locks REINDEX is about to take, opens the btree indexes
+ *	  concerned and patches their entries.  While an index is open its
+ *	  entry is only reloaded, never rebuilt, by invalidations (its
+ *	  rd_indam survives), and reindex_index() keeps it open up to
+ *	  index_build().
+ *
+ * Safety: the patch only decides who builds the index.  If an invalidation
+ * rebuilds the entry first, the patch is simply gone and btbuild runs; if a
+ * patched entry outlives the build, gs_btbuild checks everything again at
+ * its next use.  Parallel builds: parallel btree workers never call
+ * ambuild, and gs_btbuild either builds serially or leaves the whole build,
+ * parallel workers included, to btbuild.
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/amapi.h"
+#include "access/nbtree.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/catalog.h"
+#include "catalog/index.h"
+#include "catalog/namespace.h"
+#include "catalog/objectaccess.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_class.h"
+#include "commands/defrem.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "storage/lmgr.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
+
+#include "gpusort_int.h"
+#include "index_int.h"
+
+bool		gs_index_build_enabled = true;
+
+static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+static object_access_hook_type prev_object_access = NULL;
+
+/* > 0 while a CREATE INDEX statement (not CONCURRENTLY) runs */
+static int	gs_create_index_depth = 0;
+
+bool
+gs_index_wanted(void)
+{
+	return gpusort_enabled && gs_index_build_enabled;
+}
+
+/* replace ambuild in an open btree index's relcache entry */
+static void
+gs_index_patch(Relation index)
+{
+	if (index->rd_rel->relkind != RELKIND_INDEX ||
+		index->rd_rel->relam != BTREE_AM_OID ||
+		index->rd_indam == NULL)
+		return;
+	if (index->rd_indam->ambuild == btbuild)
+		index->rd_indam->ambuild = gs_btbuild;
+}
+
+static void
+gs_index_object_access(ObjectAccessType access, Oid classId, Oid objectId,
+					   int subId, void *arg)
+{
+	Relation	rel;
+
+	if (prev_object_access)
+		prev_object_access(access, classId, objectId, subId, arg);
+
+	if (access != OAT_POST_CREATE || classId != RelationRelationId ||
+		subId != 0 || gs_create_index_depth == 0 || !gs_index_wanted())
+		return;
+
+	/* the entry heap_create made: valid, though not an index entry yet */
+	rel = RelationIdGetRelation(objectId);
+	if (!RelationIsValid(rel))
+		return;
+	if (rel->rd_rel->relkind == RELKIND_INDEX &&
+		rel->rd_rel->relam == BTREE_AM_OID &&
+		!IsCatalogNamespace(rel->rd_rel->relnamespace) &&
+		!IsToastNamespace(rel->rd_rel->relnamespace))
+	{
+		/* what index_create does next; the entry gets its rd_indam */
+		CommandCounterIncrement();
+		gs_index_patch(rel);
+	}
+	RelationClose(rel);
+}
+
+/* open (and keep locked) one index REINDEX will build, and patch it */
+static void
+gs_index_prepare_one(Oid indexId, bool lock_heap)
+{
+	Relation	index;
+
+	if (lock_heap)
+	{
+		Oid			heapId = IndexGetRelation(indexId, true);
+
+		if (!OidIsValid(heapId) || IsCatalogRelationOid(heapId))
+			return;
+		LockRelationOid(heapId, ShareLock);
+	}
+	index = try_relation_open(indexId, AccessExclusiveLock);
+	if (index == NULL)
+		return;
+	gs_index_patch(index);
+	relation_close(index, NoLock);
+}
+
+/*
+ * REINDEX INDEX or TABLE, not CONCURRENTLY: patch the btree indexes it is
+ * about to build.  Permission problems and the like are left to REINDEX,
+ * which reports them; we then do nothing.
+ */
+static void
+gs_index_prepare_reindex(ReindexStmt *stmt)
+{
+	ListCell   *lc;
+	Oid			relid;
+
+	foreach(lc, stmt->params)
+	{
+		DefElem    *opt = (DefElem *) lfirst(lc);
+
+		if (strcmp(opt->defname, "concurrently") == 0 && defGetBoolean(opt))
+			return;
+	}
+	if (stmt->relation == NULL)
+		return;
+	if (stmt->kind != REINDEX_OBJECT_INDEX && stmt->kind != REINDEX_OBJECT_TABLE)
+		return;
+
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (!OidIsValid(relid) || IsCatalogRelationOid(relid) ||
+		!pg_class_ownercheck(relid, GetUserId()))
+		return;
+
+	if (stmt->kind == REINDEX_OBJECT_INDEX)
+	{
+		if (get_rel_relkind(relid) == RELKIND_INDEX)
+			gs_index_prepare_one(relid, true);
+	}
+	else
+	{
+		char		relkind = get_rel_relkind(relid);
+		Relation	heap;
+		List	   *indexes;
+		ListCell   *lc2;
+
+		if (relkind != RELKIND_RELATION && relkind != RELKIND_MATVIEW)
+			return;
+		heap = try_relation_open(relid, ShareLock);
+		if (heap == NULL)
+			return;
+		indexes = RelationGetIndexList(heap);
+		relation_close(heap, NoLock);
+		foreach(lc2, indexes)
+			gs_index_prepare_one(lfirst_oid(lc2), false);
+		list_free(indexes);
+	}
+}
+
+static void
+gs_index_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+						bool readOnlyTree, ProcessUtilityContext context,
+						ParamListInfo params, QueryEnvironment *queryEnv,
+						DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *parsetree = pstmt->utilityStmt;
+	bool		track = false;
+
+	if (gs_index_wanted())
+	{
+		if (IsA(parsetree, IndexStmt))
+			track = !((IndexStmt *) parsetree)->concurrent;
+		else if (IsA(parsetree, ReindexStmt))
+			gs_index_prepare_reindex((ReindexStmt *) parsetree);
+	}
+
+	if (track)
+		gs_create_index_depth++;
+	PG_TRY();
+	{
+		if (prev_ProcessUtility)
+			prev_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, queryString, readOnlyTree,
+									context, params, queryEnv, dest, qc);
+	}
+	PG_FINALLY();
+	{
+		if (track)
+			gs_create_index_depth--;
+	}
+	PG_END_TRY();
+}
+
+void
+gs_index_init(void)
+{
+	DefineCustomBoolVariable("gpusort.index_build",
+							 "Builds btree indexes (CREATE INDEX, REINDEX) through gpusort.",
+							 "Takes effect only while gpusort.enabled is on; "
+							 "indexes gpusort cannot build are built by PostgreSQL.",
+							 &gs_index_build_enabled,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	prev_ProcessUtility = ProcessUtility_hook;
+	ProcessUtility_hook = gs_index_ProcessUtility;
+	prev_object_access = object_access_hook;
+	object_access_hook = gs_index_object_access;
+}

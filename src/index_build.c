@@ -1,0 +1,552 @@
+/*-------------------------------------------------------------------------
+ *
+ * index_build.c
+ *	  The btree ambuild that gpusort puts in place of btbuild.
+ *
+ * The heap is scanned with table_index_build_scan, exactly as btbuild does
+ * (same visibility rules, HOT chains, partial-index predicate, expression
+ * evaluation).  Each index tuple is formed into an arena, and a normalized
+ * key is written for it into an engine key buffer: the encoded key columns
+ * (gpusort_keys.h) followed by one 64-bit word holding the heap TID, so
+ * that the engine's order is btree order whenever the columns are encoded
+ * exactly.  Runs of rows whose column part is equal and not exact are put
+ * in order with the index's own comparators (sort support, as tuplesort
+ * does), then TID.  Unique indexes are checked over the sorted rows (live
+ * tuples only, as btbuild keeps recently dead ones out of the check), and
+ * the tuples go to the page writer (index_write.c).
+ *
+ * Whatever this file does not support is built by btbuild, unchanged.
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/nbtree.h"
+#include "access/tableam.h"
+#include "catalog/catalog.h"
+#include "catalog/pg_am.h"
+#include "commands/progress.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/bufmgr.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/sortsupport.h"
+
+#include "gpusort_int.h"
+#include "gpusort_keys.h"
+#include "index_int.h"
+
+/* per-row flags */
+#define GS_ROW_ALIVE	0x01	/* live tuple: takes part in unique checks */
+#define GS_ROW_LOSSY	0x02	/* its key lost information */
+
+/* column part of the key: at most this many bytes, so the TID fits */
+#define GS_IDX_MAX_COL_BYTES	24
+
+/* first allocation, in rows, and how often long loops check interrupts */
+#define GS_IDX_MIN_ROWS			1024
+#define GS_IDX_CFI_EVERY		65536
+
+typedef struct GsIdxBuild
+{
+	Relation	heap;
+	Relation	index;
+	TupleDesc	itupdesc;
+	int			nkeyatts;
+	bool		isunique;
+	bool		nulls_not_distinct;
+
+	/* keys */
+	GsKeyPlan  *kp;
+	int			colbytes;		/* width of the column part (plan width) */
+	int			colwords;		/* 64-bit words it takes in our key */
+	int			keybytes;		/* whole key: column words + TID word */
+	bool		exact;			/* columns fully encoded by the plan */
+	uint64		colbuf[GS_MAX_KEY_BYTES / 8];
+
+	/* rows */
+	GsEngine   *eng;
+	MemoryContext tupcxt;		/* the index tuples */
+	char	   *keys;			/* engine key buffer */
+	IndexTuple *tuples;
+	uint8	   *flags;
+	size_t		cap;
+	size_t		n;
+	bool		anylossy;
+	bool		overflow;		/* too many rows for one sort */
+	double		indtuples;
+
+	/* comparators for tie-breaks and unique checks */
+	SortSupport ssup;
+} GsIdxBuild;
+
+/* why index could not be built here, or NULL */
+static const char *
+gs_idx_unsupported(Relation heap, Relation index, IndexInfo *indexInfo)
+{
+	if (!gs_index_wanted())
+		return "gpusort.enabled or gpusort.index_build is off";
+	if (index->rd_rel->relam != BTREE_AM_OID)
+		return "not a btree";
+	if (IsCatalogRelation(heap) || IsSystemRelation(heap))
+		return "system catalog";
+	if (indexInfo->ii_Concurrent)
+		return "concurrent build";
+	if (RelationGetNumberOfBlocks(index) != 0)
+		return "index not empty";
+	return NULL;
+}
+
+/*
+ * The key plan over the leading key columns the encoder accepts; NULL when
+ * it accepts not even the first.
+ */
+static GsKeyPlan *
+gs_idx_keyplan(GsIdxBuild *b, int *ncols_planned)
+{
+	Relation	index = b->index;
+	AttrNumber	attnos[INDEX_MAX_KEYS];
+	Oid			sortops[INDEX_MAX_KEYS];
+	Oid			colls[INDEX_MAX_KEYS];
+	bool		nulls_first[INDEX_MAX_KEYS];
+	int			ncols = 0;
+	int			maxbytes;
+	int			i;
+
+	for (i = 0; i < b->nkeyatts; i++)
+	{
+		int16		opt = index->rd_indoption[i];
+		Oid			type = index->rd_opcintype[i];
+		Oid			op;
+
+		op = get_opfamily_member(index->rd_opfamily[i], type, type,
+								 (opt & INDOPTION_DESC) ?
+								 BTGreaterStrategyNumber :
+								 BTLessStrategyNumber);
+		if (!OidIsValid(op) ||
+			!gs_column_encodable(TupleDescAttr(b->itupdesc, i)->atttypid,
+								 op, index->rd_indcollation[i], NULL))
+			break;
+		attnos[i] = i + 1;
+		sortops[i] = op;
+		colls[i] = index->rd_indcollation[i];
+		nulls_first[i] = (opt & INDOPTION_NULLS_FIRST) != 0;
+		ncols++;
+	}
+	*ncols_planned = ncols;
+	if (ncols == 0)
+		return NULL;
+
+	maxbytes = Min(gpusort_max_key_bytes, GS_IDX_MAX_COL_BYTES);
+	return gs_keyplan_create(ncols, attnos, sortops, colls, nulls_first,
+							 b->itupdesc, maxbytes);
+}
+
+static void
+gs_idx_sortsupport(GsIdxBuild *b)
+{
+	int			i;
+
+	b->ssup = (SortSupport) palloc0(b->nkeyatts * sizeof(SortSupportData));
+	for (i = 0; i < b->nkeyatts; i++)
+	{
+		SortSupport s = &b->ssup[i];
+		int16		opt = b->index->rd_indoption[i];
+
+		s->ssup_cxt = CurrentMemoryContext;
+		s->ssup_collation = b->index->rd_indcollation[i];
+		s->ssup_nulls_first = (opt & INDOPTION_NULLS_FIRST) != 0;
+		s->ssup_attno = i + 1;
+		s->abbreviate = false;
+		PrepareSortSupportFromIndexRel(b->index,
+									   (opt & INDOPTION_DESC) ?
+									   BTGreaterStrategyNumber :
+									   BTLessStrategyNumber, s);
+	}
+}
+
+/* compare the key columns of two index tuples, as the btree orders them */
+static int
+gs_idx_cmp_cols(GsIdxBuild *b, IndexTuple t1, IndexTuple t2)
+{
+	int			i;
+
+	for (i = 0; i < b->nkeyatts; i++)
+	{
+		Datum		d1,
+					d2;
+		bool		n1,
+					n2;
+		int			c;
+
+		d1 = index_getattr(t1, i + 1, b->itupdesc, &n1);
+		d2 = index_getattr(t2, i + 1, b->itupdesc, &n2);
+		c = ApplySortComparator(d1, n1, d2, n2, &b->ssup[i]);
+		if (c != 0)
+			return c;
+	}
+	return 0;
+}
+
+/* qsort_arg comparator over row numbers: key columns, then heap TID */
+static int
+gs_idx_cmp_rows(const void *a, const void *bb, void *arg)
+{
+	GsIdxBuild *b = (GsIdxBuild *) arg;
+	IndexTuple	t1 = b->tuples[*(const uint32 *) a];
+	IndexTuple	t2 = b->tuples[*(const uint32 *) bb];
+	int			c;
+
+	c = gs_idx_cmp_cols(b, t1, t2);
+	if (c != 0)
+		return c;
+	return ItemPointerCompare(&t1->t_tid, &t2->t_tid);
+}
+
+static void
+gs_idx_grow(GsIdxBuild *b)
+{
+	size_t		newcap = b->cap * 2;
+
+	if (newcap > GS_MAX_ROWS)
+		newcap = GS_MAX_ROWS;
+	b->keys = gs_keybuf_grow(b->eng, b->keys, b->cap * b->keybytes,
+							 newcap * b->keybytes);
+	b->tuples = (IndexTuple *) repalloc_huge(b->tuples,
+											 newcap * sizeof(IndexTuple));
+	b->flags = (uint8 *) repalloc_huge(b->flags, newcap);
+	b->cap = newcap;
+}
+
+/* table_index_build_scan callback: one index tuple */
+static void
+gs_idx_collect(Relation index, ItemPointer tid, Datum *values, bool *isnull,
+			   bool tupleIsAlive, void *state)
+{
+	GsIdxBuild *b = (GsIdxBuild *) state;
+	IndexTuple	itup;
+	uint64	   *key;
+	bool		lossy;
+
+	b->indtuples += 1;
+	if (b->overflow)
+		return;
+	if (b->n >= b->cap)
+	{
+		if (b->cap >= GS_MAX_ROWS)
+		{
+			b->overflow = true;
+			return;
+		}
+		gs_idx_grow(b);
+	}
+
+	itup = index_form_tuple_context(b->itupdesc, values, isnull, b->tupcxt);
+	itup->t_tid = *tid;
+
+	lossy = gs_encode_key(b->kp, values, isnull, b->colbuf);
+	key = (uint64 *) (b->keys + b->n * b->keybytes);
+	if (b->colbytes == 4)
+	{
+		uint32		w;
+
+		memcpy(&w, b->colbuf, sizeof(w));
+		key[0] = (uint64) w << 32;
+	}
+	else
+		memcpy(key, b->colbuf, b->colbytes);
+	key[b->colwords] =
+		((uint64) ItemPointerGetBlockNumberNoCheck(tid) << 16) |
+		ItemPointerGetOffsetNumberNoCheck(tid);
+
+	b->tuples[b->n] = itup;
+	b->flags[b->n] = (tupleIsAlive ? GS_ROW_ALIVE : 0) |
+		(lossy ? GS_ROW_LOSSY : 0);
+	b->anylossy |= lossy;
+	b->n++;
+}
+
+/* the error btbuild raises for two live tuples with equal keys */
+static void
+gs_idx_unique_violation(GsIdxBuild *b, IndexTuple itup)
+{
+	Datum		values[INDEX_MAX_KEYS];
+	bool		isnull[INDEX_MAX_KEYS];
+	char	   *key_desc;
+
+	index_deform_tuple(itup, b->itupdesc, values, isnull);
+	key_desc = BuildIndexValueDescription(b->index, values, isnull);
+	ereport(ERROR,
+			(errcode(ERRCODE_UNIQUE_VIOLATION),
+			 errmsg("could not create unique index \"%s\"",
+					RelationGetRelationName(b->index)),
+			 key_desc ? errdetail("Key %s is duplicated.", key_desc) :
+			 errdetail("Duplicate keys exist."),
+			 errtableconstraint(b->heap,
+								RelationGetRelationName(b->index))));
+}
+
+/* any key column NULL? */
+static bool
+gs_idx_key_has_null(GsIdxBuild *b, IndexTuple itup)
+{
+	int			i;
+
+	if (!IndexTupleHasNulls(itup))
+		return false;
+	for (i = 0; i < b->nkeyatts; i++)
+		if (att_isnull(i, (bits8 *) itup + sizeof(IndexTupleData)))
+			return true;
+	return false;
+}
+
+/*
+ * Rows perm[s .. e-1] have equal column keys and are in final order.
+ * Raise the unique violation if two live rows have equal key columns.
+ */
+static void
+gs_idx_check_unique(GsIdxBuild *b, const uint32 *perm, size_t s, size_t e)
+{
+	size_t		g = s;
+
+	while (g < e)
+	{
+		size_t		h = g + 1;
+		int			alive = (b->flags[perm[g]] & GS_ROW_ALIVE) ? 1 : 0;
+		IndexTuple	first_alive = alive ? b->tuples[perm[g]] : NULL;
+
+		/* the group of rows equal to row g */
+		while (h < e)
+		{
+			uint32		r0 = perm[h - 1];
+			uint32		r1 = perm[h];
+			bool		equal;
+
+			if (b->exact &&
+				!((b->flags[r0] | b->flags[r1]) & GS_ROW_LOSSY))
+				equal = true;
+			else
+				equal = gs_idx_cmp_cols(b, b->tuples[r0], b->tuples[r1]) == 0;
+			if (!equal)
+				break;
+			if (b->flags[r1] & GS_ROW_ALIVE)
+			{
+				if (first_alive == NULL)
+					first_alive = b->tuples[r1];
+				alive++;
+			}
+			h++;
+		}
+
+		if (alive >= 2 &&
+			(b->nulls_not_distinct || !gs_idx_key_has_null(b, first_alive)))
+			gs_idx_unique_violation(b, first_alive);
+		g = h;
+	}
+}
+
+/*
+ * Sort the collected rows; returns perm, the rows in btree order.  Raises
+ * the unique violation when there is one.
+ */
+static uint32 *
+gs_idx_sort(GsIdxBuild *b)
+{
+	uint32	   *perm;
+	char	   *fallback = NULL;
+	gs_sort_stats stats;
+	size_t		s;
+
+	perm = (uint32 *) palloc_extended(Max(b->n, 1) * sizeof(uint32),
+									  MCXT_ALLOC_HUGE);
+	if (b->n == 0)
+		return perm;
+
+	b->eng = gs_engine_sort(b->eng, b->keys, b->n, b->keybytes, perm,
+							GS_SORT_KEYS_OUT, &stats, &fallback);
+	if (fallback)
+		ereport(DEBUG2,
+				(errmsg_internal("gpusort index sort fell back to the CPU: %s",
+								 fallback)));
+
+	/*
+	 * Runs of equal column keys: put them in order with the comparators
+	 * where the keys are not exact, and check uniqueness.  Keys are now in
+	 * sorted order, so the column part of key i belongs to row perm[i];
+	 * reordering rows within a run keeps that true.
+	 */
+	if (b->exact && !b->anylossy && !b->isunique)
+		return perm;
+
+	s = 0;
+	while (s < b->n)
+	{
+		const uint64 *k0 = (const uint64 *) (b->keys + s * b->keybytes);
+		size_t		e = s + 1;
+		bool		lossy = (b->flags[perm[s]] & GS_ROW_LOSSY) != 0;
+
+		while (e < b->n &&
+			   memcmp(k0, b->keys + e * b->keybytes,
+					  b->colwords * sizeof(uint64)) == 0)
+		{
+			lossy |= (b->flags[perm[e]] & GS_ROW_LOSSY) != 0;
+			e++;
+		}
+
+		if (e - s > 1)
+		{
+			if (!b->exact || lossy)
+				qsort_arg(perm + s, e - s, sizeof(uint32), gs_idx_cmp_rows, b);
+			if (b->isunique)
+				gs_idx_check_unique(b, perm, s, e);
+		}
+
+		if ((s / GS_IDX_CFI_EVERY) != (e / GS_IDX_CFI_EVERY))
+			CHECK_FOR_INTERRUPTS();
+		s = e;
+	}
+	return perm;
+}
+
+/*
+ * Build the index.  Returns false, with nothing written, when it had to
+ * give up (then btbuild builds it); *reltuples gets the heap tuple count.
+ */
+static bool
+gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
+			 double *reltuples, double *indtuples, const char **why)
+{
+	GsIdxBuild b;
+	int			ncols_planned;
+	double		est;
+	uint32	   *perm;
+	GsBtWriter *w;
+	size_t		i;
+
+	memset(&b, 0, sizeof(b));
+	b.heap = heap;
+	b.index = index;
+	b.itupdesc = RelationGetDescr(index);
+	b.nkeyatts = IndexRelationGetNumberOfKeyAttributes(index);
+	b.isunique = indexInfo->ii_Unique;
+	b.nulls_not_distinct = indexInfo->ii_NullsNotDistinct;
+
+	b.kp = gs_idx_keyplan(&b, &ncols_planned);
+	if (b.kp == NULL)
+	{
+		*why = "leading key column cannot be encoded";
+		return false;
+	}
+	b.colbytes = gs_keyplan_key_bytes(b.kp);
+	b.colwords = (b.colbytes + 7) / 8;
+	b.keybytes = (b.colwords + 1) * 8;
+	Assert(GS_KEY_BYTES_VALID(b.keybytes));
+	b.exact = ncols_planned == b.nkeyatts &&
+		gs_keyplan_ncols_encoded(b.kp) == b.nkeyatts &&
+		gs_keyplan_exact(b.kp);
+	gs_idx_sortsupport(&b);
+
+	/* size the buffers from the planner's row estimate */
+	est = heap->rd_rel->reltuples;
+	if (est < GS_IDX_MIN_ROWS)
+		est = GS_IDX_MIN_ROWS;
+	if (est > (double) GS_MAX_ROWS / 2)
+		est = (double) GS_MAX_ROWS / 2;
+	b.cap = (size_t) (est * 1.05);
+
+	b.eng = gs_engine_choose(est, NULL);
+	b.keys = gs_keybuf_alloc(b.eng, b.cap * b.keybytes, CurrentMemoryContext);
+	b.tuples = (IndexTuple *) palloc_extended(b.cap * sizeof(IndexTuple),
+											  MCXT_ALLOC_HUGE);
+	b.flags = (uint8 *) palloc_extended(b.cap, MCXT_ALLOC_HUGE);
+	b.tupcxt = AllocSetContextCreate(CurrentMemoryContext,
+									 "gpusort index tuples",
+									 ALLOCSET_DEFAULT_MINSIZE,
+									 ALLOCSET_DEFAULT_INITSIZE,
+									 8 * 1024 * 1024);
+
+	/* scan */
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
+								 PROGRESS_BTREE_PHASE_INDEXBUILD_TABLESCAN);
+	*reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
+										gs_idx_collect, &b, NULL);
+	{
+		const int	progress_index[] = {
+			PROGRESS_CREATEIDX_TUPLES_TOTAL,
+			PROGRESS_SCAN_BLOCKS_TOTAL,
+			PROGRESS_SCAN_BLOCKS_DONE
+		};
+		const int64 progress_vals[] = {(int64) b.indtuples, 0, 0};
+
+		pgstat_progress_update_multi_param(3, progress_index, progress_vals);
+	}
+	if (b.overflow)
+	{
+		*why = "too many rows for one sort";
+		return false;
+	}
+
+	/* sort */
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
+								 PROGRESS_BTREE_PHASE_PERFORMSORT_1);
+	perm = gs_idx_sort(&b);
+
+	/* write */
+	w = gs_btw_begin(heap, index, b.isunique);
+	for (i = 0; i < b.n; i++)
+		gs_btw_add(w, b.tuples[perm[i]]);
+	gs_btw_finish(w);
+
+	*indtuples = b.indtuples;
+	return true;
+}
+
+IndexBuildResult *
+gs_btbuild(Relation heap, Relation index, IndexInfo *indexInfo)
+{
+	const char *why;
+	IndexBuildResult *result;
+	MemoryContext cxt;
+	MemoryContext oldcxt;
+	double		reltuples = 0;
+	double		indtuples = 0;
+	bool		done;
+
+	why = gs_idx_unsupported(heap, index, indexInfo);
+	if (why != NULL)
+	{
+		ereport(DEBUG1,
+				(errmsg_internal("index \"%s\" built by PostgreSQL: %s",
+								 RelationGetRelationName(index), why)));
+		return btbuild(heap, index, indexInfo);
+	}
+
+	result = (IndexBuildResult *) palloc(sizeof(IndexBuildResult));
+
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "gpusort index build",
+								ALLOCSET_DEFAULT_SIZES);
+	oldcxt = MemoryContextSwitchTo(cxt);
+	done = gs_idx_build(heap, index, indexInfo, &reltuples, &indtuples, &why);
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(cxt);
+
+	if (!done)
+	{
+		ereport(DEBUG1,
+				(errmsg_internal("index \"%s\" built by PostgreSQL: %s",
+								 RelationGetRelationName(index), why)));
+		pfree(result);
+		return btbuild(heap, index, indexInfo);
+	}
+
+	ereport(DEBUG1,
+			(errmsg_internal("index \"%s\" built by gpusort",
+							 RelationGetRelationName(index))));
+	result->heap_tuples = reltuples;
+	result->index_tuples = indtuples;
+	return result;
+}

@@ -1,0 +1,470 @@
+/*-------------------------------------------------------------------------
+ *
+ * index_write.c
+ *	  Write a btree from index tuples that arrive in final order.
+ *
+ * The pages must be the ones PostgreSQL's own build writes, so that the
+ * index cannot be told apart from a native one.  The layout rules are
+ * therefore those of nbtree's bottom-up build (see nbtree's README and
+ * nbtsort.c in PostgreSQL 15):
+ *
+ *	- one "open" page per level; leaf pages are closed when their free space
+ *	  drops below the fillfactor target, internal pages at 70%, but every
+ *	  page keeps at least two data items;
+ *	- closing a page moves its last item to the next page of the level and
+ *	  makes a high key of it (on the leaf level truncated against the item
+ *	  before it with _bt_truncate), and adds a downlink for the closed page,
+ *	  keyed by its low key, to the parent level (started on demand);
+ *	- the first data item of an internal page is "minus infinity" (no key
+ *	  attributes), as is the low key of the first page of each level;
+ *	- at the end the open page of each level, bottom up, is the rightmost
+ *	  one: it gets no high key, so its line pointers move back one slot;
+ *	  the topmost one is the root;
+ *	- block numbers are handed out in the order pages are started (block 0
+ *	  is the metapage, written last); pages are written outside shared
+ *	  buffers, WAL-logged as full-page images when the relation needs WAL,
+ *	  checksummed, and synced at the end;
+ *	- with deduplication, runs of equal keys become posting list tuples of
+ *	  at most a tenth of a page, built with nbtree's exported _bt_dedup_*
+ *	  helpers.
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/nbtree.h"
+#include "access/xloginsert.h"
+#include "commands/progress.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/bufpage.h"
+#include "storage/smgr.h"
+#include "utils/rel.h"
+
+#include "index_int.h"
+
+/* how often the leaf load reports progress, in tuples */
+#define GS_BTW_PROGRESS_EVERY	1024
+
+/* the page being filled on one level of the tree */
+typedef struct GsBtLevel
+{
+	Page		page;			/* page image being built */
+	BlockNumber blkno;			/* where it will be written */
+	IndexTuple	lowkey;			/* strict lower bound of the page (palloc'd) */
+	OffsetNumber lastoff;		/* offset of the last item added */
+	Size		lastextra;		/* posting list bytes of that item */
+	uint32		level;			/* 0 = leaf */
+	Size		target_free;	/* page is "full" below this free space */
+	struct GsBtLevel *up;		/* parent level, NULL until needed */
+} GsBtLevel;
+
+struct GsBtWriter
+{
+	Relation	heap;
+	Relation	index;
+	BTScanInsert inskey;		/* for _bt_truncate */
+	int			nkeyatts;
+	bool		use_wal;
+	BlockNumber next_blkno;		/* next block number to hand out */
+	BlockNumber nwritten;		/* blocks that exist on disk */
+	Page		zeropage;		/* for holes, allocated on demand */
+	Page		spare;			/* a written page's buffer, for reuse */
+	GsBtLevel  *leaf;			/* NULL until the first tuple */
+
+	/* deduplication */
+	bool		dedup;
+	BTDedupState dstate;
+
+	int64		ndone;			/* tuples added, for progress */
+};
+
+static void gs_btw_level_add(GsBtWriter *w, GsBtLevel *lv, IndexTuple itup,
+							 Size truncextra);
+
+/* a fresh, empty page for a level; slot P_HIKEY is reserved */
+static Page
+gs_btw_new_page(GsBtWriter *w, uint32 level)
+{
+	Page		page;
+	BTPageOpaque op;
+
+	if (w->spare)
+	{
+		page = w->spare;
+		w->spare = NULL;
+	}
+	else
+		page = (Page) palloc(BLCKSZ);
+
+	_bt_pageinit(page, BLCKSZ);
+	op = BTPageGetOpaque(page);
+	op->btpo_prev = P_NONE;
+	op->btpo_next = P_NONE;
+	op->btpo_level = level;
+	op->btpo_flags = (level == 0) ? BTP_LEAF : 0;
+	op->btpo_cycleid = 0;
+
+	/* the high key's line pointer is claimed now, filled on close */
+	((PageHeader) page)->pd_lower += sizeof(ItemIdData);
+
+	return page;
+}
+
+/* write one finished page at blkno; the buffer is kept for reuse */
+static void
+gs_btw_write_page(GsBtWriter *w, Page page, BlockNumber blkno)
+{
+	SMgrRelation smgr;
+
+	if (w->use_wal)
+		log_newpage(&w->index->rd_node, MAIN_FORKNUM, blkno, page, true);
+
+	smgr = RelationGetSmgr(w->index);
+
+	/* blocks not written yet (the metapage) are extended with zeroes */
+	while (w->nwritten < blkno)
+	{
+		if (w->zeropage == NULL)
+			w->zeropage = (Page) palloc0(BLCKSZ);
+		smgrextend(smgr, MAIN_FORKNUM, w->nwritten, (char *) w->zeropage,
+				   true);
+		w->nwritten++;
+	}
+
+	PageSetChecksumInplace(page, blkno);
+
+	if (blkno == w->nwritten)
+	{
+		smgrextend(smgr, MAIN_FORKNUM, blkno, (char *) page, true);
+		w->nwritten++;
+	}
+	else
+		smgrwrite(smgr, MAIN_FORKNUM, blkno, (char *) page, true);
+
+	if (w->spare == NULL)
+		w->spare = page;
+	else
+		pfree(page);
+}
+
+static GsBtLevel *
+gs_btw_level_start(GsBtWriter *w, uint32 level)
+{
+	GsBtLevel  *lv = (GsBtLevel *) palloc0(sizeof(GsBtLevel));
+
+	lv->page = gs_btw_new_page(w, level);
+	lv->blkno = w->next_blkno++;
+	lv->lowkey = NULL;
+	lv->lastoff = P_HIKEY;		/* the first item goes to P_FIRSTKEY */
+	lv->lastextra = 0;
+	lv->level = level;
+	if (level == 0)
+		lv->target_free = BTGetTargetPageFreeSpace(w->index);
+	else
+		lv->target_free = BLCKSZ * (100 - BTREE_NONLEAF_FILLFACTOR) / 100;
+	lv->up = NULL;
+	return lv;
+}
+
+/*
+ * Put itup at offset off.  The first data item of an internal page keeps
+ * only its downlink: its key is minus infinity.
+ */
+static void
+gs_btw_put_item(Page page, IndexTuple itup, Size size, OffsetNumber off,
+				bool minus_infinity)
+{
+	IndexTupleData bare;
+
+	if (minus_infinity)
+	{
+		bare = *itup;
+		bare.t_info = sizeof(IndexTupleData);
+		BTreeTupleSetNAtts(&bare, 0, false);
+		itup = &bare;
+		size = sizeof(IndexTupleData);
+	}
+
+	if (PageAddItem(page, (Item) itup, size, off, false, false) ==
+		InvalidOffsetNumber)
+		elog(ERROR, "failed to add item to index page");
+}
+
+/*
+ * Close the open page of lv: its last item moves to a new page, which
+ * becomes the open page, and turns into the old page's high key.  The old
+ * page gets a downlink in the parent level and is written.
+ */
+static void
+gs_btw_level_close(GsBtWriter *w, GsBtLevel *lv)
+{
+	Page		opage = lv->page;
+	BlockNumber oblkno = lv->blkno;
+	OffsetNumber last = lv->lastoff;
+	bool		leaf = (lv->level == 0);
+	Page		npage;
+	BlockNumber nblkno;
+	ItemId		lastid;
+	ItemId		hikeyid;
+	IndexTuple	moved;
+	IndexTuple	hikey;
+
+	Assert(last > P_FIRSTKEY);
+
+	npage = gs_btw_new_page(w, lv->level);
+	nblkno = w->next_blkno++;
+
+	/* the last item starts the new page (minus infinity when internal) */
+	lastid = PageGetItemId(opage, last);
+	moved = (IndexTuple) PageGetItem(opage, lastid);
+	gs_btw_put_item(npage, moved, ItemIdGetLength(lastid), P_FIRSTKEY, !leaf);
+
+	/* ... and, in the old page, takes the high key slot */
+	hikeyid = PageGetItemId(opage, P_HIKEY);
+	*hikeyid = *lastid;
+	ItemIdSetUnused(lastid);
+	((PageHeader) opage)->pd_lower -= sizeof(ItemIdData);
+
+	if (leaf)
+	{
+		IndexTuple	lastleft;
+		IndexTuple	pivot;
+
+		/* keep only the attributes that separate the two pages */
+		lastleft = (IndexTuple) PageGetItem(opage,
+											PageGetItemId(opage,
+														  OffsetNumberPrev(last)));
+		pivot = _bt_truncate(w->index, lastleft, moved, w->inskey);
+		if (!PageIndexTupleOverwrite(opage, P_HIKEY, (Item) pivot,
+									 IndexTupleSize(pivot)))
+			elog(ERROR, "failed to add high key to index page");
+		pfree(pivot);
+	}
+	hikey = (IndexTuple) PageGetItem(opage, PageGetItemId(opage, P_HIKEY));
+
+	/* downlink to the old page, keyed by its low key */
+	if (lv->up == NULL)
+		lv->up = gs_btw_level_start(w, lv->level + 1);
+	BTreeTupleSetDownLink(lv->lowkey, oblkno);
+	gs_btw_level_add(w, lv->up, lv->lowkey, 0);
+	pfree(lv->lowkey);
+
+	/* the old page's high key is the new page's low key */
+	lv->lowkey = CopyIndexTuple(hikey);
+
+	BTPageGetOpaque(opage)->btpo_next = nblkno;
+	BTPageGetOpaque(npage)->btpo_prev = oblkno;
+
+	gs_btw_write_page(w, opage, oblkno);
+
+	lv->page = npage;
+	lv->blkno = nblkno;
+	lv->lastoff = P_FIRSTKEY;
+}
+
+/*
+ * Add itup to level lv.  truncextra: bytes of itup that suffix truncation
+ * would remove (its posting list), counted as free when deciding whether
+ * the page is full.
+ */
+static void
+gs_btw_level_add(GsBtWriter *w, GsBtLevel *lv, IndexTuple itup,
+				 Size truncextra)
+{
+	bool		leaf = (lv->level == 0);
+	Size		itemsz = MAXALIGN(IndexTupleSize(itup));
+	Size		prevextra = lv->lastextra;
+	Size		freespace;
+	OffsetNumber off;
+
+	CHECK_FOR_INTERRUPTS();
+
+	lv->lastextra = truncextra;
+	freespace = PageGetFreeSpace(lv->page);
+
+	/* too large for any page: nbtree's own error */
+	if (unlikely(itemsz > BTMaxItemSize(lv->page)))
+		_bt_check_third_page(w->index, w->heap, leaf, lv->page, itup);
+
+	/*
+	 * Close the page when the item does not fit (leaving room on a leaf
+	 * for a heap TID the high key may need), or when the page has reached
+	 * its fill target and already holds two items.
+	 */
+	if (freespace < itemsz + (leaf ? MAXALIGN(sizeof(ItemPointerData)) : 0) ||
+		(freespace + prevextra < lv->target_free && lv->lastoff > P_FIRSTKEY))
+		gs_btw_level_close(w, lv);
+
+	/* first item of the level: its page's low key is minus infinity */
+	if (lv->lastoff == P_HIKEY)
+	{
+		Assert(lv->lowkey == NULL);
+		lv->lowkey = (IndexTuple) palloc0(sizeof(IndexTupleData));
+		lv->lowkey->t_info = sizeof(IndexTupleData);
+		BTreeTupleSetNAtts(lv->lowkey, 0, false);
+	}
+
+	off = OffsetNumberNext(lv->lastoff);
+	gs_btw_put_item(lv->page, itup, itemsz, off,
+					!leaf && off == P_FIRSTKEY);
+	lv->lastoff = off;
+}
+
+/* the pending posting list (or single tuple) goes to the leaf level */
+static void
+gs_btw_dedup_flush(GsBtWriter *w)
+{
+	BTDedupState d = w->dstate;
+
+	Assert(d->nitems > 0);
+	if (d->nitems == 1)
+		gs_btw_level_add(w, w->leaf, d->base, 0);
+	else
+	{
+		IndexTuple	posting;
+
+		posting = _bt_form_posting(d->base, d->htids, d->nhtids);
+		gs_btw_level_add(w, w->leaf, posting,
+						 IndexTupleSize(posting) -
+						 BTreeTupleGetPostingOffset(posting));
+		pfree(posting);
+	}
+	d->nmaxitems = 0;
+	d->nhtids = 0;
+	d->nitems = 0;
+	d->phystupsize = 0;
+}
+
+GsBtWriter *
+gs_btw_begin(Relation heap, Relation index, bool isunique)
+{
+	GsBtWriter *w = (GsBtWriter *) palloc0(sizeof(GsBtWriter));
+
+	w->heap = heap;
+	w->index = index;
+	w->nkeyatts = IndexRelationGetNumberOfKeyAttributes(index);
+	w->inskey = _bt_mkscankey(index, NULL);
+	/* without a metapage _bt_mkscankey cannot know; ask as btbuild does */
+	w->inskey->allequalimage = _bt_allequalimage(index, true);
+	w->use_wal = RelationNeedsWAL(index);
+	w->next_blkno = BTREE_METAPAGE + 1;
+	w->nwritten = 0;
+
+	w->dedup = w->inskey->allequalimage && !isunique &&
+		BTGetDeduplicateItems(index);
+	if (w->dedup)
+	{
+		BTDedupState d = (BTDedupState) palloc0(sizeof(BTDedupStateData));
+
+		d->deduplicate = true;
+		/* a tenth of a page, less the item's line pointer */
+		d->maxpostingsize = MAXALIGN_DOWN(BLCKSZ * 10 / 100) -
+			sizeof(ItemIdData);
+		d->htids = (ItemPointer) palloc(d->maxpostingsize);
+		d->base = NULL;
+		d->baseoff = InvalidOffsetNumber;
+		w->dstate = d;
+	}
+
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
+								 PROGRESS_BTREE_PHASE_LEAF_LOAD);
+	return w;
+}
+
+/*
+ * Add the next tuple.  itup must stay valid until the next call (it may
+ * become the base of a posting list).
+ */
+void
+gs_btw_add(GsBtWriter *w, IndexTuple itup)
+{
+	if (w->leaf == NULL)
+		w->leaf = gs_btw_level_start(w, 0);
+
+	if (!w->dedup)
+		gs_btw_level_add(w, w->leaf, itup, 0);
+	else if (w->dstate->base == NULL)
+		_bt_dedup_start_pending(w->dstate, itup, InvalidOffsetNumber);
+	else if (_bt_keep_natts_fast(w->index, w->dstate->base, itup) >
+			 w->nkeyatts &&
+			 _bt_dedup_save_htid(w->dstate, itup))
+	{
+		/* equal to the pending base: its TIDs joined the posting list */
+	}
+	else
+	{
+		gs_btw_dedup_flush(w);
+		_bt_dedup_start_pending(w->dstate, itup, InvalidOffsetNumber);
+	}
+
+	if (++w->ndone % GS_BTW_PROGRESS_EVERY == 0)
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE,
+									 w->ndone);
+}
+
+void
+gs_btw_finish(GsBtWriter *w)
+{
+	GsBtLevel  *lv;
+	BlockNumber root = P_NONE;
+	uint32		rootlevel = 0;
+	Page		meta;
+
+	if (w->dedup && w->dstate->base != NULL)
+		gs_btw_dedup_flush(w);
+
+	/* every level's open page is its rightmost; the top one is the root */
+	for (lv = w->leaf; lv != NULL; lv = lv->up)
+	{
+		BTPageOpaque op = BTPageGetOpaque(lv->page);
+		OffsetNumber off;
+		OffsetNumber maxoff;
+		ItemId		prev;
+
+		if (lv->up == NULL)
+		{
+			op->btpo_flags |= BTP_ROOT;
+			root = lv->blkno;
+			rootlevel = lv->level;
+		}
+		else
+		{
+			BTreeTupleSetDownLink(lv->lowkey, lv->blkno);
+			gs_btw_level_add(w, lv->up, lv->lowkey, 0);
+		}
+		if (lv->lowkey)
+			pfree(lv->lowkey);
+		lv->lowkey = NULL;
+
+		/* no high key on a rightmost page: drop the reserved slot */
+		maxoff = PageGetMaxOffsetNumber(lv->page);
+		prev = PageGetItemId(lv->page, P_HIKEY);
+		for (off = P_FIRSTKEY; off <= maxoff; off = OffsetNumberNext(off))
+		{
+			ItemId		cur = PageGetItemId(lv->page, off);
+
+			*prev = *cur;
+			prev = cur;
+		}
+		((PageHeader) lv->page)->pd_lower -= sizeof(ItemIdData);
+
+		gs_btw_write_page(w, lv->page, lv->blkno);
+		lv->page = NULL;
+	}
+
+	meta = (Page) palloc(BLCKSZ);
+	_bt_initmetapage(meta, root, rootlevel, w->inskey->allequalimage);
+	gs_btw_write_page(w, meta, BTREE_METAPAGE);
+
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, w->ndone);
+
+	/*
+	 * The pages bypassed shared buffers, so a checkpoint that starts after
+	 * their WAL records cannot have flushed them: sync before commit.
+	 */
+	if (w->use_wal)
+		smgrimmedsync(RelationGetSmgr(w->index), MAIN_FORKNUM);
+}
