@@ -129,6 +129,17 @@ SELECT * FROM gs_build('CREATE INDEX %I ON gsi (b) WHERE a < 1000', 'gsi_part');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (a) WITH (fillfactor = 50)', 'gsi_ff50');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (id) WITH (fillfactor = 100)', 'gsi_ff100');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (a) WITH (deduplicate_items = off)', 'gsi_nodedup');
+-- the narrowest keys: 4 bytes of int8 or text, the rest by comparators
+SET gpusort.max_key_bytes = 4;
+SELECT * FROM gs_build('CREATE INDEX %I ON gsi (b, a)', 'gsi_k4b');
+SELECT * FROM gs_build('CREATE UNIQUE INDEX %I ON gsi (c COLLATE "C", id)', 'gsi_k4c');
+RESET gpusort.max_key_bytes;
+-- a build PostgreSQL would run with parallel workers
+SET max_parallel_maintenance_workers = 2;
+SET min_parallel_table_scan_size = 0;
+SELECT * FROM gs_build('CREATE INDEX %I ON gsi (ts DESC, u)', 'gsi_par');
+RESET min_parallel_table_scan_size;
+SET max_parallel_maintenance_workers = 0;
 -- unique with NULLs (distinct), and NULLS NOT DISTINCT without duplicates
 SELECT * FROM gs_build('CREATE UNIQUE INDEX %I ON gsi (b, id)', 'gsi_ubid');
 SELECT * FROM gs_build('CREATE UNIQUE INDEX %I ON gsi (b) WHERE id %% 97 <> 0 AND id < 100', 'gsi_upart');

@@ -51,6 +51,11 @@
 #define GS_IDX_MIN_ROWS			1024
 #define GS_IDX_CFI_EVERY		65536
 
+/* index tuples are packed into blocks of this size */
+#define GS_IDX_ARENA_BLOCK		((size_t) 4 * 1024 * 1024)
+/* tuples formed between resets of the scratch context */
+#define GS_IDX_SCRATCH_TUPLES	1024
+
 typedef struct GsIdxBuild
 {
 	Relation	heap;
@@ -70,7 +75,10 @@ typedef struct GsIdxBuild
 
 	/* rows */
 	GsEngine   *eng;
-	MemoryContext tupcxt;		/* the index tuples */
+	MemoryContext scratch;		/* index_form_tuple's output, reset often */
+	int			scratch_used;
+	char	   *arena;			/* free space of the current arena block */
+	size_t		arena_left;
 	char	   *keys;			/* engine key buffer */
 	IndexTuple *tuples;
 	uint8	   *flags;
@@ -222,6 +230,30 @@ gs_idx_grow(GsIdxBuild *b)
 	b->cap = newcap;
 }
 
+/*
+ * Copy a formed index tuple into the arena: tuples live until the end of
+ * the build, packed, without a chunk header each.
+ */
+static IndexTuple
+gs_idx_store(GsIdxBuild *b, IndexTuple src)
+{
+	Size		size = MAXALIGN(IndexTupleSize(src));
+	IndexTuple	dst;
+
+	if (size > b->arena_left)
+	{
+		size_t		block = Max(GS_IDX_ARENA_BLOCK, size);
+
+		b->arena = (char *) palloc_extended(block, MCXT_ALLOC_HUGE);
+		b->arena_left = block;
+	}
+	dst = (IndexTuple) b->arena;
+	memcpy(dst, src, IndexTupleSize(src));
+	b->arena += size;
+	b->arena_left -= size;
+	return dst;
+}
+
 /* table_index_build_scan callback: one index tuple */
 static void
 gs_idx_collect(Relation index, ItemPointer tid, Datum *values, bool *isnull,
@@ -245,8 +277,14 @@ gs_idx_collect(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 		gs_idx_grow(b);
 	}
 
-	itup = index_form_tuple_context(b->itupdesc, values, isnull, b->tupcxt);
+	itup = gs_idx_store(b, index_form_tuple_context(b->itupdesc, values,
+													isnull, b->scratch));
 	itup->t_tid = *tid;
+	if (++b->scratch_used >= GS_IDX_SCRATCH_TUPLES)
+	{
+		MemoryContextReset(b->scratch);
+		b->scratch_used = 0;
+	}
 
 	lossy = gs_encode_key(b->kp, values, isnull, b->colbuf);
 	key = (uint64 *) (b->keys + b->n * b->keybytes);
@@ -463,11 +501,9 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	b.tuples = (IndexTuple *) palloc_extended(b.cap * sizeof(IndexTuple),
 											  MCXT_ALLOC_HUGE);
 	b.flags = (uint8 *) palloc_extended(b.cap, MCXT_ALLOC_HUGE);
-	b.tupcxt = AllocSetContextCreate(CurrentMemoryContext,
-									 "gpusort index tuples",
-									 ALLOCSET_DEFAULT_MINSIZE,
-									 ALLOCSET_DEFAULT_INITSIZE,
-									 8 * 1024 * 1024);
+	b.scratch = AllocSetContextCreate(CurrentMemoryContext,
+									  "gpusort index tuple scratch",
+									  ALLOCSET_DEFAULT_SIZES);
 
 	/* scan */
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
