@@ -47,9 +47,10 @@
 #   --rows N[,N...]     data set sizes (default 1000000)
 #   --kinds LIST|all    (default: all); --keys LIST|all (default: all);
 #   --widths LIST       (default: narrow,wide)
-#   --quick             a short selection: full on i8u/tx/f8 narrow+wide,
-#                       limit100, window, groupagg, distinct, mergejoin and
-#                       index on i8u (or tx)
+#   --quick             a short selection, most telling first: full on i8u
+#                       and tx, mergejoin, window, limit100, full wide,
+#                       groupagg and distinct on i8z, index, limit1m, full on
+#                       f8, ts and comp
 #   --runs N            timed runs per mode (default 3)
 #   --set NAME=VALUE    a setting for both modes (repeatable), e.g.
 #                       --set gpusort.engine=gpu --set work_mem=4GB
@@ -58,6 +59,8 @@
 #   --out DIR           output folder (default bench/out/<date>-<time>)
 #   --drop              drop the generated tables at the end
 #   --data-only         generate the tables the selected cases need, then stop
+#   --render-md DIR     only rewrite DIR/results.md from DIR/results.csv (for
+#                       a run that was cut short)
 #
 # Output in DIR: results.csv (one row per case), machine.csv (GPU as
 # gpusort_info() reports it, CPU, PostgreSQL version, settings, commit),
@@ -77,6 +80,7 @@ deadline=0
 verify=1
 drop=0
 data_only=0
+render_md=
 out=
 sets=()
 
@@ -87,6 +91,32 @@ usage()
 {
 	sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//'
 	exit "${1:-0}"
+}
+
+# ---- Markdown table -----------------------------------------------------------
+
+# results.md from results.csv (and machine.csv) in folder $1
+write_md()
+{
+	local dir=$1 m
+	m()
+	{
+		sed -n "s/^$1,//p" "$dir/machine.csv" | head -n 1 | tr -d '"'
+	}
+	{
+		echo "gpusort benchmark $(m date): commit $(m commit); CPU: $(m cpu); memory $(m memory);" \
+			"GPU: $(m gpusort_info.device); $(m pg_version | cut -d, -f1);" \
+			"$(m runs) timed runs per mode (medians, ms); work_mem $(m work_mem);" \
+			"settings: $(bs=$(m bench_sets); echo "${bs:-server defaults}")"
+		echo
+		echo "| rows | case | key | width | PostgreSQL ms | gpusort ms | speedup | scan floor ms | above floor: PG / gpusort ms | GpuSort in plan | same result |"
+		echo "| ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"
+		tail -n +2 "$dir/results.csv" | while IFS=, read -r r kind key width pg gs sp fl pa ga ar ip same _; do
+			local above=
+			[ -n "$pa" ] && above="$pa / $ga"
+			echo "| $r | $kind | $key | $width | $pg | $gs | ${sp:+$sp×} | $fl | $above | $ip | $same |"
+		done
+	} >"$dir/results.md"
 }
 
 quick=0
@@ -104,6 +134,7 @@ while [ $# -gt 0 ]; do
 		--out) out=$2; shift ;;
 		--drop) drop=1 ;;
 		--data-only) data_only=1 ;;
+		--render-md) render_md=$2; shift ;;
 		-h|--help) usage 0 ;;
 		*) echo "unknown option: $1" >&2; usage 2 >&2 ;;
 	esac
@@ -115,6 +146,11 @@ kinds=${kinds//,/ }
 keys=${keys//,/ }
 widths=${widths//,/ }
 rows_list=${rows_list//,/ }
+if [ -n "$render_md" ]; then
+	write_md "$render_md"
+	cat "$render_md/results.md"
+	exit 0
+fi
 case "$runs" in ''|*[!0-9]*|0) echo "--runs must be a positive integer" >&2; exit 2 ;; esac
 
 PG_CONFIG=${PG_CONFIG:-pg_config}
@@ -489,9 +525,12 @@ fi
 # the case list: kind key width, in the order they run
 cases=()
 if [ "$quick" = 1 ]; then
-	cases=("full i8u narrow" "full i8u wide" "full tx narrow" "full f8 narrow"
-		   "limit100 i8u narrow" "window i8u narrow" "groupagg i8z narrow"
-		   "distinct i8z narrow" "mergejoin comp narrow" "index i8u narrow")
+	# most telling first, so that a --deadline keeps the important ones
+	cases=("full i8u narrow" "full tx narrow" "mergejoin comp narrow"
+		   "window i8u narrow" "limit100 i8u narrow" "full i8u wide"
+		   "groupagg i8z narrow" "distinct i8z narrow" "index i8u narrow"
+		   "limit1m i8u narrow" "full f8 narrow" "full ts narrow"
+		   "full comp narrow")
 else
 	for kind in $kinds; do
 		[ "$kind" = scan ] && continue
@@ -545,19 +584,7 @@ if [ "$drop" = 1 ]; then
 	done
 fi
 
-# ---- Markdown table -----------------------------------------------------------
-{
-	echo "gpusort benchmark $stamp — commit $commit; CPU: $cpu; GPU: $gpu; PostgreSQL $pgver; runs: $runs per mode (medians); settings: ${sets[*]:-server defaults}"
-	echo
-	echo "| rows | case | key | width | PostgreSQL ms | gpusort ms | speedup | scan floor ms | above floor: PG / gpusort ms | GpuSort in plan | same result |"
-	echo "| ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"
-	tail -n +2 "$CSV" | while IFS=, read -r r kind key width pg gs sp fl pa ga ar ip same _; do
-		above=
-		[ -n "$pa" ] && above="$pa / $ga"
-		echo "| $r | $kind | $key | $width | $pg | $gs | ${sp:+$sp×} | $fl | $above | $ip | $same |"
-	done
-} >"$out/results.md"
-
+write_md "$out"
 echo
 cat "$out/results.md"
 echo
