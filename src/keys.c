@@ -103,6 +103,20 @@ typedef enum GsKind
 	GSK_NAME_ICU
 } GsKind;
 
+/*
+ * Longest ICU sort-key prefix.  ucol_nextSortKeyPart costs about 1 us per 8
+ * bytes it produces (32-character ASCII strings, root collation), which at
+ * 32 bytes made encoding slower than PostgreSQL's whole sort; 16 bytes
+ * still separates most strings and leaves the rest to the tie-break.
+ */
+#define GS_ICU_PREFIX_MAX	16
+
+/*
+ * Longest numeric prefix: class, weight and 6 base-10000 digits (24 decimal
+ * digits) hold nearly every numeric exactly, at half the width of 32.
+ */
+#define GS_NUMERIC_PREFIX_MAX	16
+
 #define GSK_IS_VARIABLE(k)	((k) >= GSK_NUMERIC)
 #define GSK_IS_ICU(k)		((k) >= GSK_TEXT_ICU)
 
@@ -487,9 +501,17 @@ gs_keyplan_create(int ncols, const AttrNumber *attnos, const Oid *sortops,
 			/* a prefix filling the rest of the key; always the last one */
 			col->nullmode = (kind == GSK_NUMERIC) ? GSN_FOLDED : GSN_EXTREME;
 			col->width = room;
-			total = maxw;
 			if (GSK_IS_ICU(kind))
-				exact = false;	/* equal sort keys may still differ */
+			{
+				/* equal sort keys may still differ; ICU keys cost per byte */
+				exact = false;
+				col->width = Min(room, GS_ICU_PREFIX_MAX);
+			}
+			else if (kind == GSK_NUMERIC)
+				col->width = Min(room, GS_NUMERIC_PREFIX_MAX);
+			/* up to the end of the key width that takes anyway */
+			col->width = Min(room, width_for(total + col->width) - total);
+			total += col->width;
 			kp->nenc = i + 1;
 			break;
 		}
