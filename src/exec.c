@@ -356,29 +356,6 @@ gpusort_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	else
 		return;					/* never executed */
 
-	if (r.handed_over)
-	{
-		ExplainPropertyText("GpuSort Engine", "tuplesort", es);
-		if (r.fallback)
-			ExplainPropertyText("GpuSort Fallback", r.fallback, es);
-		if (r.ts_method)
-		{
-			if (es->format == EXPLAIN_FORMAT_TEXT)
-			{
-				explain_indent(es);
-				appendStringInfo(es->str, "Sort Method: %s  %s: " INT64_FORMAT "kB\n",
-								 r.ts_method, r.ts_space_type, r.ts_space_kb);
-			}
-			else
-			{
-				ExplainPropertyText("Sort Method", r.ts_method, es);
-				ExplainPropertyInteger("Sort Space Used", "kB", r.ts_space_kb, es);
-				ExplainPropertyText("Sort Space Type", r.ts_space_type, es);
-			}
-		}
-		return;
-	}
-
 	if (es->format == EXPLAIN_FORMAT_TEXT)
 	{
 		explain_indent(es);
@@ -392,17 +369,31 @@ gpusort_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 			explain_indent(es);
 			appendStringInfo(es->str, "GpuSort Fallback: %s\n", r.fallback);
 		}
+		if (r.chunks > 1 || r.runs > 0)
+		{
+			explain_indent(es);
+			appendStringInfo(es->str, "GpuSort Chunks: %d  Runs: %d  Merge Passes: %d\n",
+							 r.chunks, r.runs, r.merge_passes);
+		}
 		if (es->timing)
 		{
 			explain_indent(es);
 			appendStringInfo(es->str,
-							 "GpuSort Time: load=%.3f ms  sort=%.3f ms (transfer=%.3f ms)  tie-break=%.3f ms (%.0f rows)\n",
+							 "GpuSort Time: load=%.3f ms  sort=%.3f ms (transfer=%.3f ms)  tie-break=%.3f ms (%.0f rows)",
 							 r.load_ms, r.sort_ms, r.transfer_ms,
 							 r.tiebreak_ms, r.tiebreak_rows);
+			if (r.runs > 0 || r.chunks > 1)
+				appendStringInfo(es->str, "  spill=%.3f ms  merge=%.3f ms",
+								 r.spill_ms, r.merge_ms);
+			appendStringInfoChar(es->str, '\n');
 		}
 		explain_indent(es);
-		appendStringInfo(es->str, "GpuSort Memory: " INT64_FORMAT "kB\n",
-						 (r.mem_bytes + 1023) / 1024);
+		if (r.runs > 0)
+			appendStringInfo(es->str, "GpuSort Memory: " INT64_FORMAT "kB  Disk: " INT64_FORMAT "kB\n",
+							 (r.mem_bytes + 1023) / 1024, r.disk_kb);
+		else
+			appendStringInfo(es->str, "GpuSort Memory: " INT64_FORMAT "kB\n",
+							 (r.mem_bytes + 1023) / 1024);
 		if (es->verbose && r.keydesc)
 		{
 			explain_indent(es);
@@ -419,16 +410,22 @@ gpusort_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		ExplainPropertyBool("GpuSort Key Exact", r.exact, es);
 		if (r.fallback)
 			ExplainPropertyText("GpuSort Fallback", r.fallback, es);
+		ExplainPropertyInteger("GpuSort Chunks", NULL, r.chunks, es);
+		ExplainPropertyInteger("GpuSort Runs", NULL, r.runs, es);
+		ExplainPropertyInteger("GpuSort Merge Passes", NULL, r.merge_passes, es);
 		if (es->timing)
 		{
 			ExplainPropertyFloat("GpuSort Load Time", "ms", r.load_ms, 3, es);
 			ExplainPropertyFloat("GpuSort Sort Time", "ms", r.sort_ms, 3, es);
 			ExplainPropertyFloat("GpuSort Transfer Time", "ms", r.transfer_ms, 3, es);
 			ExplainPropertyFloat("GpuSort Tie-break Time", "ms", r.tiebreak_ms, 3, es);
+			ExplainPropertyFloat("GpuSort Spill Time", "ms", r.spill_ms, 3, es);
+			ExplainPropertyFloat("GpuSort Merge Time", "ms", r.merge_ms, 3, es);
 		}
 		ExplainPropertyFloat("GpuSort Tie-break Rows", NULL, r.tiebreak_rows, 0, es);
 		ExplainPropertyInteger("GpuSort Memory", "kB",
 							   (r.mem_bytes + 1023) / 1024, es);
+		ExplainPropertyInteger("GpuSort Disk", "kB", r.disk_kb, es);
 		if (es->verbose && r.keydesc)
 			ExplainPropertyText("GpuSort Key Layout", r.keydesc, es);
 	}

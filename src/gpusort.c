@@ -31,6 +31,7 @@ int			gpusort_min_rows = GS_MIN_ROWS_DEFAULT;
 int			gpusort_gpu_min_rows = GS_GPU_MIN_ROWS_DEFAULT;
 int			gpusort_max_key_bytes = GS_MAX_KEY_BYTES_DEFAULT;
 int			gpusort_topn_limit = GS_TOPN_LIMIT_DEFAULT;
+int			gpusort_gpu_memory_limit_kb = 0;
 char	   *gpusort_cuda_library = NULL;
 
 static const struct config_enum_entry engine_options[] = {
@@ -116,6 +117,18 @@ _PG_init(void)
 							0, INT_MAX,
 							PGC_USERSET,
 							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("gpusort.gpu_memory_limit",
+							"Sets the most GPU memory one sort uses for its keys.",
+							"Larger sorts are cut into chunks of this size, each sorted on the "
+							"GPU and merged on the CPU. 0 means half the device's free memory "
+							"(and no limit for the CPU engine).",
+							&gpusort_gpu_memory_limit_kb,
+							0,
+							0, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("gpusort.cuda_library",

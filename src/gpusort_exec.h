@@ -25,23 +25,25 @@ typedef struct GsSortState GsSortState;
 /* what EXPLAIN ANALYZE reports */
 typedef struct GsSortReport
 {
-	const char *engine;			/* "cpu", "cuda", "tuplesort" */
+	const char *engine;			/* "cpu", "cuda" */
 	const char *device;			/* device name, or NULL */
-	const char *fallback;		/* why another path was taken, or NULL */
+	const char *fallback;		/* why the GPU was not used, or NULL */
 	const char *keydesc;		/* key plan text */
 	double		rows;
 	int			key_bytes;
 	bool		exact;			/* no tie-break was needed */
+	int			chunks;			/* engine sorts */
+	int			runs;			/* runs spilled to temporary files */
+	int			merge_passes;	/* passes over spilled runs */
+	int64		disk_kb;		/* temporary file space */
 	double		tiebreak_rows;	/* rows in runs that needed a tie-break */
 	double		load_ms;		/* reading the child: copy + encode */
-	double		sort_ms;		/* engine call */
+	double		sort_ms;		/* engine calls */
 	double		transfer_ms;	/* host<->device part of sort_ms */
 	double		tiebreak_ms;
-	int64		mem_bytes;		/* peak memory of the gpusort path */
-	bool		handed_over;	/* input went to PostgreSQL's tuplesort */
-	const char *ts_method;		/* tuplesort's method, when handed over */
-	const char *ts_space_type;
-	int64		ts_space_kb;
+	double		spill_ms;		/* merging chunks and writing runs */
+	double		merge_ms;		/* merging runs */
+	int64		mem_bytes;		/* peak memory */
 } GsSortReport;
 
 extern GsSortState *gs_sort_begin(TupleDesc tupdesc, int nkeys,

@@ -28,6 +28,7 @@ extern int	gpusort_min_rows;
 extern int	gpusort_gpu_min_rows;
 extern int	gpusort_max_key_bytes;
 extern int	gpusort_topn_limit;
+extern int	gpusort_gpu_memory_limit_kb;
 extern char *gpusort_cuda_library;
 
 /* ---- engines (engine.c) ---- */

@@ -6,18 +6,25 @@
  *
  * Rows arrive one at a time.  Each is copied once into a block arena (no
  * palloc per row) and its normalized key is encoded once into a key buffer
- * that belongs to the engine (pinned host memory for the GPU engine).  At
- * perform time the engine sorts the (key, row index) pairs; rows whose keys
- * are equal are then put in their final order with PostgreSQL's own
- * comparators when the key plan or a row's encoding was not exact.  Rows
- * are emitted through the permutation, prefetching ahead.
+ * that belongs to the engine (pinned host memory for the GPU engine).
  *
- * Everything stays within work_mem.  When the input outgrows it, every row
- * taken so far and all later ones are handed to PostgreSQL's tuplesort,
- * which sorts externally; EXPLAIN ANALYZE says so.
+ * Rows in memory form a batch, cut into chunks of at most chunk_rows rows
+ * (the GPU memory budget, gpusort.gpu_memory_limit).  A chunk is sorted by
+ * the engine as soon as it is full, while the input goes on; rows whose
+ * keys are equal are put in their final order with PostgreSQL's own
+ * comparators when the key plan or a row's encoding was not exact.
  *
- * The sorted result is kept until the state ends, so backward scans,
- * mark/restore and rescans without new parameters cost nothing extra.
+ * When the batch outgrows work_mem, its chunks are merged (a loser tree over
+ * the normalized keys) into one sorted run on a logical tape -- PostgreSQL's
+ * temporary files, counted against temp_file_limit and removed on error --
+ * and the batch starts again.  At the end:
+ *	 - no run was spilled: the chunks are merged in memory into an array of
+ *	   row pointers in sorted order, and rows are emitted from it;
+ *	 - otherwise the last batch is spilled too, runs are merged in passes of
+ *	   at most merge_order runs until one merge can finish the sort, and that
+ *	   final merge streams its rows to the caller -- or, when random access is
+ *	   needed (backward scan, mark/restore, rewind), into a tuplestore that
+ *	   is read instead.
  *
  * Copyright (c) 2026, gpusort developers
  *
@@ -26,11 +33,13 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "utils/logtape.h"
 #include "utils/memutils.h"
 #include "utils/sortsupport.h"
-#include "utils/tuplesort.h"
+#include "utils/tuplestore.h"
 
 #include "gpusort_exec.h"
 #include "gpusort_int.h"
@@ -48,6 +57,9 @@
 /* initial row capacity when the planner's estimate is useless */
 #define MIN_ROW_CAPACITY	1024
 
+/* smallest chunk, however small the GPU memory budget */
+#define MIN_CHUNK_ROWS		256
+
 /* rows emitted ahead of the current one whose memory is prefetched */
 #define PREFETCH_DISTANCE	8
 
@@ -57,18 +69,81 @@
 /* how often long loops of ours check for interrupts (rows) */
 #define INTERRUPT_INTERVAL	65536
 
+/*
+ * Reading a run from tape: each run being merged gets a read buffer of
+ * work_mem / merge order, at least MERGE_MIN_BUFFER.  So work_mem bounds
+ * the merge order: 4MB gives 64 runs per pass; each run of a 4MB sort
+ * holds ~4MB, so one pass merges ~256MB and two passes ~16GB.  Larger
+ * buffers than MERGE_MAX_BUFFER buy nothing on sequential temp-file reads.
+ */
+#define MERGE_MIN_BUFFER	(64 * 1024)
+#define MERGE_MAX_BUFFER	(1024 * 1024)
+
 typedef enum GsStatus
 {
-	GS_LOADING,					/* taking rows into the arena */
-	GS_SORTED,					/* in-memory result ready */
-	GS_TS_LOADING,				/* handed over: taking rows into tuplesort */
-	GS_TS_SORTED				/* handed over: tuplesort result ready */
+	GS_LOADING,					/* taking rows */
+	GS_SORTED,					/* in-memory result in sorted[] */
+	GS_MERGING,					/* streaming the final merge of runs */
+	GS_STORED					/* final merge materialised in a tuplestore */
 } GsStatus;
+
+/* a sorted chunk of the in-memory batch */
+typedef struct GsChunk
+{
+	size_t		base;			/* first row (batch row index) */
+	size_t		nrows;
+	uint32	   *perm;			/* batch row indexes in sorted order; keys
+								 * base.. base+nrows-1 are sorted in place */
+} GsChunk;
+
+/* a spilled run */
+typedef struct GsRun
+{
+	LogicalTape *tape;
+	size_t		nrows;
+} GsRun;
+
+/* header of a row on tape; the key and the MinimalTuple follow */
+typedef struct GsTapeRow
+{
+	uint32		tuplen;
+	uint8		lossy;
+} GsTapeRow;
+
+#define TAPE_ROW_HDR	(sizeof(uint32) + sizeof(uint8))
+
+/* one input of a merge: an in-memory chunk or a run on tape */
+typedef struct GsSource
+{
+	bool		eof;
+	const char *key;			/* current row */
+	bool		lossy;
+	MinimalTuple tup;
+	/* chunk */
+	GsChunk    *chunk;
+	size_t		pos;
+	/* tape */
+	GsRun	   *run;
+	size_t		left;			/* rows not yet read */
+	char	   *keybuf;			/* key_bytes */
+	char	   *tupbuf;			/* MAXALIGNed */
+	size_t		tupbuf_size;
+} GsSource;
+
+typedef struct GsMerge
+{
+	int			nsrc;
+	GsSource   *src;
+	int		   *tree;			/* tree[0] winner, tree[1..nsrc-1] losers */
+	int			pending;		/* source to advance before the next row,
+								 * -1 if none */
+} GsMerge;
 
 struct GsSortState
 {
 	MemoryContext cxt;			/* owns everything below */
 	MemoryContext tupcxt;		/* arena blocks */
+	MemoryContext mergecxt;		/* merge buffers */
 	GsStatus	status;
 
 	/* sort definition */
@@ -87,54 +162,85 @@ struct GsSortState
 	int			key_bytes;
 	bool		exact;			/* static part: every column fully encoded */
 	bool		any_lossy;		/* some row's encoding lost information */
-	uint64	   *lossy;			/* bit per row: its encoding was lossy */
+	uint64	   *lossy;			/* bit per batch row */
 	SortSupport ssup;			/* PostgreSQL's comparators, for ties */
 
 	/* engine */
 	GsEngine   *keys_engine;	/* owner of the key buffer */
-	GsEngine   *sort_engine;	/* the one that sorted */
+	GsEngine   *sort_engine;	/* the one that sorted (the last chunk) */
 	char	   *fallback;
 
-	/* rows */
-	size_t		nrows;
+	/* the in-memory batch */
+	size_t		nrows;			/* rows in the batch */
 	size_t		cap;			/* rows the arrays below have room for */
 	MinimalTuple *tuples;		/* in arrival order */
 	char	   *keys;			/* cap * key_bytes, engine-owned */
-	uint32	   *perm;
-	MinimalTuple *sorted;		/* in sorted order, once sorted */
+	size_t		chunk_rows;		/* GPU budget in rows; 0 = no limit */
+	size_t		chunk_start;	/* first row of the open chunk */
+	GsChunk    *chunks;
+	int			nchunks;
+	int			chunks_cap;
+	MinimalTuple *sorted;		/* GS_SORTED: rows in sorted order */
+	size_t		nsorted;
 
 	/* arena */
-	char	   *blk_free;		/* next free byte in the current block */
+	char	   *blk_free;
 	size_t		blk_left;
 	size_t		next_blk_size;
-	int64		arena_bytes;	/* bytes taken from tupcxt */
-	int64		mem_limit;		/* work_mem in bytes */
+	int64		arena_bytes;
+	int64		chunk_bytes;	/* chunk permutations */
+	int64		mem_limit;
 	int64		mem_peak;
 
-	/* reading */
+	/* runs on tape */
+	LogicalTapeSet *lts;
+	GsRun	   *runs;
+	int			nruns;
+	int			runs_cap;
+	int			merge_order;
+	GsMerge    *merge;			/* GS_MERGING */
+	Tuplestorestate *store;		/* GS_STORED */
+	TupleTableSlot *store_slot;
+
+	/* reading GS_SORTED */
 	size_t		current;		/* as in tuplesort: next row to return */
 	bool		eof_reached;
 	size_t		markpos;
 	bool		markeof;
 
-	/* handed over to tuplesort */
-	Tuplesortstate *ts;
-	TupleTableSlot *ts_slot;
-
 	/* report */
+	double		total_rows;
+	int			total_chunks;
+	int			total_runs;
+	int			merge_passes;
 	double		load_ms;
 	double		sort_ms;
 	double		transfer_ms;
 	double		tiebreak_ms;
 	double		tiebreak_rows;
+	double		spill_ms;
+	double		merge_ms;
 	instr_time	load_start;
 	bool		load_started;
 };
 
+static void gs_merge_chunks_to_array(GsSortState *s);
+static void gs_spill_batch(GsSortState *s);
+
+static inline double
+gs_elapsed_ms(instr_time start)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, start);
+	return INSTR_TIME_GET_MILLISEC(now);
+}
+
 static int64
 gs_mem_used(GsSortState *s)
 {
-	return s->arena_bytes +
+	return s->arena_bytes + s->chunk_bytes +
 		(int64) s->cap * (sizeof(MinimalTuple) + s->key_bytes) +
 		(int64) (s->cap / 64 + 1) * sizeof(uint64);
 }
@@ -146,6 +252,81 @@ gs_note_mem(GsSortState *s, int64 extra)
 
 	if (m > s->mem_peak)
 		s->mem_peak = m;
+}
+
+/* compare two keys as the engine does */
+static inline int
+gs_key_cmp(const char *a, const char *b, int key_bytes)
+{
+	if (key_bytes == 4)
+	{
+		uint32		x;
+		uint32		y;
+
+		memcpy(&x, a, 4);
+		memcpy(&y, b, 4);
+		return (x > y) - (x < y);
+	}
+	else
+	{
+		int			w;
+
+		for (w = 0; w < key_bytes; w += 8)
+		{
+			uint64		x;
+			uint64		y;
+
+			memcpy(&x, a + w, 8);
+			memcpy(&y, b + w, 8);
+			if (x != y)
+				return x < y ? -1 : 1;
+		}
+		return 0;
+	}
+}
+
+/* PostgreSQL's order of two rows, over every sort column */
+static int
+gs_cmp_tuples(GsSortState *s, MinimalTuple ta, MinimalTuple tb)
+{
+	HeapTupleData ha;
+	HeapTupleData hb;
+	int			i;
+
+	ha.t_len = ta->t_len + MINIMAL_TUPLE_OFFSET;
+	ha.t_data = (HeapTupleHeader) ((char *) ta - MINIMAL_TUPLE_OFFSET);
+	hb.t_len = tb->t_len + MINIMAL_TUPLE_OFFSET;
+	hb.t_data = (HeapTupleHeader) ((char *) tb - MINIMAL_TUPLE_OFFSET);
+
+	for (i = 0; i < s->nkeys; i++)
+	{
+		SortSupport ssup = &s->ssup[i];
+		bool		na;
+		bool		nb;
+		Datum		da = heap_getattr(&ha, ssup->ssup_attno, s->tupdesc, &na);
+		Datum		db = heap_getattr(&hb, ssup->ssup_attno, s->tupdesc, &nb);
+		int			c = ApplySortComparator(da, na, db, nb, ssup);
+
+		if (c != 0)
+			return c;
+	}
+	return 0;
+}
+
+/* qsort_arg comparator over batch row indexes */
+static int
+gs_cmp_rows(const void *a, const void *b, void *arg)
+{
+	GsSortState *s = (GsSortState *) arg;
+
+	return gs_cmp_tuples(s, s->tuples[*(const uint32 *) a],
+						 s->tuples[*(const uint32 *) b]);
+}
+
+static inline bool
+gs_row_lossy(GsSortState *s, size_t row)
+{
+	return (s->lossy[row / 64] >> (row % 64)) & 1;
 }
 
 GsSortState *
@@ -167,6 +348,8 @@ gs_sort_begin(TupleDesc tupdesc, int nkeys, const AttrNumber *attnums,
 	s->cxt = cxt;
 	s->tupcxt = AllocSetContextCreate(cxt, "GpuSort tuples",
 									  ALLOCSET_DEFAULT_SIZES);
+	s->mergecxt = AllocSetContextCreate(cxt, "GpuSort merge",
+										ALLOCSET_DEFAULT_SIZES);
 	s->status = GS_LOADING;
 	s->tupdesc = tupdesc;
 	s->nkeys = nkeys;
@@ -178,7 +361,6 @@ gs_sort_begin(TupleDesc tupdesc, int nkeys, const AttrNumber *attnums,
 	memcpy(s->sortops, sortops, nkeys * sizeof(Oid));
 	memcpy(s->collations, collations, nkeys * sizeof(Oid));
 	memcpy(s->nulls_first, nulls_first, nkeys * sizeof(bool));
-	s->maxattno = 0;
 	for (i = 0; i < nkeys; i++)
 		s->maxattno = Max(s->maxattno, attnums[i]);
 	s->work_mem_kb = work_mem_kb;
@@ -206,8 +388,25 @@ gs_sort_begin(TupleDesc tupdesc, int nkeys, const AttrNumber *attnums,
 		PrepareSortSupportFromOrderingOp(sortops[i], ssup);
 	}
 
-	/* the engine that owns the key buffer; the sort may still go elsewhere */
+	/* the engine that owns the key buffer; a chunk may still go elsewhere */
 	s->keys_engine = gs_engine_choose(est_rows, NULL);
+
+	/*
+	 * The GPU memory budget, in rows of a chunk: the device holds keys and
+	 * row indexes twice (input and output of a partitioning pass).
+	 */
+	{
+		int64		budget = (int64) gpusort_gpu_memory_limit_kb * 1024;
+
+		if (budget == 0 && s->keys_engine->is_gpu)
+			budget = (int64) (s->keys_engine->info.free_mem / 2);
+		if (budget > 0)
+		{
+			int64		rows = budget / (2 * (s->key_bytes + sizeof(uint32)));
+
+			s->chunk_rows = (size_t) Max(rows, MIN_CHUNK_ROWS);
+		}
+	}
 
 	/* size the arrays from the estimate, within work_mem */
 	{
@@ -224,48 +423,11 @@ gs_sort_begin(TupleDesc tupdesc, int nkeys, const AttrNumber *attnums,
 	memset(s->lossy, 0, (s->cap / 64 + 1) * sizeof(uint64));
 	s->next_blk_size = ARENA_FIRST_BLOCK;
 
+	/* merge order: as many runs as work_mem has read buffers for */
+	s->merge_order = (int) Max(2, Min(s->mem_limit / MERGE_MIN_BUFFER, 1024));
+
 	MemoryContextSwitchTo(oldcxt);
 	return s;
-}
-
-/*
- * Hand every row taken so far to PostgreSQL's tuplesort and release the
- * arena; later rows go straight to tuplesort.
- */
-static void
-gs_hand_over(GsSortState *s, const char *why)
-{
-	MemoryContext oldcxt = MemoryContextSwitchTo(s->cxt);
-	size_t		i;
-
-	s->ts = tuplesort_begin_heap(s->tupdesc, s->nkeys, s->attnums,
-								 s->sortops, s->collations, s->nulls_first,
-								 s->work_mem_kb, NULL,
-								 s->random_access ? TUPLESORT_RANDOMACCESS :
-								 TUPLESORT_NONE);
-	s->ts_slot = MakeSingleTupleTableSlot(s->tupdesc, &TTSOpsMinimalTuple);
-	for (i = 0; i < s->nrows; i++)
-	{
-		if ((i % INTERRUPT_INTERVAL) == 0)
-			CHECK_FOR_INTERRUPTS();
-		ExecStoreMinimalTuple(s->tuples[i], s->ts_slot, false);
-		tuplesort_puttupleslot(s->ts, s->ts_slot);
-	}
-	ExecClearTuple(s->ts_slot);
-
-	gs_keybuf_free(s->keys_engine, s->keys);
-	s->keys = NULL;
-	pfree(s->tuples);
-	s->tuples = NULL;
-	pfree(s->lossy);
-	s->lossy = NULL;
-	MemoryContextReset(s->tupcxt);
-	s->arena_bytes = 0;
-	s->blk_left = 0;
-	s->cap = 0;
-	s->fallback = pstrdup(why);
-	s->status = GS_TS_LOADING;
-	MemoryContextSwitchTo(oldcxt);
 }
 
 /* make room for one more row; false if that would break work_mem */
@@ -278,11 +440,9 @@ gs_grow(GsSortState *s)
 
 	if (s->cap >= GS_MAX_ROWS)
 		return false;
-	newcap = s->cap * 2;
-	if (newcap > GS_MAX_ROWS)
-		newcap = GS_MAX_ROWS;
-	if (s->arena_bytes + (int64) newcap * (sizeof(MinimalTuple) + s->key_bytes) >
-		s->mem_limit)
+	newcap = Min(s->cap * 2, GS_MAX_ROWS);
+	if (s->arena_bytes + s->chunk_bytes +
+		(int64) newcap * (sizeof(MinimalTuple) + s->key_bytes) > s->mem_limit)
 	{
 		/* not doubling: grow by what work_mem still allows, if useful */
 		int64		room = s->mem_limit - gs_mem_used(s);
@@ -291,7 +451,7 @@ gs_grow(GsSortState *s)
 
 		if (more < s->cap / 8 + 16)
 			return false;
-		newcap = s->cap + more;
+		newcap = Min(s->cap + more, GS_MAX_ROWS);
 	}
 
 	s->tuples = repalloc_huge(s->tuples, newcap * sizeof(MinimalTuple));
@@ -339,45 +499,41 @@ static MinimalTuple
 gs_copy_row(GsSortState *s, TupleTableSlot *slot)
 {
 	MinimalTuple mt;
+	bool		should_free;
 
-	if (TTS_IS_MINIMALTUPLE(slot) || TTS_IS_HEAPTUPLE(slot) ||
-		TTS_IS_BUFFERTUPLE(slot))
+	if (TTS_IS_MINIMALTUPLE(slot))
 	{
-		bool		should_free;
+		MinimalTuple src = ExecFetchSlotMinimalTuple(slot, &should_free);
 
-		if (TTS_IS_MINIMALTUPLE(slot))
+		mt = (MinimalTuple) gs_arena_alloc(s, src->t_len);
+		memcpy(mt, src, src->t_len);
+		if (should_free)
+			pfree(src);
+		return mt;
+	}
+
+	if (TTS_IS_HEAPTUPLE(slot) || TTS_IS_BUFFERTUPLE(slot))
+	{
+		HeapTuple	ht = ExecFetchSlotHeapTuple(slot, false, &should_free);
+
+		/*
+		 * A stored heap tuple can have fewer attributes than the descriptor
+		 * (columns added later with a default); form those from the
+		 * deformed values below instead.
+		 */
+		if (HeapTupleHeaderGetNatts(ht->t_data) >= s->tupdesc->natts)
 		{
-			MinimalTuple src = ExecFetchSlotMinimalTuple(slot, &should_free);
+			Size		len = ht->t_len - MINIMAL_TUPLE_OFFSET;
 
-			mt = (MinimalTuple) gs_arena_alloc(s, src->t_len);
-			memcpy(mt, src, src->t_len);
-			if (should_free)
-				pfree(src);
-			return mt;
-		}
-		else
-		{
-			HeapTuple	ht = ExecFetchSlotHeapTuple(slot, false, &should_free);
-
-			/*
-			 * A stored heap tuple can have fewer attributes than the
-			 * descriptor (columns added later with a default); form those
-			 * from the deformed values below instead.
-			 */
-			if (HeapTupleHeaderGetNatts(ht->t_data) >= s->tupdesc->natts)
-			{
-				Size		len = ht->t_len - MINIMAL_TUPLE_OFFSET;
-
-				mt = (MinimalTuple) gs_arena_alloc(s, len);
-				memcpy(mt, (char *) ht->t_data + MINIMAL_TUPLE_OFFSET, len);
-				mt->t_len = len;
-				if (should_free)
-					heap_freetuple(ht);
-				return mt;
-			}
+			mt = (MinimalTuple) gs_arena_alloc(s, len);
+			memcpy(mt, (char *) ht->t_data + MINIMAL_TUPLE_OFFSET, len);
+			mt->t_len = len;
 			if (should_free)
 				heap_freetuple(ht);
+			return mt;
 		}
+		if (should_free)
+			heap_freetuple(ht);
 	}
 
 	/* virtual slot (or short heap tuple): form from the values */
@@ -416,108 +572,27 @@ gs_copy_row(GsSortState *s, TupleTableSlot *slot)
 	}
 }
 
-void
-gs_sort_put(GsSortState *s, TupleTableSlot *slot)
-{
-	size_t		n;
-
-	if (!s->load_started)
-	{
-		INSTR_TIME_SET_CURRENT(s->load_start);
-		s->load_started = true;
-	}
-
-	if (s->status == GS_TS_LOADING)
-	{
-		tuplesort_puttupleslot(s->ts, slot);
-		return;
-	}
-	Assert(s->status == GS_LOADING);
-
-	n = s->nrows;
-	if (n == s->cap && !gs_grow(s))
-	{
-		gs_hand_over(s, n >= GS_MAX_ROWS ?
-					 "more rows than one sort takes" :
-					 "input exceeded work_mem");
-		tuplesort_puttupleslot(s->ts, slot);
-		return;
-	}
-
-	slot_getsomeattrs(slot, s->maxattno);
-	if (gs_encode_key(s->kp, slot->tts_values, slot->tts_isnull,
-					  s->keys + n * s->key_bytes))
-	{
-		s->lossy[n / 64] |= UINT64CONST(1) << (n % 64);
-		s->any_lossy = true;
-	}
-	s->tuples[n] = gs_copy_row(s, slot);
-	s->nrows = n + 1;
-
-	if (gs_mem_used(s) > s->mem_limit)
-	{
-		gs_note_mem(s, 0);
-		gs_hand_over(s, "input exceeded work_mem");
-	}
-}
-
-/* qsort_arg comparator over row indexes: PostgreSQL's own order */
-static int
-gs_cmp_rows(const void *a, const void *b, void *arg)
-{
-	GsSortState *s = (GsSortState *) arg;
-	MinimalTuple ta = s->tuples[*(const uint32 *) a];
-	MinimalTuple tb = s->tuples[*(const uint32 *) b];
-	HeapTupleData ha;
-	HeapTupleData hb;
-	int			i;
-
-	ha.t_len = ta->t_len + MINIMAL_TUPLE_OFFSET;
-	ha.t_data = (HeapTupleHeader) ((char *) ta - MINIMAL_TUPLE_OFFSET);
-	hb.t_len = tb->t_len + MINIMAL_TUPLE_OFFSET;
-	hb.t_data = (HeapTupleHeader) ((char *) tb - MINIMAL_TUPLE_OFFSET);
-
-	for (i = 0; i < s->nkeys; i++)
-	{
-		SortSupport ssup = &s->ssup[i];
-		bool		na;
-		bool		nb;
-		Datum		da = heap_getattr(&ha, ssup->ssup_attno, s->tupdesc, &na);
-		Datum		db = heap_getattr(&hb, ssup->ssup_attno, s->tupdesc, &nb);
-		int			c = ApplySortComparator(da, na, db, nb, ssup);
-
-		if (c != 0)
-			return c;
-	}
-	return 0;
-}
-
-static inline bool
-gs_row_lossy(GsSortState *s, uint32 row)
-{
-	return (s->lossy[row / 64] >> (row % 64)) & 1;
-}
-
 /*
- * Put runs of equal keys in PostgreSQL's order.  keys[] holds the sorted
- * keys (the engine returned them), so a run is a stretch of equal
+ * Put runs of equal keys of a sorted chunk in PostgreSQL's order.  The
+ * chunk's keys are sorted in place, so a run is a stretch of equal
  * neighbours.  A run needs the comparators only when the key plan is not
  * exact or one of its rows was encoded lossily.
  */
 static void
-gs_tiebreak(GsSortState *s)
+gs_tiebreak(GsSortState *s, GsChunk *c)
 {
-	size_t		n = s->nrows;
 	size_t		kb = s->key_bytes;
+	const char *keys = s->keys + c->base * kb;
+	size_t		n = c->nrows;
 	size_t		i = 0;
 	size_t		checked = 0;
 
 	while (i < n)
 	{
 		size_t		j = i + 1;
-		const char *ki = s->keys + i * kb;
+		const char *ki = keys + i * kb;
 
-		while (j < n && memcmp(ki, s->keys + j * kb, kb) == 0)
+		while (j < n && memcmp(ki, keys + j * kb, kb) == 0)
 			j++;
 		if (j - i > 1)
 		{
@@ -525,10 +600,10 @@ gs_tiebreak(GsSortState *s)
 			size_t		k;
 
 			for (k = i; !need && k < j; k++)
-				need = gs_row_lossy(s, s->perm[k]);
+				need = gs_row_lossy(s, c->perm[k]);
 			if (need)
 			{
-				qsort_arg(s->perm + i, j - i, sizeof(uint32), gs_cmp_rows, s);
+				qsort_arg(c->perm + i, j - i, sizeof(uint32), gs_cmp_rows, s);
 				s->tiebreak_rows += j - i;
 			}
 		}
@@ -542,101 +617,545 @@ gs_tiebreak(GsSortState *s)
 	}
 }
 
-void
-gs_sort_perform(GsSortState *s)
+/*
+ * Sort the open chunk (rows chunk_start .. nrows-1) with the engine.  With
+ * more than one chunk to merge later, the keys must come back sorted.
+ */
+static void
+gs_close_chunk(GsSortState *s, bool keys_needed)
 {
+	GsChunk    *c;
+	size_t		n = s->nrows - s->chunk_start;
+	size_t		i;
 	instr_time	t0;
-	instr_time	t1;
+
+	if (n == 0)
+		return;
+	if (s->nchunks == s->chunks_cap)
+	{
+		s->chunks_cap = Max(8, s->chunks_cap * 2);
+		s->chunks = s->chunks ?
+			repalloc(s->chunks, s->chunks_cap * sizeof(GsChunk)) :
+			MemoryContextAlloc(s->cxt, s->chunks_cap * sizeof(GsChunk));
+	}
+	c = &s->chunks[s->nchunks++];
+	c->base = s->chunk_start;
+	c->nrows = n;
+	c->perm = MemoryContextAllocHuge(s->cxt, n * sizeof(uint32));
+	s->chunk_bytes += n * sizeof(uint32);
+	gs_note_mem(s, 0);
+	s->total_chunks++;
 
 	INSTR_TIME_SET_CURRENT(t0);
-	if (s->load_started)
-	{
-		instr_time	d = t0;
-
-		INSTR_TIME_SUBTRACT(d, s->load_start);
-		s->load_ms = INSTR_TIME_GET_MILLISEC(d);
-	}
-
-	if (s->status == GS_TS_LOADING)
-	{
-		tuplesort_performsort(s->ts);
-		INSTR_TIME_SET_CURRENT(t1);
-		INSTR_TIME_SUBTRACT(t1, t0);
-		s->sort_ms = INSTR_TIME_GET_MILLISEC(t1);
-		s->status = GS_TS_SORTED;
-		return;
-	}
-	Assert(s->status == GS_LOADING);
-
-	s->perm = MemoryContextAllocHuge(s->cxt,
-									 Max(s->nrows, 1) * sizeof(uint32));
-	gs_note_mem(s, (int64) s->nrows * sizeof(uint32));
-
-	if (s->nrows > 1)
+	if (n > 1)
 	{
 		bool		need_ties = !s->exact || s->any_lossy;
 		const char *why = NULL;
-		GsEngine   *e = gs_engine_choose((double) s->nrows, &why);
+		GsEngine   *e = gs_engine_choose((double) n, &why);
 		gs_sort_stats st;
 
-		if (why)
+		if (why && s->fallback == NULL)
 			s->fallback = pstrdup(why);
-		s->sort_engine = gs_engine_sort(e, s->keys, s->nrows, s->key_bytes,
-										s->perm,
-										need_ties ? GS_SORT_KEYS_OUT : 0,
+		s->sort_engine = gs_engine_sort(e, s->keys + c->base * s->key_bytes,
+										n, s->key_bytes, c->perm,
+										(need_ties || keys_needed) ?
+										GS_SORT_KEYS_OUT : 0,
 										&st, &s->fallback);
-		s->transfer_ms = st.upload_ms + st.download_ms;
-		INSTR_TIME_SET_CURRENT(t1);
-		INSTR_TIME_SUBTRACT(t1, t0);
-		s->sort_ms = INSTR_TIME_GET_MILLISEC(t1);
+		s->transfer_ms += st.upload_ms + st.download_ms;
+		for (i = 0; i < n; i++)
+			c->perm[i] += (uint32) c->base;
+		s->sort_ms += gs_elapsed_ms(t0);
 
 		if (need_ties)
 		{
 			INSTR_TIME_SET_CURRENT(t0);
-			gs_tiebreak(s);
-			INSTR_TIME_SET_CURRENT(t1);
-			INSTR_TIME_SUBTRACT(t1, t0);
-			s->tiebreak_ms = INSTR_TIME_GET_MILLISEC(t1);
+			gs_tiebreak(s, c);
+			s->tiebreak_ms += gs_elapsed_ms(t0);
 		}
 	}
 	else
 	{
-		s->perm[0] = 0;
-		s->sort_engine = s->keys_engine;
+		c->perm[0] = (uint32) c->base;
+		if (s->sort_engine == NULL)
+			s->sort_engine = s->keys_engine;
+	}
+	s->chunk_start = s->nrows;
+}
+
+void
+gs_sort_put(GsSortState *s, TupleTableSlot *slot)
+{
+	size_t		n;
+
+	Assert(s->status == GS_LOADING);
+	if (!s->load_started)
+	{
+		INSTR_TIME_SET_CURRENT(s->load_start);
+		s->load_started = true;
 	}
 
-	/*
-	 * Gather the row pointers into sorted order once.  The loads of this
-	 * loop are independent, so the cache misses overlap; emitting rows
-	 * through perm instead would take one dependent miss per row.  Keys,
-	 * permutation and the arrival-order array are not needed any more.
-	 */
-	s->sorted = MemoryContextAllocHuge(s->cxt,
-									   Max(s->nrows, 1) * sizeof(MinimalTuple));
-	gs_note_mem(s, (int64) s->nrows * (sizeof(uint32) + sizeof(MinimalTuple)));
+	if (s->nrows == s->cap && !gs_grow(s))
+		gs_spill_batch(s);
+
+	n = s->nrows;
+	slot_getsomeattrs(slot, s->maxattno);
+	if (gs_encode_key(s->kp, slot->tts_values, slot->tts_isnull,
+					  s->keys + n * s->key_bytes))
 	{
-		size_t		i;
-		size_t		n = s->nrows;
+		s->lossy[n / 64] |= UINT64CONST(1) << (n % 64);
+		s->any_lossy = true;
+	}
+	s->tuples[n] = gs_copy_row(s, slot);
+	s->nrows = n + 1;
+	s->total_rows += 1;
+
+	if (s->chunk_rows > 0 && s->nrows - s->chunk_start >= s->chunk_rows)
+		gs_close_chunk(s, true);
+
+	if (gs_mem_used(s) > s->mem_limit)
+		gs_spill_batch(s);
+}
+
+/* ---------------------------------------------------------------------
+ * Merging: a loser tree over sources (sorted chunks in memory, or runs on
+ * tape), ordered by normalized key and, between equal keys that need it,
+ * PostgreSQL's comparators.
+ * ---------------------------------------------------------------------
+ */
+
+static void
+gs_source_read_tape(GsSortState *s, GsSource *src)
+{
+	GsTapeRow	hdr;
+
+	if (src->left == 0)
+	{
+		src->eof = true;
+		return;
+	}
+	src->left--;
+	if (LogicalTapeRead(src->run->tape, &hdr, TAPE_ROW_HDR) != TAPE_ROW_HDR ||
+		LogicalTapeRead(src->run->tape, src->keybuf, s->key_bytes) !=
+		(size_t) s->key_bytes)
+		elog(ERROR, "gpusort: unexpected end of a sorted run");
+	if (hdr.tuplen > src->tupbuf_size)
+	{
+		size_t		sz = Max(hdr.tuplen, src->tupbuf_size * 2);
+
+		src->tupbuf = MemoryContextAllocHuge(s->mergecxt, sz);
+		src->tupbuf_size = sz;
+	}
+	if (LogicalTapeRead(src->run->tape, src->tupbuf, hdr.tuplen) != hdr.tuplen)
+		elog(ERROR, "gpusort: unexpected end of a sorted run");
+	src->key = src->keybuf;
+	src->lossy = hdr.lossy != 0;
+	src->tup = (MinimalTuple) src->tupbuf;
+}
+
+/* move a source to its next row */
+static void
+gs_source_next(GsSortState *s, GsSource *src)
+{
+	if (src->run)
+	{
+		gs_source_read_tape(s, src);
+		return;
+	}
+	if (src->pos >= src->chunk->nrows)
+	{
+		src->eof = true;
+		return;
+	}
+	{
+		uint32		row = src->chunk->perm[src->pos];
+
+		src->key = s->keys + (src->chunk->base + src->pos) * s->key_bytes;
+		src->lossy = gs_row_lossy(s, row);
+		src->tup = s->tuples[row];
+		src->pos++;
+	}
+}
+
+/* does source a's row come before source b's? */
+static bool
+gs_source_before(GsSortState *s, GsMerge *m, int a, int b)
+{
+	GsSource   *sa = &m->src[a];
+	GsSource   *sb = &m->src[b];
+	int			c;
+
+	if (sa->eof)
+		return false;
+	if (sb->eof)
+		return true;
+	c = gs_key_cmp(sa->key, sb->key, s->key_bytes);
+	if (c == 0 && (!s->exact || sa->lossy || sb->lossy))
+		c = gs_cmp_tuples(s, sa->tup, sb->tup);
+	if (c == 0)
+		c = (a > b) - (a < b);	/* any fixed order between equals */
+	return c < 0;
+}
+
+static int
+gs_merge_build(GsSortState *s, GsMerge *m, int node)
+{
+	int			a;
+	int			b;
+
+	if (node >= m->nsrc)
+		return node - m->nsrc;	/* a leaf: source index */
+	a = gs_merge_build(s, m, 2 * node);
+	b = gs_merge_build(s, m, 2 * node + 1);
+	if (gs_source_before(s, m, a, b))
+	{
+		m->tree[node] = b;
+		return a;
+	}
+	m->tree[node] = a;
+	return b;
+}
+
+static GsMerge *
+gs_merge_start(GsSortState *s, int nsrc)
+{
+	GsMerge    *m = MemoryContextAllocZero(s->mergecxt, sizeof(GsMerge));
+
+	m->nsrc = nsrc;
+	m->src = MemoryContextAllocZero(s->mergecxt, nsrc * sizeof(GsSource));
+	m->tree = MemoryContextAllocZero(s->mergecxt, Max(nsrc, 1) * sizeof(int));
+	m->pending = -1;
+	return m;
+}
+
+/* after the sources got their first rows */
+static void
+gs_merge_ready(GsSortState *s, GsMerge *m)
+{
+	m->tree[0] = (m->nsrc == 1) ? 0 : gs_merge_build(s, m, 1);
+}
+
+/* the winner moved on: replay its path to the root */
+static void
+gs_merge_replay(GsSortState *s, GsMerge *m)
+{
+	int			w = m->tree[0];
+	int			node;
+
+	gs_source_next(s, &m->src[w]);
+	for (node = (w + m->nsrc) / 2; node >= 1; node /= 2)
+	{
+		if (gs_source_before(s, m, m->tree[node], w))
+		{
+			int			t = m->tree[node];
+
+			m->tree[node] = w;
+			w = t;
+		}
+	}
+	m->tree[0] = w;
+}
+
+/* the next row of a merge, or NULL at the end; valid until the next call */
+static GsSource *
+gs_merge_next(GsSortState *s, GsMerge *m)
+{
+	GsSource   *w;
+
+	if (m->pending >= 0)
+	{
+		gs_merge_replay(s, m);
+		m->pending = -1;
+	}
+	w = &m->src[m->tree[0]];
+	if (w->eof)
+		return NULL;
+	m->pending = m->tree[0];
+	return w;
+}
+
+static void
+gs_source_open_run(GsSortState *s, GsSource *src, GsRun *run, size_t bufsize)
+{
+	src->run = run;
+	src->left = run->nrows;
+	src->keybuf = MemoryContextAlloc(s->mergecxt, s->key_bytes);
+	src->tupbuf_size = 1024;
+	src->tupbuf = MemoryContextAlloc(s->mergecxt, src->tupbuf_size);
+	LogicalTapeRewindForRead(run->tape, bufsize);
+	gs_source_read_tape(s, src);
+}
+
+/* a merge over runs[0 .. n-1] */
+static GsMerge *
+gs_merge_runs(GsSortState *s, GsRun *runs, int n)
+{
+	GsMerge    *m = gs_merge_start(s, n);
+	size_t		bufsize;
+	int			i;
+
+	bufsize = (size_t) (s->mem_limit / Max(n, 1));
+	bufsize = Max(bufsize, MERGE_MIN_BUFFER);
+	bufsize = Min(bufsize, MERGE_MAX_BUFFER);
+	bufsize = TYPEALIGN_DOWN(BLCKSZ, bufsize);
+	for (i = 0; i < n; i++)
+		gs_source_open_run(s, &m->src[i], &runs[i], bufsize);
+	gs_merge_ready(s, m);
+	return m;
+}
+
+static GsRun *
+gs_new_run(GsSortState *s)
+{
+	GsRun	   *run;
+
+	if (s->lts == NULL)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(s->cxt);
+
+		s->lts = LogicalTapeSetCreate(false, NULL, -1);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	if (s->nruns == s->runs_cap)
+	{
+		s->runs_cap = Max(16, s->runs_cap * 2);
+		s->runs = s->runs ?
+			repalloc(s->runs, s->runs_cap * sizeof(GsRun)) :
+			MemoryContextAlloc(s->cxt, s->runs_cap * sizeof(GsRun));
+	}
+	run = &s->runs[s->nruns++];
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(s->cxt);
+
+		run->tape = LogicalTapeCreate(s->lts);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	run->nrows = 0;
+	return run;
+}
+
+static void
+gs_run_write(GsSortState *s, GsRun *run, const char *key, bool lossy,
+			 MinimalTuple tup)
+{
+	GsTapeRow	hdr;
+
+	hdr.tuplen = tup->t_len;
+	hdr.lossy = lossy ? 1 : 0;
+	LogicalTapeWrite(run->tape, &hdr, TAPE_ROW_HDR);
+	LogicalTapeWrite(run->tape, (void *) key, s->key_bytes);
+	LogicalTapeWrite(run->tape, tup, tup->t_len);
+	run->nrows++;
+	if ((run->nrows % INTERRUPT_INTERVAL) == 0)
+		CHECK_FOR_INTERRUPTS();
+}
+
+/* forget the in-memory batch, keeping its arrays for the next one */
+static void
+gs_reset_batch(GsSortState *s)
+{
+	int			i;
+
+	for (i = 0; i < s->nchunks; i++)
+		pfree(s->chunks[i].perm);
+	s->nchunks = 0;
+	s->chunk_bytes = 0;
+	s->nrows = 0;
+	s->chunk_start = 0;
+	memset(s->lossy, 0, (s->cap / 64 + 1) * sizeof(uint64));
+	MemoryContextReset(s->tupcxt);
+	s->arena_bytes = 0;
+	s->blk_left = 0;
+	s->next_blk_size = ARENA_FIRST_BLOCK;
+}
+
+/* sort the batch's last chunk, merge its chunks into a new run on tape */
+static void
+gs_spill_batch(GsSortState *s)
+{
+	GsMerge    *m;
+	GsRun	   *run;
+	GsSource   *src;
+	instr_time	t0;
+	int			i;
+
+	if (s->nrows == 0)
+		return;
+	gs_close_chunk(s, true);
+
+	INSTR_TIME_SET_CURRENT(t0);
+	run = gs_new_run(s);
+	m = gs_merge_start(s, s->nchunks);
+	for (i = 0; i < s->nchunks; i++)
+	{
+		m->src[i].chunk = &s->chunks[i];
+		gs_source_next(s, &m->src[i]);
+	}
+	gs_merge_ready(s, m);
+	while ((src = gs_merge_next(s, m)) != NULL)
+		gs_run_write(s, run, src->key, src->lossy, src->tup);
+	MemoryContextReset(s->mergecxt);
+	s->total_runs++;
+	gs_reset_batch(s);
+	s->spill_ms += gs_elapsed_ms(t0);
+}
+
+/* all rows are in and fit in memory: merge chunks into sorted[] */
+static void
+gs_merge_chunks_to_array(GsSortState *s)
+{
+	size_t		n = s->nrows;
+	size_t		i = 0;
+
+	s->sorted = MemoryContextAllocHuge(s->cxt, Max(n, 1) * sizeof(MinimalTuple));
+	gs_note_mem(s, (int64) n * sizeof(MinimalTuple));
+	s->nsorted = n;
+
+	if (s->nchunks == 1)
+	{
+		/*
+		 * Gather the row pointers into sorted order once.  The loads are
+		 * independent, so their cache misses overlap; emitting through the
+		 * permutation would take one dependent miss per row.
+		 */
+		uint32	   *perm = s->chunks[0].perm;
 
 		for (i = 0; i < n; i++)
 		{
 			if (i + GATHER_PREFETCH < n)
-				__builtin_prefetch(&s->tuples[s->perm[i + GATHER_PREFETCH]]);
-			s->sorted[i] = s->tuples[s->perm[i]];
+				__builtin_prefetch(&s->tuples[perm[i + GATHER_PREFETCH]]);
+			s->sorted[i] = s->tuples[perm[i]];
 		}
 	}
-	pfree(s->perm);
-	s->perm = NULL;
+	else if (s->nchunks > 1)
+	{
+		GsMerge    *m = gs_merge_start(s, s->nchunks);
+		GsSource   *src;
+		int			c;
+		instr_time	t0;
+
+		INSTR_TIME_SET_CURRENT(t0);
+		for (c = 0; c < s->nchunks; c++)
+		{
+			m->src[c].chunk = &s->chunks[c];
+			gs_source_next(s, &m->src[c]);
+		}
+		gs_merge_ready(s, m);
+		while ((src = gs_merge_next(s, m)) != NULL)
+		{
+			s->sorted[i++] = src->tup;
+			if ((i % INTERRUPT_INTERVAL) == 0)
+				CHECK_FOR_INTERRUPTS();
+		}
+		Assert(i == n);
+		MemoryContextReset(s->mergecxt);
+		s->merge_ms += gs_elapsed_ms(t0);
+	}
+
+	/* keys, permutations and the arrival-order array are done with */
+	for (i = 0; i < (size_t) s->nchunks; i++)
+		pfree(s->chunks[i].perm);
+	s->nchunks = 0;
 	pfree(s->tuples);
 	s->tuples = NULL;
 	gs_keybuf_free(s->keys_engine, s->keys);
 	s->keys = NULL;
+}
 
-	s->status = GS_SORTED;
-	s->current = 0;
-	s->eof_reached = false;
-	s->markpos = 0;
-	s->markeof = false;
+/* merge runs in passes until one merge can produce the result */
+static void
+gs_merge_passes(GsSortState *s)
+{
+	while (s->nruns > s->merge_order)
+	{
+		GsRun	   *old = s->runs;
+		int			nold = s->nruns;
+		int			first;
+		int			i;
+
+		/* the merged runs of this pass start a new list */
+		s->runs = NULL;
+		s->nruns = 0;
+		s->runs_cap = 0;
+		for (first = 0; first < nold; first += s->merge_order)
+		{
+			int			n = Min(s->merge_order, nold - first);
+			GsRun	   *out = gs_new_run(s);
+			GsMerge    *m = gs_merge_runs(s, old + first, n);
+			GsSource   *src;
+
+			while ((src = gs_merge_next(s, m)) != NULL)
+				gs_run_write(s, out, src->key, src->lossy, src->tup);
+			for (i = 0; i < n; i++)
+				LogicalTapeClose(old[first + i].tape);
+			MemoryContextReset(s->mergecxt);
+		}
+		pfree(old);
+		s->merge_passes++;
+	}
+}
+
+void
+gs_sort_perform(GsSortState *s)
+{
+	instr_time	t0;
+
+	Assert(s->status == GS_LOADING);
+	if (s->load_started)
+		s->load_ms = gs_elapsed_ms(s->load_start);
+
+	if (s->nruns == 0)
+	{
+		/* everything is in memory */
+		gs_close_chunk(s, s->nchunks > 0);
+		gs_merge_chunks_to_array(s);
+		s->status = GS_SORTED;
+		s->current = 0;
+		s->eof_reached = false;
+		s->markpos = 0;
+		s->markeof = false;
+		return;
+	}
+
+	/* spill the last batch too, and give its memory back */
+	gs_spill_batch(s);
+	pfree(s->tuples);
+	s->tuples = NULL;
+	gs_keybuf_free(s->keys_engine, s->keys);
+	s->keys = NULL;
+	s->cap = 0;
+
+	INSTR_TIME_SET_CURRENT(t0);
+	gs_merge_passes(s);
+	s->merge = gs_merge_runs(s, s->runs, s->nruns);
+	s->merge_passes++;
+	s->status = GS_MERGING;
+
+	if (s->random_access)
+	{
+		/* materialise the final merge where it can be read any way */
+		MemoryContext oldcxt = MemoryContextSwitchTo(s->cxt);
+		GsSource   *src;
+		size_t		i = 0;
+
+		s->store = tuplestore_begin_heap(true, false, s->work_mem_kb);
+		tuplestore_set_eflags(s->store, EXEC_FLAG_REWIND | EXEC_FLAG_BACKWARD);
+		(void) tuplestore_alloc_read_pointer(s->store, EXEC_FLAG_REWIND |
+											 EXEC_FLAG_BACKWARD);
+		s->store_slot = MakeSingleTupleTableSlot(s->tupdesc, &TTSOpsMinimalTuple);
+		while ((src = gs_merge_next(s, s->merge)) != NULL)
+		{
+			ExecStoreMinimalTuple(src->tup, s->store_slot, false);
+			tuplestore_puttupleslot(s->store, s->store_slot);
+			if ((++i % INTERRUPT_INTERVAL) == 0)
+				CHECK_FOR_INTERRUPTS();
+		}
+		ExecClearTuple(s->store_slot);
+		MemoryContextSwitchTo(oldcxt);
+		s->merge = NULL;
+		MemoryContextReset(s->mergecxt);
+		s->status = GS_STORED;
+	}
+	s->merge_ms += gs_elapsed_ms(t0);
 }
 
 static inline void
@@ -648,17 +1167,38 @@ gs_store(GsSortState *s, size_t pos, TupleTableSlot *slot)
 bool
 gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot)
 {
-	if (s->status == GS_TS_SORTED)
-		return tuplesort_gettupleslot(s->ts, forward, false, slot, NULL);
+	switch (s->status)
+	{
+		case GS_SORTED:
+			break;
+		case GS_STORED:
+			return tuplestore_gettupleslot(s->store, forward, false, slot);
+		case GS_MERGING:
+			{
+				GsSource   *src;
 
-	Assert(s->status == GS_SORTED);
+				if (!forward)
+					elog(ERROR, "gpusort: backward scan without random access");
+				src = gs_merge_next(s, s->merge);
+				if (src == NULL)
+				{
+					ExecClearTuple(slot);
+					return false;
+				}
+				ExecStoreMinimalTuple(src->tup, slot, false);
+				return true;
+			}
+		default:
+			elog(ERROR, "gpusort: rows requested before the sort");
+	}
+
 	if (forward)
 	{
-		if (s->current < s->nrows)
+		if (s->current < s->nsorted)
 		{
 			size_t		ahead = s->current + PREFETCH_DISTANCE;
 
-			if (ahead < s->nrows)
+			if (ahead < s->nsorted)
 				__builtin_prefetch(s->sorted[ahead]);
 			gs_store(s, s->current++, slot);
 			return true;
@@ -692,41 +1232,43 @@ gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot)
 void
 gs_sort_markpos(GsSortState *s)
 {
-	if (s->status == GS_TS_SORTED)
-		tuplesort_markpos(s->ts);
-	else
+	if (s->status == GS_STORED)
+		tuplestore_copy_read_pointer(s->store, 0, 1);
+	else if (s->status == GS_SORTED)
 	{
 		s->markpos = s->current;
 		s->markeof = s->eof_reached;
 	}
+	else
+		elog(ERROR, "gpusort: mark without random access");
 }
 
 void
 gs_sort_restorepos(GsSortState *s)
 {
-	if (s->status == GS_TS_SORTED)
-		tuplesort_restorepos(s->ts);
-	else
+	if (s->status == GS_STORED)
+		tuplestore_copy_read_pointer(s->store, 1, 0);
+	else if (s->status == GS_SORTED)
 	{
 		s->current = s->markpos;
 		s->eof_reached = s->markeof;
 	}
+	else
+		elog(ERROR, "gpusort: restore without random access");
 }
 
 bool
 gs_sort_can_rewind(GsSortState *s)
 {
-	if (s->status == GS_SORTED)
-		return true;
-	return s->status == GS_TS_SORTED && s->random_access;
+	return s->status == GS_SORTED || s->status == GS_STORED;
 }
 
 void
 gs_sort_rewind(GsSortState *s)
 {
 	Assert(gs_sort_can_rewind(s));
-	if (s->status == GS_TS_SORTED)
-		tuplesort_rescan(s->ts);
+	if (s->status == GS_STORED)
+		tuplestore_rescan(s->store);
 	else
 	{
 		s->current = 0;
@@ -739,57 +1281,45 @@ gs_sort_rewind(GsSortState *s)
 void
 gs_sort_report(GsSortState *s, GsSortReport *r)
 {
+	StringInfoData buf;
+
 	memset(r, 0, sizeof(*r));
 	r->fallback = s->fallback;
 	r->key_bytes = s->key_bytes;
+	r->exact = s->exact && !s->any_lossy;
+	r->rows = s->total_rows;
+	r->chunks = s->total_chunks;
+	r->runs = s->total_runs;
+	r->merge_passes = s->merge_passes;
 	r->load_ms = s->load_ms;
 	r->sort_ms = s->sort_ms;
 	r->transfer_ms = s->transfer_ms;
 	r->tiebreak_ms = s->tiebreak_ms;
 	r->tiebreak_rows = s->tiebreak_rows;
-	r->exact = s->exact && !s->any_lossy;
-
-	{
-		StringInfoData buf;
-
-		initStringInfo(&buf);
-		gs_keyplan_describe(s->kp, &buf);
-		r->keydesc = buf.data;
-	}
-
-	if (s->status == GS_TS_SORTED || s->status == GS_TS_LOADING)
-	{
-		r->handed_over = true;
-		r->engine = "tuplesort";
-		if (s->status == GS_TS_SORTED)
-		{
-			TuplesortInstrumentation stats;
-
-			tuplesort_get_stats(s->ts, &stats);
-			r->ts_method = tuplesort_method_name(stats.sortMethod);
-			r->ts_space_type = tuplesort_space_type_name(stats.spaceType);
-			r->ts_space_kb = stats.spaceUsed;
-		}
-		r->mem_bytes = s->mem_peak;
-		return;
-	}
-
-	r->rows = (double) s->nrows;
+	r->spill_ms = s->spill_ms;
+	r->merge_ms = s->merge_ms;
 	r->mem_bytes = s->mem_peak;
+	if (s->lts)
+		r->disk_kb = LogicalTapeSetBlocks(s->lts) * (BLCKSZ / 1024);
 	if (s->sort_engine)
 	{
 		r->engine = s->sort_engine->ops->name;
 		r->device = s->sort_engine->info.name;
 	}
+	initStringInfo(&buf);
+	gs_keyplan_describe(s->kp, &buf);
+	r->keydesc = buf.data;
 }
 
 void
 gs_sort_end(GsSortState *s)
 {
-	if (s->ts)
-		tuplesort_end(s->ts);
-	if (s->ts_slot)
-		ExecDropSingleTupleTableSlot(s->ts_slot);
+	if (s->store)
+		tuplestore_end(s->store);
+	if (s->store_slot)
+		ExecDropSingleTupleTableSlot(s->store_slot);
+	if (s->lts)
+		LogicalTapeSetClose(s->lts);
 	/* the key buffer goes with the context (see gs_keybuf_alloc) */
 	MemoryContextDelete(s->cxt);
 }
