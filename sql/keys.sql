@@ -67,6 +67,19 @@ SELECT * FROM keys_check('oid', $$
 	SELECT (i * 2654435761 % 4294967296) FROM generate_series(1, 300) i
 	UNION ALL VALUES (0), (1), (2147483647), (2147483648), (4294967295), (NULL)$$);
 SELECT * FROM keys_check('bool', $$VALUES (true), (false), (NULL), (true), (false)$$);
+-- money as int8, pg_lsn unsigned, "char" as an unsigned byte
+SELECT * FROM keys_check('money', $$
+	SELECT (i * 2654435761 % 4294967296 - 2147483648)::numeric::money FROM generate_series(1, 200) i
+	UNION ALL SELECT x::money FROM unnest('{-92233720368547758.08,92233720368547758.07,0,0.01,-0.01}'::text[]) x
+	UNION ALL SELECT NULL$$);
+SELECT * FROM keys_check('pg_lsn', $$
+	SELECT (to_hex(i * 2654435761 % 4294967296) || '/' || to_hex(i * 40503))::pg_lsn FROM generate_series(1, 200) i
+	UNION ALL SELECT x::pg_lsn FROM unnest('{0/0,0/1,7FFFFFFF/FFFFFFFF,80000000/0,FFFFFFFF/FFFFFFFF}'::text[]) x
+	UNION ALL SELECT NULL$$);
+SELECT * FROM keys_check('"char"', $$
+	SELECT chr(i)::"char" FROM generate_series(1, 127) i
+	UNION ALL SELECT x FROM unnest(ARRAY['é'::"char", '\377'::"char", '\200'::"char", ''::"char"]) x
+	UNION ALL SELECT NULL$$);
 
 -- floats: NaN above +Infinity, -0 = +0, subnormals
 SELECT * FROM keys_check('float4', $$
@@ -199,6 +212,9 @@ SELECT t AS type, octet_length(k) AS key_bytes FROM (VALUES
 	('int4', gpusort_normalized_key(1::int4)),
 	('int8', gpusort_normalized_key(1::int8)),
 	('oid', gpusort_normalized_key(1::oid)),
+	('money', gpusort_normalized_key(1::money)),
+	('pg_lsn', gpusort_normalized_key('0/1'::pg_lsn)),
+	('char', gpusort_normalized_key('a'::"char")),
 	('bool', gpusort_normalized_key(true)),
 	('float4', gpusort_normalized_key(1::float4)),
 	('float8', gpusort_normalized_key(1::float8)),
@@ -241,7 +257,9 @@ SELECT i AS id,
 	   CASE WHEN i % 14 = 0 THEN NULL ELSE date '2000-01-01' + (i % 5) END AS d,
 	   CASE WHEN i % 15 = 0 THEN NULL ELSE timestamptz '2000-01-01 00:00+00' + (i % 4) * interval '1 hour' END AS ts,
 	   CASE WHEN i % 6 = 0 THEN NULL ELSE (ARRAY['', 'a', 'B', 'é', 'ab', repeat('z', 40) || i % 3])[1 + i % 6] END AS t,
-	   CASE WHEN i % 5 = 0 THEN NULL ELSE (ARRAY['', 'a ', 'B', 'é', 'ab'])[1 + i % 5] END::char(3) AS bp
+	   CASE WHEN i % 5 = 0 THEN NULL ELSE (ARRAY['', 'a ', 'B', 'é', 'ab'])[1 + i % 5] END::char(3) AS bp,
+	   CASE WHEN i % 16 = 0 THEN NULL ELSE (i % 5 - 2)::numeric::money END AS m,
+	   CASE WHEN i % 18 = 0 THEN NULL ELSE chr(120 + i % 10)::"char" END AS ch
 FROM generate_series(1, 2000) i;
 ANALYZE keys_t;
 
@@ -275,7 +293,7 @@ $fn$;
 
 CREATE TEMP TABLE keys_q AS
 SELECT format('SELECT %s, id FROM keys_t ORDER BY %s %s %s, id', c, c, d, n) AS q
-FROM unnest(ARRAY['i2', 'i4', 'i8', 'f8', 'num', 'iv', 'u', 'd', 'ts',
+FROM unnest(ARRAY['i2', 'i4', 'i8', 'f8', 'num', 'iv', 'u', 'd', 'ts', 'm', 'ch',
 				  't COLLATE "C"', 't COLLATE "C.utf8"', 't COLLATE "und-x-icu"',
 				  'bp COLLATE "C"', 'bp COLLATE "und-x-icu"']) c,
 	 unnest(ARRAY['ASC', 'DESC']) d, unnest(ARRAY['NULLS FIRST', 'NULLS LAST']) n
@@ -286,7 +304,7 @@ SELECT format('SELECT %s, id FROM keys_t ORDER BY %s, id', c,
 			   FROM unnest(string_to_array(c, ', ')) WITH ORDINALITY u(x, k)))
 FROM unnest(ARRAY['i2, i4', 'i4, i8', 'i8, i4, i2', 'f8, t', 'i2, t', 'd, ts, u',
 				  'num, i4', 'i4, num', 'iv, i2', 'u, i8', 'bp, i2', 'ts, f8, iv',
-				  'i8, i8, i8, i8']) c;
+				  'i8, i8, i8, i8', 'ch, m, i2', 'm, ch']) c;
 
 SELECT mkb AS max_key_bytes, count(*) AS queries,
 	   count(*) FILTER (WHERE r = 'same') AS same,

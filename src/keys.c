@@ -12,7 +12,8 @@
  * null-indicator byte):
  *
  *	int2/int4/int8	two's complement with the sign bit flipped
- *	oid				the unsigned value
+ *	oid, pg_lsn		the unsigned value
+ *	money			as int8; "char" as its unsigned byte
  *	bool			1 = false, 2 = true (one byte)
  *	date			sign flipped; -infinity -> 1, +infinity -> 2^32-2
  *	timestamp[tz]	as date, in 64 bits
@@ -85,6 +86,8 @@ typedef enum GsKind
 	GSK_INT4,
 	GSK_INT8,
 	GSK_OID,
+	GSK_UINT8,					/* pg_lsn */
+	GSK_CHAR,					/* "char", compared unsigned */
 	GSK_BOOL,
 	GSK_DATE,
 	GSK_TIME,
@@ -278,7 +281,14 @@ classify_column(Oid typid, Oid sortop, Oid collation, GsKind *kind,
 			*kind = GSK_INT4;
 			return true;
 		case INT8OID:
+		case MONEYOID:
 			*kind = GSK_INT8;
+			return true;
+		case PG_LSNOID:
+			*kind = GSK_UINT8;
+			return true;
+		case CHAROID:
+			*kind = GSK_CHAR;
 			return true;
 		case OIDOID:
 			*kind = GSK_OID;
@@ -342,6 +352,7 @@ kind_vbytes(GsKind kind)
 	switch (kind)
 	{
 		case GSK_BOOL:
+		case GSK_CHAR:
 			return 1;
 		case GSK_INT2:
 			return 2;
@@ -353,6 +364,7 @@ kind_vbytes(GsKind kind)
 		case GSK_TIME:
 			return 5;
 		case GSK_INT8:
+		case GSK_UINT8:
 		case GSK_TIMESTAMP:
 		case GSK_FLOAT8:
 			return 8;
@@ -370,7 +382,8 @@ static bool
 kind_full_range(GsKind kind)
 {
 	return kind == GSK_INT2 || kind == GSK_INT4 || kind == GSK_INT8 ||
-		kind == GSK_OID || kind == GSK_UUID;
+		kind == GSK_OID || kind == GSK_UINT8 || kind == GSK_CHAR ||
+		kind == GSK_UUID;
 }
 
 static const char *
@@ -386,6 +399,10 @@ kind_name(GsKind kind)
 			return "int8";
 		case GSK_OID:
 			return "oid";
+		case GSK_UINT8:
+			return "uint8";
+		case GSK_CHAR:
+			return "char";
 		case GSK_BOOL:
 			return "bool";
 		case GSK_DATE:
@@ -661,6 +678,10 @@ fixed_code(GsKind kind, Datum d)
 			return (uint64) DatumGetInt64(d) ^ UINT64CONST(0x8000000000000000);
 		case GSK_OID:
 			return (uint64) DatumGetObjectId(d);
+		case GSK_UINT8:
+			return (uint64) DatumGetInt64(d);
+		case GSK_CHAR:
+			return (uint8) DatumGetChar(d);
 		case GSK_BOOL:
 			return DatumGetBool(d) ? 2 : 1;
 		case GSK_DATE:
