@@ -415,7 +415,7 @@ median()
 
 declare -A FLOOR_MS
 CSV=$out/results.csv
-echo "rows,kind,key,width,pg_ms,gpusort_ms,speedup,floor_ms,pg_above_floor_ms,gpusort_above_floor_ms,above_floor_speedup,gpusort_in_plan,same_result,pg_runs_ms,gpusort_runs_ms,gpu,commit" >"$CSV"
+echo "rows,kind,key,width,pg_ms,gpusort_ms,speedup,floor_ms,pg_above_floor_ms,gpusort_above_floor_ms,above_floor_speedup,gpusort_in_plan,same_result,pg_runs_ms,gpusort_runs_ms,gpu,commit,engine,fallback,explain_ms,load_ms,sort_ms,transfer_ms,tiebreak_ms" >"$CSV"
 
 # run one case (kind scan: the floor of a case of kind $5)
 run_case()
@@ -510,7 +510,24 @@ run_case()
 		gs_above=$(awk -v a="$gs_ms" -v f="$floor" 'BEGIN { printf "%.1f", a - f }')
 		above_ratio=$(awk -v a="$pg_above" -v b="$gs_above" 'BEGIN { if (b > 0 && a > 0) printf "%.2f", a / b }')
 	fi
-	echo "$n,$kind,$key,$width,$pg_ms,$gs_ms,$ratio,$floor,$pg_above,$gs_above,$above_ratio,$in_plan,$same,$(echo $pg_runs | tr ' ' ';'),$(echo $gs_runs | tr ' ' ';'),$(csv_field "$gpu"),$commit" >>"$CSV"
+	# what GpuSort's EXPLAIN ANALYZE (the warm-up) says: engine, fallback, time split
+	local engine fallback split
+	engine=$(sed -n '/^WARMUP/,/^RUN /s/.*GpuSort Engine: \([^ ]*\( ([^)]*)\)\{0,1\}\).*/\1/p' "$log" | sort -u | paste -sd '+' -)
+	fallback=$(sed -n '/^WARMUP/,/^RUN /s/.*GpuSort Fallback: //p' "$log" | head -n 1)
+	split=$(sed -n '/^WARMUP/,/^RUN /p' "$log" | awk '
+		/Execution Time:/ { ex = $3 }
+		/GpuSort Time:/ {
+			for (i = 1; i <= NF; i++) {
+				t = $i; gsub(/[()]/, "", t)
+				if (t ~ /^load=/) { sub(/^load=/, "", t); l += t }
+				else if (t ~ /^sort=/) { sub(/^sort=/, "", t); s += t }
+				else if (t ~ /^transfer=/) { sub(/^transfer=/, "", t); x += t }
+				else if (t ~ /^tie-break=/) { sub(/^tie-break=/, "", t); b += t }
+			}
+			seen = 1
+		}
+		END { if (seen) printf "%s,%.3f,%.3f,%.3f,%.3f", ex, l, s, x, b; else printf "%s,,,,", ex }')
+	echo "$n,$kind,$key,$width,$pg_ms,$gs_ms,$ratio,$floor,$pg_above,$gs_above,$above_ratio,$in_plan,$same,$(echo $pg_runs | tr ' ' ';'),$(echo $gs_runs | tr ' ' ';'),$(csv_field "${gpu//,/;}"),$commit,$(csv_field "${engine//,/;}"),$(csv_field "${fallback//,/;}"),$split" >>"$CSV"
 	printf '%-10s %-9s %-5s %-6s  pg %10s ms  gpusort %10s ms  x%-6s plan:%-3s same:%s\n' \
 		"$n" "$kind" "$key" "$width" "$pg_ms" "$gs_ms" "$ratio" "$in_plan" "$same"
 }
