@@ -313,6 +313,40 @@ FROM (SELECT mkb, q, keys_same(q, mkb) AS r
 	  FROM unnest(ARRAY[32, 16, 8, 4]) mkb, keys_q) t
 GROUP BY mkb ORDER BY mkb DESC;
 
+-- A libc collation other than C is not trusted: not encodable as the leading
+-- column (the plan keeps PostgreSQL's Sort), and after an encoded column it
+-- ends the key.  Checked with the first such collation this server has, if
+-- any, so the output is the same everywhere.
+DO $$
+DECLARE
+	c text;
+	r text;
+BEGIN
+	SELECT quote_ident(collname) INTO c FROM pg_collation
+	WHERE collprovider = 'c' AND collcollate NOT IN ('C', 'POSIX')
+	  AND collcollate NOT ILIKE 'C.utf%8'
+	  AND collencoding IN (-1, pg_char_to_encoding(getdatabaseencoding()))
+	ORDER BY collname LIMIT 1;
+	IF c IS NULL THEN
+		RETURN;
+	END IF;
+	BEGIN
+		EXECUTE format('SELECT gpusort_normalized_key(%L::text COLLATE %s)', 'a', c);
+		RAISE EXCEPTION 'collation % was encoded', c;
+	EXCEPTION WHEN feature_not_supported THEN
+		NULL;
+	END;
+	r := keys_same(format('SELECT t, id FROM keys_t ORDER BY t COLLATE %s, id', c), 32);
+	IF r <> 'no GpuSort' THEN
+		RAISE EXCEPTION 'leading % column: %', c, r;
+	END IF;
+	r := keys_same(format('SELECT i2, t, id FROM keys_t ORDER BY i2, t COLLATE %s DESC, id', c), 32);
+	IF r <> 'same' THEN
+		RAISE EXCEPTION 'second % column: %', c, r;
+	END IF;
+END
+$$;
+
 DROP TABLE keys_t;
 DROP FUNCTION keys_same(text, int);
 DROP FUNCTION keys_check(text, text, text);
