@@ -31,10 +31,20 @@
  *					trailing spaces), zero padded; a prefix.  ICU: a prefix
  *					of the ICU sort key
  *
+ * Width.  Fixed-width columns are packed in order into the smallest engine
+ * width that holds them (at most max_key_bytes); a column that does not fit
+ * ends the key (its leading bytes fill what room is left, and the plan is
+ * not exact).  numeric and text columns are prefixes and always end the
+ * key: C-ordered text takes the rest of max_key_bytes, numeric and ICU text
+ * at most 16 bytes (ICU sort keys are slow to compute) up to the end of the
+ * width they need.  Collations that are neither C-ordered nor ICU (libc
+ * locales other than C, POSIX and C.UTF-8), nondeterministic collations and
+ * other types end the key too; as the leading column they are not encodable.
+ *
  * NULLs.  Most encodings never produce the all-zero and all-ones values, so
  * a NULL simply takes one of them (zero for NULLS FIRST, all ones for NULLS
- * LAST) and the column stays exact.  int2/int4/int8/oid/uuid use their whole
- * range; they get a null-indicator byte in front, except when they are the
+ * LAST) and the column stays exact.  int2/int4/int8/oid/pg_lsn/"char"/uuid
+ * use their whole range; they get a null-indicator byte in front, except when they are the
  * last encoded column and dropping the byte saves a key width step: then
  * NULL takes the extreme value too, and any row whose column lands on that
  * extreme is reported lossy so that the executor tie-breaks it (a run of
