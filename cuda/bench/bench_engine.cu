@@ -353,6 +353,7 @@ main(int argc, char **argv)
 	const char *commit = "unknown";
 	double		max_n = 4e8;
 	int			reps_arg = 0;
+	const char *only = NULL;
 	cudaDeviceProp prop;
 	void	   *staging;
 
@@ -366,9 +367,11 @@ main(int argc, char **argv)
 			max_n = atof(argv[++i]);
 		else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
 			reps_arg = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+			only = argv[++i];	/* e.g. 1e8:uniform:u64 */
 		else
 		{
-			fprintf(stderr, "usage: %s [--out FILE] [--commit SHA] [--max-n N] [--reps R]\n",
+			fprintf(stderr, "usage: %s [--out FILE] [--commit SHA] [--max-n N] [--reps R] [--only N:DIST:KEY]\n",
 					argv[0]);
 			return 2;
 		}
@@ -376,7 +379,7 @@ main(int argc, char **argv)
 	CK(cudaGetDeviceProperties(&prop, 0));
 	CK(cudaHostAlloc(&staging, hrs::STAGING_BYTES, cudaHostAllocDefault));
 
-	double		bw = copy_bandwidth();
+	double		bw = only ? 4.3e12 : copy_bandwidth();
 	char		head[1024];
 	std::vector<char> table;
 	char		line[512];
@@ -408,6 +411,18 @@ main(int argc, char **argv)
 			for (int kb : kbs)
 			{
 				size_t		n = (size_t) nd;
+				char		tag[64];
+
+				snprintf(tag, sizeof(tag), "%.0e:%s:%s", nd, bdist_name[di],
+						 kb == 4 ? "u32" : kb == 8 ? "u64" : "16B");
+				if (only != NULL)
+				{
+					char		want[64];
+
+					snprintf(want, sizeof(want), "%.0e:%s", atof(only), strchr(only, ':') ? strchr(only, ':') + 1 : "");
+					if (strcmp(want, tag) != 0)
+						continue;
+				}
 				int			reps = reps_arg ? reps_arg : (nd >= 4e8 ? 5 : 7);
 				Result		r = bench_one(n, (BDist) di, kb, reps, prop.multiProcessorCount,
 										  staging);
