@@ -15,25 +15,11 @@
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# ---- inside the cluster: run the tests, append "PASS name"/"FAIL name" ----
+# ---- inside the cluster: pg_regress; appends "PASS name"/"FAIL name" ----
 if [ "${1:-}" = --in-cluster ]; then
 	set +e
 	results=$2
 	gs_find_pg_config
-	for mk in "$GS_ROOT"/test/*/Makefile; do
-		[ -f "$mk" ] || continue
-		dir=$(dirname "$mk")
-		name=test/$(basename "$dir")
-		gs_log "unit tests: make -C $name check"
-		if make -C "$dir" -j"$GS_JOBS" PG_CONFIG="$PG_CONFIG" check; then
-			echo "PASS $name" >>"$results"
-		else
-			echo "FAIL $name" >>"$results"
-		fi
-	done
-	[ -d "$GS_ROOT/test/engine" ] ||
-		echo "note: test/engine does not exist yet; CPU engine unit test skipped"
-
 	gs_log "pg_regress: make installcheck (server $PGHOST:$PGPORT)"
 	rm -f "$GS_ROOT/regression.diffs" "$GS_ROOT/regression.out"
 	make -C "$GS_ROOT" PG_CONFIG="$PG_CONFIG" installcheck 2>&1 |
@@ -50,7 +36,7 @@ if [ "${1:-}" = --in-cluster ]; then
 		done >>"$results"
 	if [ "$rc" -ne 0 ]; then
 		grep -q '^FAIL regress/' "$results" || echo "FAIL regress (pg_regress exited $rc)" >>"$results"
-		if [ -f "$GS_ROOT/regression.diffs" ]; then
+		if [ -s "$GS_ROOT/regression.diffs" ]; then
 			gs_log "regression.diffs (first 2000 lines; full file: $GS_ROOT/regression.diffs)"
 			head -n 2000 "$GS_ROOT/regression.diffs"
 		fi
@@ -88,6 +74,23 @@ if ! gs_build_install; then
 	exit 1
 fi
 
+# unit tests: each test/<dir> with a Makefile, "make check" (output indented so
+# that only this script's last line starts with a count)
+for mk in "$GS_ROOT"/test/*/Makefile; do
+	[ -f "$mk" ] || continue
+	dir=$(dirname "$mk")
+	name=test/$(basename "$dir")
+	gs_log "unit tests: make -C $name check"
+	if make -C "$dir" -j"$GS_JOBS" PG_CONFIG="$PG_CONFIG" check 2>&1 | sed 's/^/    /'; then
+		echo "PASS $name" >>"$results"
+	else
+		echo "FAIL $name" >>"$results"
+	fi
+done
+[ -d "$GS_ROOT/test/engine" ] ||
+	echo "note: test/engine does not exist yet; CPU engine unit test skipped"
+
+# the pg_regress suite, in a throwaway cluster
 if ! gs_in_cluster bash "$GS_ROOT/scripts/test.sh" --in-cluster "$results"; then
 	echo "FAIL cluster (pg_virtualenv failed)" >>"$results"
 fi
