@@ -1067,7 +1067,7 @@ bool
 gs_encode_key(GsKeyPlan *kp, const Datum *values, const bool *isnull,
 			  void *out)
 {
-	uint8		key[GS_MAX_KEY_BYTES];
+	uint8		key[GS_MAX_KEY_BYTES + 8];
 	bool		lossy = false;
 	int			i;
 
@@ -1130,6 +1130,26 @@ gs_encode_key(GsKeyPlan *kp, const Datum *values, const bool *isnull,
 		{
 			memset(dst, col->nulls_first ? 0x00 : 0xFF, vw);
 			continue;			/* see the fast path about the flag */
+		}
+
+		if (col->vbytes <= 8 && !col->truncated && !GSK_IS_VARIABLE(col->kind))
+		{
+			/*
+			 * One 8-byte big-endian store; the bytes past the column are
+			 * zero and belong to the next column (written after this one)
+			 * or to the padding, and key[] has room for the overrun.
+			 */
+			uint64		code = fixed_code(col->kind, values[col->attidx]);
+			uint64		w;
+
+			if (col->desc)
+				code ^= col->code_mask;
+			if (col->nullmode == GSN_EXTREME &&
+				code == (col->nulls_first ? 0 : col->code_mask))
+				lossy = true;
+			w = pg_hton64(code << (64 - 8 * col->vbytes));
+			memcpy(dst, &w, sizeof(w));
+			continue;
 		}
 
 		if (GSK_IS_VARIABLE(col->kind))
