@@ -225,6 +225,19 @@ SELECT bt_index_parent_check('gsi_lng', true, true),
 SELECT gs_same('SELECT lng FROM gsi ORDER BY lng COLLATE "C"');
 SELECT gs_same('SELECT v FROM gsr ORDER BY v DESC');
 
+-- ALTER TABLE: constraints, and indexes rebuilt by ALTER COLUMN TYPE
+-- (no varlena column: no TOAST index to report)
+CREATE TABLE gsa (k int4, v float8);
+INSERT INTO gsa SELECT i, i % 1000 FROM generate_series(1, 5000) AS i;
+SET client_min_messages = debug1;
+ALTER TABLE gsa ADD PRIMARY KEY (k);
+ALTER TABLE gsa ADD CONSTRAINT gsa_kv UNIQUE (v, k);
+ALTER TABLE gsa ALTER COLUMN k TYPE int8;
+RESET client_min_messages;
+SELECT bt_index_parent_check('gsa_pkey', true, true),
+	   bt_index_parent_check('gsa_kv', true, true);
+SELECT gs_same('SELECT k FROM gsa ORDER BY k DESC');
+
 -- an empty table, an unlogged table, a partitioned table
 CREATE TABLE gse (k int);
 SELECT * FROM gs_build('CREATE INDEX %I ON gse (k)', 'gse_k');
@@ -258,6 +271,6 @@ RESET client_min_messages;
 SELECT bt_index_parent_check('gsi_ip', true, true),
 	   bt_index_parent_check('gsi_conc', true, true);
 
-DROP TABLE gsi, gsv, gsr, gse, gsu, gsp;
+DROP TABLE gsi, gsv, gsr, gsa, gse, gsu, gsp;
 DROP FUNCTION gs_build(text, text);
 DROP FUNCTION gs_same(text);

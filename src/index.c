@@ -10,7 +10,7 @@
  * with gs_btbuild (index_build.c), which builds the index itself or calls
  * btbuild for anything it does not support.
  *
- *	- CREATE INDEX: index_create() invokes the object access hook
+ *	- CREATE INDEX (and ALTER TABLE's new indexes): index_create() invokes the object access hook
  *	  (OAT_POST_CREATE) for the new index right before the command counter
  *	  increment that turns the bare relcache entry made by heap_create into
  *	  a full index entry (rd_indam appears then) and then calls
@@ -66,7 +66,11 @@ bool		gs_index_build_enabled = true;
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static object_access_hook_type prev_object_access = NULL;
 
-/* > 0 while a CREATE INDEX statement (not CONCURRENTLY) runs */
+/*
+ * > 0 while a statement runs whose new indexes we build: CREATE INDEX (not
+ * CONCURRENTLY) and ALTER TABLE (ADD PRIMARY KEY / UNIQUE, and indexes it
+ * rebuilds after ALTER COLUMN TYPE)
+ */
 static int	gs_create_index_depth = 0;
 
 bool
@@ -203,6 +207,8 @@ gs_index_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	{
 		if (IsA(parsetree, IndexStmt))
 			track = !((IndexStmt *) parsetree)->concurrent;
+		else if (IsA(parsetree, AlterTableStmt))
+			track = true;
 		else if (IsA(parsetree, ReindexStmt))
 			gs_index_prepare_reindex((ReindexStmt *) parsetree);
 	}
