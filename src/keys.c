@@ -69,6 +69,7 @@
 #include "access/htup_details.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
 #include "port/pg_bswap.h"
@@ -133,6 +134,21 @@ typedef enum GsKind
 #define GSK_IS_VARIABLE(k)	((k) >= GSK_NUMERIC)
 #define GSK_IS_ICU(k)		((k) >= GSK_TEXT_ICU)
 
+/*
+ * ICU sort keys cost about a microsecond each, and sort columns often hold
+ * few distinct strings, so each ICU column keeps the keys of short strings
+ * it has seen in a small direct-mapped cache.
+ */
+#define GS_ICU_CACHE_SLOTS	1024	/* a power of 2 */
+#define GS_ICU_CACHE_STRLEN 30
+
+typedef struct GsIcuCacheEnt
+{
+	int16		len;			/* -1: empty */
+	char		str[GS_ICU_CACHE_STRLEN];
+	uint8		key[GS_MAX_KEY_BYTES];
+} GsIcuCacheEnt;
+
 /* how a NULL is told apart from the values */
 typedef enum GsNullMode
 {
@@ -156,6 +172,7 @@ typedef struct GsKeyCol
 	uint64		code_mask;		/* all ones over vbytes (kinds <= 8 B) */
 #ifdef USE_ICU
 	UCollator  *ucol;
+	struct GsIcuCacheEnt *icache;	/* recent short strings' sort keys */
 #endif
 } GsKeyCol;
 
@@ -521,6 +538,14 @@ gs_keyplan_create(int ncols, const AttrNumber *attnos, const Oid *sortops,
 		col->off = total;
 #ifdef USE_ICU
 		col->ucol = (GSK_IS_ICU(kind) && locale) ? locale->info.icu.ucol : NULL;
+		if (col->ucol)
+		{
+			int			k;
+
+			col->icache = palloc(GS_ICU_CACHE_SLOTS * sizeof(GsIcuCacheEnt));
+			for (k = 0; k < GS_ICU_CACHE_SLOTS; k++)
+				col->icache[k].len = -1;
+		}
 #endif
 
 		if (GSK_IS_VARIABLE(kind))
@@ -931,15 +956,28 @@ bpchar_truelen(const char *s, int len)
 
 #ifdef USE_ICU
 static void
-icu_prefix(UCollator *ucol, const char *s, int len, uint8 *dst, int room)
+icu_prefix(const GsKeyCol *col, const char *s, int len, uint8 *dst)
 {
+	int			room = col->width;
+	GsIcuCacheEnt *ent = NULL;
 	UCharIterator iter;
 	uint32_t	state[2] = {0, 0};
 	UErrorCode	status = U_ZERO_ERROR;
 	int32_t		n;
 
+	if (len <= GS_ICU_CACHE_STRLEN)
+	{
+		ent = &col->icache[hash_bytes((const unsigned char *) s, len) &
+						   (GS_ICU_CACHE_SLOTS - 1)];
+		if (ent->len == len && memcmp(ent->str, s, len) == 0)
+		{
+			memcpy(dst, ent->key, room);
+			return;
+		}
+	}
+
 	uiter_setUTF8(&iter, s, len);
-	n = ucol_nextSortKeyPart(ucol, &iter, state, dst, room, &status);
+	n = ucol_nextSortKeyPart(col->ucol, &iter, state, dst, room, &status);
 	if (U_FAILURE(status))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
@@ -948,6 +986,13 @@ icu_prefix(UCollator *ucol, const char *s, int len, uint8 *dst, int room)
 						   u_errorName(status))));
 	/* the rest stays zero: ICU sort key bytes are never zero */
 	(void) n;
+
+	if (ent)
+	{
+		ent->len = len;
+		memcpy(ent->str, s, len);
+		memcpy(ent->key, dst, room);
+	}
 }
 #endif
 
@@ -1002,17 +1047,17 @@ encode_variable(const GsKeyCol *col, Datum d, uint8 *dst)
 #ifdef USE_ICU
 		case GSK_TEXT_ICU:
 			text_value(d, 0, &s, &len, &tofree);
-			icu_prefix(col->ucol, s, len, dst, room);
+			icu_prefix(col, s, len, dst);
 			lossy = true;
 			break;
 		case GSK_BPCHAR_ICU:
 			text_value(d, 0, &s, &len, &tofree);
-			icu_prefix(col->ucol, s, bpchar_truelen(s, len), dst, room);
+			icu_prefix(col, s, bpchar_truelen(s, len), dst);
 			lossy = true;
 			break;
 		case GSK_NAME_ICU:
 			s = NameStr(*DatumGetName(d));
-			icu_prefix(col->ucol, s, strnlen(s, NAMEDATALEN), dst, room);
+			icu_prefix(col, s, strnlen(s, NAMEDATALEN), dst);
 			lossy = true;
 			break;
 #endif
