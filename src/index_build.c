@@ -400,18 +400,23 @@ gs_idx_sort(GsIdxBuild *b)
 	char	   *fallback = NULL;
 	gs_sort_stats stats;
 	size_t		s;
+	bool		final;
 
 	perm = (uint32 *) palloc_extended(Max(b->n, 1) * sizeof(uint32),
 									  MCXT_ALLOC_HUGE);
 	if (b->n == 0)
 		return perm;
 
+	/* the engine's order is final when keys are exact and no check is due */
+	final = b->exact && !b->anylossy && !b->isunique;
 	b->eng = gs_engine_sort(b->eng, b->keys, b->n, b->keybytes, perm,
-							GS_SORT_KEYS_OUT, &stats, &fallback);
+							final ? 0 : GS_SORT_KEYS_OUT, &stats, &fallback);
 	if (fallback)
 		ereport(DEBUG2,
 				(errmsg_internal("gpusort index sort fell back to the CPU: %s",
 								 fallback)));
+	if (final)
+		return perm;
 
 	/*
 	 * Runs of equal column keys: put them in order with the comparators
@@ -419,8 +424,6 @@ gs_idx_sort(GsIdxBuild *b)
 	 * sorted order, so the column part of key i belongs to row perm[i];
 	 * reordering rows within a run keeps that true.
 	 */
-	if (b->exact && !b->anylossy && !b->isunique)
-		return perm;
 
 	s = 0;
 	while (s < b->n)
