@@ -29,6 +29,7 @@
 #include "catalog/pg_am.h"
 #include "commands/progress.h"
 #include "miscadmin.h"
+#include "optimizer/plancat.h"
 #include "pgstat.h"
 #include "storage/bufmgr.h"
 #include "utils/lsyscache.h"
@@ -468,6 +469,7 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	double		est;
 	uint32	   *perm;
 	GsBtWriter *w;
+	GsEngine   *eng;
 	size_t		i;
 
 	memset(&b, 0, sizeof(b));
@@ -493,13 +495,23 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 		gs_keyplan_exact(b.kp);
 	gs_idx_sortsupport(&b);
 
-	/* size the buffers from the planner's row estimate */
-	est = heap->rd_rel->reltuples;
-	if (est < GS_IDX_MIN_ROWS)
-		est = GS_IDX_MIN_ROWS;
-	if (est > (double) GS_MAX_ROWS / 2)
-		est = (double) GS_MAX_ROWS / 2;
-	b.cap = (size_t) (est * 1.05);
+	/* size the buffers from the planner's estimate of the heap's rows */
+	{
+		BlockNumber pages;
+		double		allvisfrac;
+
+		estimate_rel_size(heap, NULL, &pages, &est, &allvisfrac);
+	}
+	if (est >= (double) GS_MAX_ROWS)
+	{
+		*why = "too many rows for one sort";
+		return false;
+	}
+	/* a partial index may take few of them: start small, grow as needed */
+	if (indexInfo->ii_Predicate != NIL)
+		est /= 16;
+	est = Max(est, GS_IDX_MIN_ROWS);
+	b.cap = (size_t) Min(est * 1.05, (double) GS_MAX_ROWS);
 
 	b.eng = gs_engine_choose(est, NULL);
 	b.keys = gs_keybuf_alloc(b.eng, b.cap * b.keybytes, CurrentMemoryContext);
@@ -529,6 +541,19 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	{
 		*why = "too many rows for one sort";
 		return false;
+	}
+
+	/* the engine for the actual row count, if the estimate chose another */
+	eng = gs_engine_choose((double) b.n, NULL);
+	if (eng != b.eng && b.n > 0)
+	{
+		char	   *keys = gs_keybuf_alloc(eng, b.n * b.keybytes,
+										   CurrentMemoryContext);
+
+		memcpy(keys, b.keys, b.n * b.keybytes);
+		gs_keybuf_free(b.eng, b.keys);
+		b.keys = keys;
+		b.eng = eng;
 	}
 
 	/* sort */
