@@ -30,6 +30,7 @@
 #include "commands/progress.h"
 #include "miscadmin.h"
 #include "optimizer/plancat.h"
+#include "portability/instr_time.h"
 #include "pgstat.h"
 #include "storage/bufmgr.h"
 #include "utils/lsyscache.h"
@@ -471,6 +472,10 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	GsBtWriter *w;
 	GsEngine   *eng;
 	size_t		i;
+	instr_time	t0,
+				t1,
+				t2,
+				t3;
 
 	memset(&b, 0, sizeof(b));
 	b.heap = heap;
@@ -525,8 +530,10 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	/* scan */
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
 								 PROGRESS_BTREE_PHASE_INDEXBUILD_TABLESCAN);
+	INSTR_TIME_SET_CURRENT(t0);
 	*reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
 										gs_idx_collect, &b, NULL);
+	INSTR_TIME_SET_CURRENT(t1);
 	{
 		const int	progress_index[] = {
 			PROGRESS_CREATEIDX_TUPLES_TOTAL,
@@ -560,6 +567,7 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
 								 PROGRESS_BTREE_PHASE_PERFORMSORT_1);
 	perm = gs_idx_sort(&b);
+	INSTR_TIME_SET_CURRENT(t2);
 
 	/* write */
 	w = gs_btw_begin(heap, index, b.isunique);
@@ -571,6 +579,19 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 		gs_btw_add(w, b.tuples[perm[i]]);
 	}
 	gs_btw_finish(w);
+	INSTR_TIME_SET_CURRENT(t3);
+
+	INSTR_TIME_SUBTRACT(t3, t2);
+	INSTR_TIME_SUBTRACT(t2, t1);
+	INSTR_TIME_SUBTRACT(t1, t0);
+	ereport(DEBUG2,
+			(errmsg_internal("gpusort index \"%s\": %zu rows, %d-byte keys%s; scan %.1f ms, sort %.1f ms (%s engine), load %.1f ms",
+							 RelationGetRelationName(index), b.n, b.keybytes,
+							 b.exact ? "" : " (tie-breaks)",
+							 INSTR_TIME_GET_MILLISEC(t1),
+							 INSTR_TIME_GET_MILLISEC(t2),
+							 b.eng->ops->name,
+							 INSTR_TIME_GET_MILLISEC(t3))));
 
 	*indtuples = b.indtuples;
 	return true;
