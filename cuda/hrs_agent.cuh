@@ -651,7 +651,8 @@ struct ScatterAgent
 /*
  * LocalSortAgent: sort one task (a small bucket or a batch of neighbouring
  * ones) entirely in shared memory with CUB's block radix sort, only over
- * the bits that vary within the task, and write it to buffer 0.  Tasks
+ * the bits that vary within the task (first only their top PROBE_BITS,
+ * which nearly always suffice), and write it to buffer 0.  Tasks
  * shorter than the tile are padded with the largest key; the block sort is
  * stable and the padding sits last, so it stays behind real keys equal to
  * it.
@@ -675,6 +676,11 @@ struct LocalSortAgent
 			typename LoadKeys::TempStorage load_keys;
 			typename LoadVals::TempStorage load_vals;
 			typename Sort::TempStorage sort;
+			union
+			{
+				Key			keys[LP::TILE];
+				uint32_t	vals[LP::TILE];
+			}			stage;	/* the probe's check and fallback */
 		}			u;
 		unsigned long long diff[T::WORDS];
 	};
@@ -697,6 +703,26 @@ struct LocalSortAgent
 				end_bit = word_lsb + 64 - __clzll((long long) x);
 			begin_bit = word_lsb + __ffsll((long long) x) - 1;
 		}
+	}
+
+	/* do a and b agree on every bit at or above bit 'from' (CUB numbering)? */
+	__device__ static bool same_above(const Key &a, const Key &b, int from)
+	{
+		bool		same = true;
+
+#pragma unroll
+		for (int j = 0; j < T::WORDS; j++)
+		{
+			int			word_lsb = (T::WORDS - 1 - j) * T::WORD_BITS;
+			uint64_t	x = T::word(a, j) ^ T::word(b, j);
+
+			if (word_lsb + T::WORD_BITS <= from)
+				continue;
+			if (from > word_lsb)
+				x >>= (from - word_lsb);
+			same = same && x == 0;
+		}
+		return same;
 	}
 
 	__device__ static void sort(Sort &sorter, Key (&k)[LP::ITEMS],
@@ -767,8 +793,51 @@ struct LocalSortAgent
 			end_bit = 1;
 		}
 		Sort		sorter(s.u.sort);
+		const int	probe_begin = max(begin_bit, end_bit - LP::PROBE_BITS);
 
-		sort(sorter, k, v, begin_bit, end_bit);
+		/*
+		 * Sort on the top PROBE_BITS of the varying bits first: that almost
+		 * always orders a small bucket completely.  If two neighbours then
+		 * agree on those bits but differ below them, sort again on all the
+		 * bits (from blocked order, so the padding stays last).
+		 */
+		sort(sorter, k, v, probe_begin, end_bit);
+		if (probe_begin > begin_bit)
+		{
+			bool		unresolved = false;
+
+			__syncthreads();
+#pragma unroll
+			for (int it = 0; it < LP::ITEMS; it++)
+				s.u.stage.keys[it * LP::THREADS + threadIdx.x] = k[it];
+			__syncthreads();
+#pragma unroll
+			for (int it = 0; it < LP::ITEMS; it++)
+			{
+				int			i = it * LP::THREADS + threadIdx.x;
+
+				if (i >= 1 && i < n &&
+					same_above(s.u.stage.keys[i - 1], k[it], probe_begin) &&
+					!same_above(s.u.stage.keys[i - 1], k[it], 0))
+					unresolved = true;
+			}
+			if (__syncthreads_or(unresolved))
+			{
+#pragma unroll
+				for (int j = 0; j < LP::ITEMS; j++)
+					k[j] = s.u.stage.keys[threadIdx.x * LP::ITEMS + j];
+				__syncthreads();
+#pragma unroll
+				for (int it = 0; it < LP::ITEMS; it++)
+					s.u.stage.vals[it * LP::THREADS + threadIdx.x] = v[it];
+				__syncthreads();
+#pragma unroll
+				for (int j = 0; j < LP::ITEMS; j++)
+					v[j] = s.u.stage.vals[threadIdx.x * LP::ITEMS + j];
+				__syncthreads();
+				sort(sorter, k, v, begin_bit, end_bit);
+			}
+		}
 
 #pragma unroll
 		for (int it = 0; it < LP::ITEMS; it++)

@@ -10,7 +10,8 @@
  * Local0..2: the shared-memory sorts for small buckets ("local sort
  * configurations" of Stehle & Jacobsen); a bucket goes to the smallest
  * configuration whose tile holds it, and buckets larger than Local2's tile
- * are partitioned again.  MERGE_LIMIT: neighbouring small buckets of one
+ * are partitioned again.  A local sort first sorts only the top PROBE_BITS
+ * of the bits that vary in its task.  MERGE_LIMIT: neighbouring small buckets of one
  * parent are batched into one local-sort task while their total stays at
  * or under this many keys.
  *
@@ -32,13 +33,14 @@ struct PartitionPolicy
 	static constexpr int TILE = THREADS_ * ITEMS_;
 };
 
-template <int THREADS_, int ITEMS_, int RADIX_BITS_>
+template <int THREADS_, int ITEMS_, int RADIX_BITS_, int PROBE_BITS_>
 struct LocalPolicy
 {
 	static constexpr int THREADS = THREADS_;
 	static constexpr int ITEMS = ITEMS_;
 	static constexpr int TILE = THREADS_ * ITEMS_;
-	static constexpr int RADIX_BITS = RADIX_BITS_;
+	static constexpr int RADIX_BITS = RADIX_BITS_;	/* bits per block pass */
+	static constexpr int PROBE_BITS = PROBE_BITS_;	/* see LocalSortAgent */
 };
 
 /* settings shared by every key width */
@@ -63,9 +65,9 @@ template <>
 struct Sm90Policy<4>
 {
 	typedef PartitionPolicy<512, 16> Partition;
-	typedef LocalPolicy<128, 8, 5> Local0;
-	typedef LocalPolicy<256, 16, 5> Local1;
-	typedef LocalPolicy<512, 20, 5> Local2;
+	typedef LocalPolicy<128, 8, 6, 36> Local0;
+	typedef LocalPolicy<256, 16, 6, 36> Local1;
+	typedef LocalPolicy<512, 20, 6, 36> Local2;
 	static constexpr unsigned MERGE_LIMIT = Local1::TILE;
 };
 
@@ -73,9 +75,9 @@ template <>
 struct Sm90Policy<8>
 {
 	typedef PartitionPolicy<384, 12> Partition;
-	typedef LocalPolicy<128, 8, 5> Local0;
-	typedef LocalPolicy<256, 12, 5> Local1;
-	typedef LocalPolicy<512, 16, 5> Local2;
+	typedef LocalPolicy<128, 8, 6, 36> Local0;
+	typedef LocalPolicy<256, 12, 6, 36> Local1;
+	typedef LocalPolicy<512, 16, 6, 36> Local2;
 	static constexpr unsigned MERGE_LIMIT = Local1::TILE;
 };
 
@@ -83,9 +85,9 @@ template <>
 struct Sm90Policy<16>
 {
 	typedef PartitionPolicy<256, 9> Partition;
-	typedef LocalPolicy<128, 4, 5> Local0;
-	typedef LocalPolicy<256, 8, 5> Local1;
-	typedef LocalPolicy<512, 8, 5> Local2;
+	typedef LocalPolicy<128, 4, 6, 36> Local0;
+	typedef LocalPolicy<256, 8, 6, 36> Local1;
+	typedef LocalPolicy<512, 8, 6, 36> Local2;
 	static constexpr unsigned MERGE_LIMIT = Local1::TILE;
 };
 
@@ -93,9 +95,9 @@ template <>
 struct Sm90Policy<24>
 {
 	typedef PartitionPolicy<256, 6> Partition;
-	typedef LocalPolicy<128, 4, 5> Local0;
-	typedef LocalPolicy<256, 4, 5> Local1;
-	typedef LocalPolicy<256, 8, 5> Local2;
+	typedef LocalPolicy<128, 4, 6, 36> Local0;
+	typedef LocalPolicy<256, 4, 6, 36> Local1;
+	typedef LocalPolicy<256, 8, 6, 36> Local2;
 	static constexpr unsigned MERGE_LIMIT = Local1::TILE;
 };
 
@@ -103,9 +105,9 @@ template <>
 struct Sm90Policy<32>
 {
 	typedef PartitionPolicy<256, 4> Partition;
-	typedef LocalPolicy<128, 4, 5> Local0;
-	typedef LocalPolicy<256, 4, 5> Local1;
-	typedef LocalPolicy<256, 8, 5> Local2;
+	typedef LocalPolicy<128, 4, 6, 36> Local0;
+	typedef LocalPolicy<256, 4, 6, 36> Local1;
+	typedef LocalPolicy<256, 8, 6, 36> Local2;
 	static constexpr unsigned MERGE_LIMIT = Local1::TILE;
 };
 

@@ -58,12 +58,13 @@ mix(uint64_t x)
 enum Dist
 {
 	UNIFORM, ZIPF_08, ZIPF_10, ZIPF_15, AND2, AND4, FEW, ALLEQ, SORTED,
-	REVERSED, LOWBITS, HIGHBITS, PREFIXDUP, NDIST
+	REVERSED, LOWBITS, HIGHBITS, PREFIXDUP, SPLIT, NDIST
 };
 
 static const char *dist_name[NDIST] = {
 	"uniform", "zipf0.8", "zipf1.0", "zipf1.5", "and2", "and4", "few16",
-	"allequal", "presorted", "reversed", "lowbits", "highbits", "prefixdup"
+	"allequal", "presorted", "reversed", "lowbits", "highbits", "prefixdup",
+	"split"
 };
 
 /* row-major keys of kb bytes as 64-bit words (kb 4: one uint32 per row) */
@@ -176,6 +177,15 @@ generate(Keys &k, Dist d, uint64_t seed)
 
 						v = (v & ((1ull << top) - 1)) | ((u >> 52) << top);
 					}
+					break;
+				case SPLIT:
+					/* top 4 and bottom 8 bits vary: ties on any top window */
+					v = mix(seed * 64 + j);
+					if (j == 0)
+						v = (v & ~(0xFull << (k.kb == 4 ? 28 : 60))) |
+							((u >> 60) << (k.kb == 4 ? 28 : 60));
+					if (j == W - 1)
+						v = (v & ~0xFFull) | (u & 0xFF);
 					break;
 				case PREFIXDUP:
 					v = j == 0 ? mix(seed * 64 + (mix(s * 8 + 7) & 3)) : u;
