@@ -280,14 +280,21 @@ gs_constant_digits(gs_cpu_sort *s, const gs_rec *r, size_t n, int ndigits)
 	return mask;
 }
 
+/* end of the chunk of a long loop that starts at i, before a cancel check */
+static inline size_t
+gs_chunk_end(size_t i, size_t n)
+{
+	return n - i > GS_CPU_CANCEL_INTERVAL ? i + GS_CPU_CANCEL_INTERVAL : n;
+}
+
 /*
  * Turn counts into bucket start offsets; returns the number of non-empty
- * buckets.
+ * buckets.  Offsets are relative to the bucket's segment, so below 2^32.
  */
 static int
-gs_offsets(const uint32_t *count, size_t *off)
+gs_offsets(const uint32_t *count, uint32_t *off)
 {
-	size_t		sum = 0;
+	uint32_t	sum = 0;
 	int			nonempty = 0;
 	int			b;
 
@@ -301,7 +308,7 @@ gs_offsets(const uint32_t *count, size_t *off)
 }
 
 static void gs_msd(gs_cpu_sort *s, gs_rec *cur, gs_rec *oth, size_t n,
-				   int w, int d, unsigned cmask, const uint32_t *count);
+				   int w, int d, unsigned cmask);
 
 /*
  * After a scatter into dst (offsets computed from count), sort every bucket
@@ -324,7 +331,7 @@ gs_recurse_buckets(gs_cpu_sort *s, gs_rec *dst, gs_rec *src,
 				src[off] = dst[off];
 		}
 		else if (c > 1)
-			gs_msd(s, dst + off, src + off, c, w, d + 1, cmask, NULL);
+			gs_msd(s, dst + off, src + off, c, w, d + 1, cmask);
 		off += c;
 	}
 }
@@ -332,22 +339,22 @@ gs_recurse_buckets(gs_cpu_sort *s, gs_rec *dst, gs_rec *src,
 /*
  * Sort the n records at cur (oth is scratch space at the same offset of the
  * other buffer) on key word w from digit d on, and leave them in s->final.
- * cmask: digits of word w known to be equal across these records.  count:
- * the histogram of digit d when the caller has it, else NULL.
+ * cmask: digits of word w known to be equal across these records.
  */
 static void
 gs_msd(gs_cpu_sort *s, gs_rec *cur, gs_rec *oth, size_t n,
-	   int w, int d, unsigned cmask, const uint32_t *count)
+	   int w, int d, unsigned cmask)
 {
-	uint32_t	local[GS_RADIX];
-	size_t		off[GS_RADIX];
+	uint32_t	count[GS_RADIX];
+	uint32_t	off[GS_RADIX];
 	int			ndigits = (w == 0) ? s->ndigits : GS_WORD_DIGITS;
 	int			in_final = (cur >= s->final && cur < s->final_end);
+	size_t		i,
+				j,
+				end;
 
 	for (;;)
 	{
-		size_t		i;
-
 		if (s->canceled)
 			return;
 		if (n <= GS_CPU_SMALL_SORT)
@@ -358,10 +365,7 @@ gs_msd(gs_cpu_sort *s, gs_rec *cur, gs_rec *oth, size_t n,
 
 		/* skip the digits every record shares */
 		while (d < ndigits && (cmask & (1u << d)))
-		{
 			d++;
-			count = NULL;
-		}
 
 		if (d == ndigits)
 		{
@@ -370,53 +374,47 @@ gs_msd(gs_cpu_sort *s, gs_rec *cur, gs_rec *oth, size_t n,
 				break;
 			w++;
 			ndigits = GS_WORD_DIGITS;
-			for (i = 0; i < n; i++)
-				cur[i].key = gs_key_word(s, cur[i].idx, w);
-			if (gs_tick(s, n))
-				return;
+			for (i = 0; i < n; i = end)
+			{
+				end = gs_chunk_end(i, n);
+				for (j = i; j < end; j++)
+					cur[j].key = gs_key_word(s, cur[j].idx, w);
+				if (gs_tick(s, end - i))
+					return;
+			}
 			cmask = gs_constant_digits(s, cur, n, ndigits);
 			d = 0;
-			count = NULL;
 			continue;
 		}
 
-		if (count == NULL)
+		memset(count, 0, sizeof(count));
+		for (i = 0; i < n; i = end)
 		{
-			memset(local, 0, sizeof(local));
-			for (i = 0; i < n; i++)
-				local[gs_digit(cur[i].key, d)]++;
-			if (gs_tick(s, n))
+			end = gs_chunk_end(i, n);
+			for (j = i; j < end; j++)
+				count[gs_digit(cur[j].key, d)]++;
+			if (gs_tick(s, end - i))
 				return;
-			count = local;
-		}
-		else if (count != local)
-		{
-			memcpy(local, count, sizeof(local));
-			count = local;
 		}
 
-		if (gs_offsets(local, off) == 1)
+		if (gs_offsets(count, off) == 1)
 		{
 			/* one bucket holds everything: nothing to move */
 			d++;
-			count = NULL;
 			continue;
 		}
 
 		/* scatter cur -> oth, stable */
-		for (i = 0; i < n;)
+		for (i = 0; i < n; i = end)
 		{
-			size_t		end = n - i > GS_CPU_CANCEL_INTERVAL ?
-				i + GS_CPU_CANCEL_INTERVAL : n;
-			size_t		start = i;
-
-			for (; i < end; i++)
-				oth[off[gs_digit(cur[i].key, d)]++] = cur[i];
-			if (gs_tick(s, end - start))
+			end = gs_chunk_end(i, n);
+			for (j = i; j < end; j++)
+				oth[off[gs_digit(cur[j].key, d)]++] = cur[j];
+			if (gs_tick(s, end - i))
 				return;
 		}
 		s->moved += n;
-		gs_recurse_buckets(s, oth, cur, local, w, d, cmask);
+		gs_recurse_buckets(s, oth, cur, count, w, d, cmask);
 		return;
 	}
 
@@ -434,9 +432,13 @@ gs_radix_sort(gs_cpu_sort *s, gs_rec *buf, size_t n)
 {
 	gs_rec	   *a = buf;
 	gs_rec	   *b = buf + n;
+	uint32_t	count[GS_RADIX];
+	uint32_t	off[GS_RADIX];
 	unsigned	cmask;
 	int			d;
-	size_t		i;
+	size_t		i,
+				j,
+				end;
 
 	s->final = a;
 	s->final_end = a + n;
@@ -461,54 +463,48 @@ gs_radix_sort(gs_cpu_sort *s, gs_rec *buf, size_t n)
 	if (d == s->ndigits)
 	{
 		/* word 0 is the same everywhere: build records in place, go on */
-		for (i = 0; i < n; i++)
+		for (i = 0; i < n; i = end)
 		{
-			a[i].key = gs_key_word(s, (uint32_t) i, 0);
-			a[i].idx = (uint32_t) i;
-		}
-		if (gs_tick(s, n))
-			return 1;
-		gs_msd(s, a, b, n, 0, d, cmask, NULL);
-	}
-	else
-	{
-		/* first scatter straight from the caller's keys into b */
-		uint32_t	count[GS_RADIX];
-		size_t		off[GS_RADIX];
-
-		memset(count, 0, sizeof(count));
-		for (i = 0; i < n;)
-		{
-			size_t		end = n - i > GS_CPU_CANCEL_INTERVAL ?
-				i + GS_CPU_CANCEL_INTERVAL : n;
-			size_t		start = i;
-
-			for (; i < end; i++)
-				count[gs_digit(gs_key_word(s, (uint32_t) i, 0), d)]++;
-			if (gs_tick(s, end - start))
-				return 1;
-		}
-		gs_offsets(count, off);
-		for (i = 0; i < n;)
-		{
-			size_t		end = n - i > GS_CPU_CANCEL_INTERVAL ?
-				i + GS_CPU_CANCEL_INTERVAL : n;
-			size_t		start = i;
-
-			for (; i < end; i++)
+			end = gs_chunk_end(i, n);
+			for (j = i; j < end; j++)
 			{
-				uint64_t	k = gs_key_word(s, (uint32_t) i, 0);
-				gs_rec	   *r = &b[off[gs_digit(k, d)]++];
-
-				r->key = k;
-				r->idx = (uint32_t) i;
+				a[j].key = gs_key_word(s, (uint32_t) j, 0);
+				a[j].idx = (uint32_t) j;
 			}
-			if (gs_tick(s, end - start))
+			if (gs_tick(s, end - i))
 				return 1;
 		}
-		s->moved += n;
-		gs_recurse_buckets(s, b, a, count, 0, d, cmask);
+		gs_msd(s, a, b, n, 0, d, cmask);
+		return s->canceled;
 	}
+
+	/* count the first varying digit, then scatter the keys into b */
+	memset(count, 0, sizeof(count));
+	for (i = 0; i < n; i = end)
+	{
+		end = gs_chunk_end(i, n);
+		for (j = i; j < end; j++)
+			count[gs_digit(gs_key_word(s, (uint32_t) j, 0), d)]++;
+		if (gs_tick(s, end - i))
+			return 1;
+	}
+	gs_offsets(count, off);
+	for (i = 0; i < n; i = end)
+	{
+		end = gs_chunk_end(i, n);
+		for (j = i; j < end; j++)
+		{
+			uint64_t	k = gs_key_word(s, (uint32_t) j, 0);
+			gs_rec	   *r = &b[off[gs_digit(k, d)]++];
+
+			r->key = k;
+			r->idx = (uint32_t) j;
+		}
+		if (gs_tick(s, end - i))
+			return 1;
+	}
+	s->moved += n;
+	gs_recurse_buckets(s, b, a, count, 0, d, cmask);
 	return s->canceled;
 }
 
