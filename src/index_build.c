@@ -89,6 +89,7 @@ typedef struct GsIdxBuild
 	size_t		cap;
 	size_t		n;
 	bool		anylossy;
+	bool		keys_sorted;	/* keys[] in sorted order after the sort */
 	bool		overflow;		/* too many rows for one sort */
 	double		indtuples;
 
@@ -409,10 +410,17 @@ gs_idx_sort(GsIdxBuild *b)
 	if (b->n == 0)
 		return perm;
 
-	/* the engine's order is final when keys are exact and no check is due */
+	/*
+	 * The engine's order is final when keys are exact and no check is due;
+	 * otherwise the sorted keys come back, to find runs of equal keys (and
+	 * the leaf load uses them to skip deduplication checks).  Asking for
+	 * them only for the latter costs the CPU engine more than it saves.
+	 */
 	final = b->exact && !b->anylossy && !b->isunique;
+	b->keys_sorted = !final;
 	b->eng = gs_engine_sort(b->eng, b->keys, b->n, b->keybytes, perm,
-							final ? 0 : GS_SORT_KEYS_OUT, &stats, &fallback);
+							b->keys_sorted ? GS_SORT_KEYS_OUT : 0,
+							&stats, &fallback);
 	if (fallback)
 		ereport(DEBUG2,
 				(errmsg_internal("gpusort index sort fell back to the CPU: %s",
@@ -470,6 +478,7 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	double		est;
 	uint32	   *perm;
 	IndexTuple *sorted;
+	bool		maybe_dup;
 	GsBtWriter *w;
 	GsEngine   *eng;
 	size_t		i;
@@ -589,7 +598,14 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 		/* tuples are scattered over the arena: fetch ahead */
 		if (i + GS_IDX_PREFETCH < b.n)
 			__builtin_prefetch(sorted[i + GS_IDX_PREFETCH]);
-		gs_btw_add(w, sorted[i]);
+		/*
+		 * Column keys that differ mean key columns that differ (equal
+		 * values encode equally), so no posting list can take the tuple.
+		 */
+		maybe_dup = !b.keys_sorted || i == 0 ||
+			memcmp(b.keys + (i - 1) * b.keybytes, b.keys + i * b.keybytes,
+				   b.colwords * sizeof(uint64)) == 0;
+		gs_btw_add(w, sorted[i], maybe_dup);
 	}
 	gs_btw_finish(w);
 	INSTR_TIME_SET_CURRENT(t3);

@@ -39,8 +39,12 @@ typedef struct GsBtWriter GsBtWriter;
  */
 extern GsBtWriter *gs_btw_begin(Relation heap, Relation index, bool isunique);
 
-/* add the next index tuple, in btree order (keys, then heap TID) */
-extern void gs_btw_add(GsBtWriter *w, IndexTuple itup);
+/*
+ * Add the next index tuple, in btree order (keys, then heap TID).
+ * maybe_dup: false when the caller knows itup's key columns differ from
+ * the previous tuple's (saves the deduplication check).
+ */
+extern void gs_btw_add(GsBtWriter *w, IndexTuple itup, bool maybe_dup);
 
 /* write the last pages of every level and the metapage; sync */
 extern void gs_btw_finish(GsBtWriter *w);

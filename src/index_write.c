@@ -379,7 +379,7 @@ gs_btw_begin(Relation heap, Relation index, bool isunique)
  * become the base of a posting list).
  */
 void
-gs_btw_add(GsBtWriter *w, IndexTuple itup)
+gs_btw_add(GsBtWriter *w, IndexTuple itup, bool maybe_dup)
 {
 	if (w->leaf == NULL)
 		w->leaf = gs_btw_level_start(w, 0);
@@ -388,7 +388,8 @@ gs_btw_add(GsBtWriter *w, IndexTuple itup)
 		gs_btw_level_add(w, w->leaf, itup, 0);
 	else if (w->dstate->base == NULL)
 		_bt_dedup_start_pending(w->dstate, itup, InvalidOffsetNumber);
-	else if (_bt_keep_natts_fast(w->index, w->dstate->base, itup) >
+	else if (maybe_dup &&
+			 _bt_keep_natts_fast(w->index, w->dstate->base, itup) >
 			 w->nkeyatts &&
 			 _bt_dedup_save_htid(w->dstate, itup))
 	{
