@@ -163,6 +163,26 @@ CREATE UNIQUE INDEX gsv_bad ON gsv (t COLLATE "C");
 CREATE UNIQUE INDEX gsv_bad ON gsv (x) NULLS NOT DISTINCT;
 SET gpusort.index_build = on;
 RESET client_min_messages;
+-- every field of the error: SQLSTATE, message, detail, schema, table,
+-- constraint
+CREATE FUNCTION gs_error(ddl text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	st text; msg text; det text; sch text; tab text; con text;
+BEGIN
+	EXECUTE ddl;
+	RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
+		det = PG_EXCEPTION_DETAIL, sch = SCHEMA_NAME, tab = TABLE_NAME,
+		con = CONSTRAINT_NAME;
+	RETURN concat_ws(' | ', st, msg, det, sch, tab, con);
+END $$;
+SELECT gs_error('CREATE UNIQUE INDEX gsv_bad ON gsv (t COLLATE "C")') AS gpusort;
+SET gpusort.index_build = off;
+SELECT gs_error('CREATE UNIQUE INDEX gsv_bad ON gsv (t COLLATE "C")') AS postgresql;
+SET gpusort.index_build = on;
+DROP FUNCTION gs_error(text);
 \set VERBOSITY terse
 SELECT to_regclass('gsv_bad') IS NULL AS no_index_left,
 	   bt_index_parent_check('gsv_ok', true, true);
