@@ -258,12 +258,15 @@ SELECT bt_index_parent_check('gsa_pkey', true, true),
 	   bt_index_parent_check('gsa_kv', true, true);
 SELECT gs_same('SELECT k FROM gsa ORDER BY k DESC');
 
--- an empty table, an unlogged table, a partitioned table
+-- an empty table, an unlogged table, a temporary table, a partitioned table
 CREATE TABLE gse (k int);
 SELECT * FROM gs_build('CREATE INDEX %I ON gse (k)', 'gse_k');
 CREATE UNLOGGED TABLE gsu (k int);
 INSERT INTO gsu SELECT i % 300 FROM generate_series(1, 3000) AS i;
 SELECT * FROM gs_build('CREATE INDEX %I ON gsu (k)', 'gsu_k');
+CREATE TEMP TABLE gst AS SELECT i % 500 AS k, md5(i::text) AS v
+FROM generate_series(1, 4000) AS i;
+SELECT * FROM gs_build('CREATE INDEX %I ON gst (k, v COLLATE "C")', 'gst_kv');
 CREATE TABLE gsp (k int, v int) PARTITION BY RANGE (k);
 CREATE TABLE gsp1 PARTITION OF gsp FOR VALUES FROM (0) TO (1000);
 CREATE TABLE gsp2 PARTITION OF gsp FOR VALUES FROM (1000) TO (2000);
@@ -291,6 +294,6 @@ RESET client_min_messages;
 SELECT bt_index_parent_check('gsi_ip', true, true),
 	   bt_index_parent_check('gsi_conc', true, true);
 
-DROP TABLE gsi, gsv, gsr, gsa, gse, gsu, gsp;
+DROP TABLE gsi, gsv, gsr, gsa, gse, gsu, gst, gsp;
 DROP FUNCTION gs_build(text, text);
 DROP FUNCTION gs_same(text);
