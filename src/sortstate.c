@@ -59,8 +59,11 @@
 /* transparent huge page size on x86-64 and arm64 with 4 kB base pages */
 #define HUGE_PAGE_BYTES		(2 * 1024 * 1024)
 
-/* initial row capacity when the planner's estimate is useless */
-#define MIN_ROW_CAPACITY	1024
+/*
+ * Rows a batch takes before it may be spilled, whatever work_mem says:
+ * spilling runs of a row or two costs far more than the memory it saves.
+ */
+#define MIN_BATCH_ROWS		64
 
 /* smallest chunk, however small the GPU memory budget */
 #define MIN_CHUNK_ROWS		256
@@ -74,14 +77,20 @@
 /* how often long loops of ours check for interrupts (rows) */
 #define INTERRUPT_INTERVAL	65536
 
+/* and the tie-break, in comparisons (each may be a strcoll) */
+#define COMPARE_INTERRUPT_INTERVAL 1024
+
 /*
  * Reading a run from tape: each run being merged gets a read buffer of
  * work_mem / merge order, at least MERGE_MIN_BUFFER.  So work_mem bounds
- * the merge order: 4MB gives 64 runs per pass; each run of a 4MB sort
- * holds ~4MB, so one pass merges ~256MB and two passes ~16GB.  Larger
- * buffers than MERGE_MAX_BUFFER buy nothing on sequential temp-file reads.
+ * the merge order: 4MB gives 128 runs per pass; each run of a 4MB sort
+ * holds ~4MB, so one pass merges ~512MB and two passes ~64GB.  Below
+ * MERGE_MIN_ORDER runs per pass the passes themselves cost more than the
+ * few buffers over a tiny work_mem.  Larger buffers than MERGE_MAX_BUFFER
+ * buy nothing on sequential temp-file reads.
  */
-#define MERGE_MIN_BUFFER	(64 * 1024)
+#define MERGE_MIN_BUFFER	(4 * BLCKSZ)
+#define MERGE_MIN_ORDER		6
 #define MERGE_MAX_BUFFER	(1024 * 1024)
 
 typedef enum GsStatus
@@ -223,6 +232,7 @@ struct GsSortState
 	double		transfer_ms;
 	double		tiebreak_ms;
 	double		tiebreak_rows;
+	uint64		ncompares;
 	double		spill_ms;
 	double		merge_ms;
 	instr_time	load_start;
@@ -335,11 +345,18 @@ gs_cmp_tuples(GsSortState *s, MinimalTuple ta, MinimalTuple tb)
 	return 0;
 }
 
-/* qsort_arg comparator over batch row indexes */
+/*
+ * qsort_arg comparator over batch row indexes.  A long run of equal keys
+ * under a slow collation can take a while, so it checks for interrupts now
+ * and then (leaving qsort_arg by longjmp is safe: it holds no resources).
+ */
 static int
 gs_cmp_rows(const void *a, const void *b, void *arg)
 {
 	GsSortState *s = (GsSortState *) arg;
+
+	if (++s->ncompares % COMPARE_INTERRUPT_INTERVAL == 0)
+		CHECK_FOR_INTERRUPTS();
 
 	return gs_cmp_tuples(s, s->tuples[*(const uint32 *) a],
 						 s->tuples[*(const uint32 *) b]);
@@ -430,24 +447,30 @@ gs_sort_begin(TupleDesc tupdesc, int nkeys, const AttrNumber *attnums,
 		}
 	}
 
-	/* size the arrays from the estimate, within work_mem */
+	/*
+	 * Size the arrays from the estimate, within work_mem: a row costs its
+	 * pointer and key here plus its tuple in the arena, so the arrays get
+	 * at most half of work_mem up front.
+	 */
 	{
-		double		per_row = sizeof(MinimalTuple) + s->key_bytes + 32.0;
-		double		fit = (double) s->mem_limit / per_row;
+		double		per_row = sizeof(MinimalTuple) + s->key_bytes;
+		double		fit = (double) s->mem_limit / 2 / per_row;
 		double		want = Min(est_rows * 1.1 + 16, fit);
 
 		want = Min(want, (double) GS_MAX_ROWS);
-		s->cap = (size_t) Max(want, (double) MIN_ROW_CAPACITY);
+		s->cap = (size_t) Max(want, (double) MIN_BATCH_ROWS);
 	}
 	s->tuples = MemoryContextAllocHuge(cxt, s->cap * sizeof(MinimalTuple));
 	gs_advise_huge(s->tuples, s->cap * sizeof(MinimalTuple));
 	s->keys = gs_keybuf_alloc(s->keys_engine, s->cap * s->key_bytes, cxt);
 	s->lossy = MemoryContextAllocHuge(cxt, (s->cap / 64 + 1) * sizeof(uint64));
 	memset(s->lossy, 0, (s->cap / 64 + 1) * sizeof(uint64));
-	s->next_blk_size = ARENA_FIRST_BLOCK;
+	s->next_blk_size = Min(ARENA_FIRST_BLOCK,
+						   TYPEALIGN(1024, s->mem_limit / 8));
 
 	/* merge order: as many runs as work_mem has read buffers for */
-	s->merge_order = (int) Max(2, Min(s->mem_limit / MERGE_MIN_BUFFER, 1024));
+	s->merge_order = (int) Max(MERGE_MIN_ORDER,
+							   Min(s->mem_limit / MERGE_MIN_BUFFER, 1024));
 
 	MemoryContextSwitchTo(oldcxt);
 	return s;
@@ -736,7 +759,7 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 	if (s->chunk_rows > 0 && s->nrows - s->chunk_start >= s->chunk_rows)
 		gs_close_chunk(s, true);
 
-	if (gs_mem_used(s) > s->mem_limit)
+	if (gs_mem_used(s) > s->mem_limit && s->nrows >= MIN_BATCH_ROWS)
 		gs_spill_batch(s);
 }
 
@@ -989,7 +1012,8 @@ gs_reset_batch(GsSortState *s)
 	MemoryContextReset(s->tupcxt);
 	s->arena_bytes = 0;
 	s->blk_left = 0;
-	s->next_blk_size = ARENA_FIRST_BLOCK;
+	s->next_blk_size = Min(ARENA_FIRST_BLOCK,
+						   TYPEALIGN(1024, s->mem_limit / 8));
 }
 
 /* sort the batch's last chunk, merge its chunks into a new run on tape */
