@@ -42,10 +42,6 @@
 #include "gpusort_keys.h"
 #include "index_int.h"
 
-/* per-row flags */
-#define GS_ROW_ALIVE	0x01	/* live tuple: takes part in unique checks */
-#define GS_ROW_LOSSY	0x02	/* its key lost information */
-
 /* column part of the key: at most this many bytes, so the TID fits */
 #define GS_IDX_MAX_COL_BYTES	24
 
@@ -55,47 +51,9 @@
 
 /* index tuples are packed into blocks of this size */
 #define GS_IDX_ARENA_BLOCK		((size_t) 4 * 1024 * 1024)
-/* tuples formed between resets of the scratch context */
-#define GS_IDX_SCRATCH_TUPLES	1024
 /* how far ahead the leaf load prefetches tuples */
 #define GS_IDX_PREFETCH			8
 
-typedef struct GsIdxBuild
-{
-	Relation	heap;
-	Relation	index;
-	TupleDesc	itupdesc;
-	int			nkeyatts;
-	bool		isunique;
-	bool		nulls_not_distinct;
-
-	/* keys */
-	GsKeyPlan  *kp;
-	int			colbytes;		/* width of the column part (plan width) */
-	int			colwords;		/* 64-bit words it takes in our key */
-	int			keybytes;		/* whole key: column words + TID word */
-	bool		exact;			/* columns fully encoded by the plan */
-	uint64		colbuf[GS_MAX_KEY_BYTES / 8];
-
-	/* rows */
-	GsEngine   *eng;
-	MemoryContext scratch;		/* index_form_tuple's output, reset often */
-	int			scratch_used;
-	char	   *arena;			/* free space of the current arena block */
-	size_t		arena_left;
-	char	   *keys;			/* engine key buffer */
-	IndexTuple *tuples;
-	uint8	   *flags;
-	size_t		cap;
-	size_t		n;
-	bool		anylossy;
-	bool		keys_sorted;	/* keys[] in sorted order after the sort */
-	bool		overflow;		/* too many rows for one sort */
-	double		indtuples;
-
-	/* comparators for tie-breaks and unique checks */
-	SortSupport ssup;
-} GsIdxBuild;
 
 /* why index could not be built here, or NULL */
 static const char *
@@ -157,6 +115,38 @@ gs_idx_keyplan(GsIdxBuild *b, int *ncols_planned)
 	maxbytes = Min(gpusort_max_key_bytes, GS_IDX_MAX_COL_BYTES);
 	return gs_keyplan_create(ncols, attnos, sortops, colls, nulls_first,
 							 b->itupdesc, maxbytes);
+}
+
+/*
+ * Set up b for index: its key plan and key layout (the same in the leader
+ * and in parallel workers).  False when the leading key column cannot be
+ * encoded.
+ */
+bool
+gs_idx_init(GsIdxBuild *b, Relation heap, Relation index,
+			IndexInfo *indexInfo)
+{
+	int			ncols_planned;
+
+	memset(b, 0, sizeof(GsIdxBuild));
+	b->heap = heap;
+	b->index = index;
+	b->itupdesc = RelationGetDescr(index);
+	b->nkeyatts = IndexRelationGetNumberOfKeyAttributes(index);
+	b->isunique = indexInfo->ii_Unique;
+	b->nulls_not_distinct = indexInfo->ii_NullsNotDistinct;
+
+	b->kp = gs_idx_keyplan(b, &ncols_planned);
+	if (b->kp == NULL)
+		return false;
+	b->colbytes = gs_keyplan_key_bytes(b->kp);
+	b->colwords = (b->colbytes + 7) / 8;
+	b->keybytes = (b->colwords + 1) * 8;
+	Assert(GS_KEY_BYTES_VALID(b->keybytes));
+	b->exact = ncols_planned == b->nkeyatts &&
+		gs_keyplan_ncols_encoded(b->kp) == b->nkeyatts &&
+		gs_keyplan_exact(b->kp);
+	return true;
 }
 
 static void
@@ -259,40 +249,17 @@ gs_idx_store(GsIdxBuild *b, IndexTuple src)
 	return dst;
 }
 
-/* table_index_build_scan callback: one index tuple */
-static void
-gs_idx_collect(Relation index, ItemPointer tid, Datum *values, bool *isnull,
-			   bool tupleIsAlive, void *state)
+/*
+ * The normalized key of one row into key (keybytes): the encoded key
+ * columns, then the heap TID.  Returns true when the encoding was lossy.
+ */
+bool
+gs_idx_encode(GsIdxBuild *b, Datum *values, bool *isnull, ItemPointer tid,
+			  uint64 *key)
 {
-	GsIdxBuild *b = (GsIdxBuild *) state;
-	IndexTuple	itup;
-	uint64	   *key;
 	bool		lossy;
 
-	b->indtuples += 1;
-	if (b->overflow)
-		return;
-	if (b->n >= b->cap)
-	{
-		if (b->cap >= GS_MAX_ROWS)
-		{
-			b->overflow = true;
-			return;
-		}
-		gs_idx_grow(b);
-	}
-
-	itup = gs_idx_store(b, index_form_tuple_context(b->itupdesc, values,
-													isnull, b->scratch));
-	itup->t_tid = *tid;
-	if (++b->scratch_used >= GS_IDX_SCRATCH_TUPLES)
-	{
-		MemoryContextReset(b->scratch);
-		b->scratch_used = 0;
-	}
-
 	lossy = gs_encode_key(b->kp, values, isnull, b->colbuf);
-	key = (uint64 *) (b->keys + b->n * b->keybytes);
 	if (b->colbytes == 4)
 	{
 		uint32		w;
@@ -305,7 +272,72 @@ gs_idx_collect(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 	key[b->colwords] =
 		((uint64) ItemPointerGetBlockNumberNoCheck(tid) << 16) |
 		ItemPointerGetOffsetNumberNoCheck(tid);
+	return lossy;
+}
 
+/*
+ * Room for one more row; false (and overflow set) when a sort cannot take
+ * more.
+ */
+static inline bool
+gs_idx_room(GsIdxBuild *b)
+{
+	if (b->overflow)
+		return false;
+	if (b->n >= b->cap)
+	{
+		if (b->cap >= GS_MAX_ROWS)
+		{
+			b->overflow = true;
+			return false;
+		}
+		gs_idx_grow(b);
+	}
+	return true;
+}
+
+/*
+ * Add a row whose tuple and key were made elsewhere (a parallel worker):
+ * the tuple is copied into the arena, the key into the key buffer.
+ */
+void
+gs_idx_add_row(GsIdxBuild *b, IndexTuple itup, const uint64 *key,
+			   uint8 flags)
+{
+	b->indtuples += 1;
+	if (!gs_idx_room(b))
+		return;
+	b->tuples[b->n] = gs_idx_store(b, itup);
+	memcpy(b->keys + b->n * b->keybytes, key, b->keybytes);
+	b->flags[b->n] = flags;
+	b->anylossy |= (flags & GS_ROW_LOSSY) != 0;
+	b->n++;
+}
+
+/* table_index_build_scan callback: one index tuple */
+static void
+gs_idx_collect(Relation index, ItemPointer tid, Datum *values, bool *isnull,
+			   bool tupleIsAlive, void *state)
+{
+	GsIdxBuild *b = (GsIdxBuild *) state;
+	IndexTuple	itup;
+	bool		lossy;
+
+	b->indtuples += 1;
+	if (!gs_idx_room(b))
+		return;
+
+	itup = gs_idx_store(b, index_form_tuple_context(b->itupdesc, values,
+													isnull, b->scratch));
+	itup->t_tid = *tid;
+	if (++b->scratch_used >= GS_IDX_SCRATCH_TUPLES)
+	{
+		MemoryContextReset(b->scratch);
+		b->scratch_used = 0;
+	}
+
+	lossy = gs_idx_encode(b, values, isnull, tid,
+						  (uint64 *) (b->keys + b->n * b->keybytes));
 	b->tuples[b->n] = itup;
 	b->flags[b->n] = (tupleIsAlive ? GS_ROW_ALIVE : 0) |
 		(lossy ? GS_ROW_LOSSY : 0);
@@ -474,40 +506,25 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 			 double *reltuples, double *indtuples, const char **why)
 {
 	GsIdxBuild b;
-	int			ncols_planned;
 	double		est;
 	uint32	   *perm;
 	IndexTuple *sorted;
 	bool		maybe_dup;
 	GsBtWriter *w;
 	GsEngine   *eng;
+	GsIdxParallel *par;
+	int			nworkers = 0;
 	size_t		i;
 	instr_time	t0,
 				t1,
 				t2,
 				t3;
 
-	memset(&b, 0, sizeof(b));
-	b.heap = heap;
-	b.index = index;
-	b.itupdesc = RelationGetDescr(index);
-	b.nkeyatts = IndexRelationGetNumberOfKeyAttributes(index);
-	b.isunique = indexInfo->ii_Unique;
-	b.nulls_not_distinct = indexInfo->ii_NullsNotDistinct;
-
-	b.kp = gs_idx_keyplan(&b, &ncols_planned);
-	if (b.kp == NULL)
+	if (!gs_idx_init(&b, heap, index, indexInfo))
 	{
 		*why = "leading key column cannot be encoded";
 		return false;
 	}
-	b.colbytes = gs_keyplan_key_bytes(b.kp);
-	b.colwords = (b.colbytes + 7) / 8;
-	b.keybytes = (b.colwords + 1) * 8;
-	Assert(GS_KEY_BYTES_VALID(b.keybytes));
-	b.exact = ncols_planned == b.nkeyatts &&
-		gs_keyplan_ncols_encoded(b.kp) == b.nkeyatts &&
-		gs_keyplan_exact(b.kp);
 	gs_idx_sortsupport(&b);
 
 	/* size the buffers from the planner's estimate of the heap's rows */
@@ -541,8 +558,19 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
 								 PROGRESS_BTREE_PHASE_INDEXBUILD_TABLESCAN);
 	INSTR_TIME_SET_CURRENT(t0);
-	*reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
-										gs_idx_collect, &b, NULL);
+	par = NULL;
+	if (indexInfo->ii_ParallelWorkers > 0)
+		par = gs_idx_parallel_begin(&b, indexInfo,
+									indexInfo->ii_ParallelWorkers);
+	if (par != NULL)
+	{
+		nworkers = gs_idx_parallel_nworkers(par);
+		*reltuples = gs_idx_parallel_collect(par, &b, indexInfo);
+		gs_idx_parallel_end(par);
+	}
+	else
+		*reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
+											gs_idx_collect, &b, NULL);
 	INSTR_TIME_SET_CURRENT(t1);
 	{
 		const int	progress_index[] = {
@@ -614,10 +642,10 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	INSTR_TIME_SUBTRACT(t2, t1);
 	INSTR_TIME_SUBTRACT(t1, t0);
 	ereport(DEBUG2,
-			(errmsg_internal("gpusort index \"%s\": %zu rows, %d-byte keys%s; scan %.1f ms, sort %.1f ms (%s engine), load %.1f ms",
+			(errmsg_internal("gpusort index \"%s\": %zu rows, %d-byte keys%s; scan %.1f ms (%d workers), sort %.1f ms (%s engine), load %.1f ms",
 							 RelationGetRelationName(index), b.n, b.keybytes,
 							 b.exact ? "" : " (tie-breaks)",
-							 INSTR_TIME_GET_MILLISEC(t1),
+							 INSTR_TIME_GET_MILLISEC(t1), nworkers,
 							 INSTR_TIME_GET_MILLISEC(t2),
 							 b.eng->ops->name,
 							 INSTR_TIME_GET_MILLISEC(t3))));

@@ -7,6 +7,7 @@
  * index.c        GUC, the hooks that hand a btree build to gpusort
  * index_build.c  the ambuild: heap scan, normalized keys, sort, checks
  * index_write.c  writes the sorted index tuples as btree pages
+ * index_parallel.c  the heap scan spread over parallel workers
  *
  * Copyright (c) 2026, gpusort developers
  *
@@ -20,7 +21,76 @@
 #include "access/genam.h"
 #include "access/itup.h"
 #include "nodes/execnodes.h"
+#include "utils/sortsupport.h"
 #include "utils/relcache.h"
+
+#include "gpusort_int.h"
+#include "gpusort_keys.h"
+
+/* index tuples formed between resets of a scratch context */
+#define GS_IDX_SCRATCH_TUPLES	1024
+
+/* per-row flags */
+#define GS_ROW_ALIVE	0x01	/* live tuple: takes part in unique checks */
+#define GS_ROW_LOSSY	0x02	/* its key lost information */
+
+typedef struct GsIdxBuild
+{
+	Relation	heap;
+	Relation	index;
+	TupleDesc	itupdesc;
+	int			nkeyatts;
+	bool		isunique;
+	bool		nulls_not_distinct;
+
+	/* keys */
+	GsKeyPlan  *kp;
+	int			colbytes;		/* width of the column part (plan width) */
+	int			colwords;		/* 64-bit words it takes in our key */
+	int			keybytes;		/* whole key: column words + TID word */
+	bool		exact;			/* columns fully encoded by the plan */
+	uint64		colbuf[GS_MAX_KEY_BYTES / 8];
+
+	/* rows */
+	GsEngine   *eng;
+	MemoryContext scratch;		/* index_form_tuple's output, reset often */
+	int			scratch_used;
+	char	   *arena;			/* free space of the current arena block */
+	size_t		arena_left;
+	char	   *keys;			/* engine key buffer */
+	IndexTuple *tuples;
+	uint8	   *flags;
+	size_t		cap;
+	size_t		n;
+	bool		anylossy;
+	bool		keys_sorted;	/* keys[] in sorted order after the sort */
+	bool		overflow;		/* too many rows for one sort */
+	double		indtuples;
+
+	/* comparators for tie-breaks and unique checks */
+	SortSupport ssup;
+} GsIdxBuild;
+
+/* index_build.c */
+extern bool gs_idx_init(GsIdxBuild *b, Relation heap, Relation index,
+						IndexInfo *indexInfo);
+extern bool gs_idx_encode(GsIdxBuild *b, Datum *values, bool *isnull,
+						  ItemPointer tid, uint64 *key);
+extern void gs_idx_add_row(GsIdxBuild *b, IndexTuple itup, const uint64 *key,
+						   uint8 flags);
+
+/* index_parallel.c: rows from parallel workers' heap scans */
+typedef struct GsIdxParallel GsIdxParallel;
+
+/* NULL when no worker could be launched */
+extern GsIdxParallel *gs_idx_parallel_begin(GsIdxBuild *b, IndexInfo *indexInfo,
+											int nworkers);
+
+/* add every worker's rows to b; returns the heap tuples scanned */
+extern double gs_idx_parallel_collect(GsIdxParallel *p, GsIdxBuild *b,
+									  IndexInfo *indexInfo);
+extern int	gs_idx_parallel_nworkers(GsIdxParallel *p);
+extern void gs_idx_parallel_end(GsIdxParallel *p);
 
 /* index.c */
 extern bool gs_index_build_enabled;

@@ -6,8 +6,9 @@
 # Runs against the server the libpq environment points at (PGHOST, PGPORT,
 # ...), which must preload gpusort.  Loads a table of ROWS rows
 #   i8 int8 (random), i4 int4 (random), t text (md5, built with COLLATE "C")
-# and builds, for each index shape, with gpusort, with PostgreSQL serially,
-# and with PostgreSQL and PARALLEL parallel maintenance workers (default 8);
+# and builds, for each index shape, with gpusort (serially, and with PARALLEL
+# workers scanning the heap), with PostgreSQL serially, and with PostgreSQL
+# and PARALLEL parallel maintenance workers (default 8);
 # every build drops its index first.  Each gpusort build is checked to have
 # been made by gpusort (its DEBUG1 message).  Prints a Markdown table.
 #
@@ -41,6 +42,7 @@ build()
 	local cols=$1 mode=$2 set out t0 t1
 	case $mode in
 		gpusort) set="SET gpusort.index_build = on; SET max_parallel_maintenance_workers = 0;" ;;
+		gpusort-par) set="SET gpusort.index_build = on; SET max_parallel_maintenance_workers = $par;" ;;
 		serial) set="SET gpusort.index_build = off; SET max_parallel_maintenance_workers = 0;" ;;
 		parallel) set="SET gpusort.index_build = off; SET max_parallel_maintenance_workers = $par;" ;;
 	esac
@@ -55,18 +57,19 @@ CREATE INDEX gs_ibench_idx ON gs_ibench ($cols);
 SQL
 )
 	t1=$(date +%s.%N)
-	if [ "$mode" = gpusort ] && ! grep -q 'built by gpusort' <<<"$out"; then
+	if [ "${mode%-par}" = gpusort ] && ! grep -q 'built by gpusort' <<<"$out"; then
 		echo "warning: gpusort did not build ($cols): $(grep -o 'built by PostgreSQL.*' <<<"$out")" >&2
 	fi
 	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }'
 }
 
-echo "| index | gpusort (s) | PostgreSQL serial (s) | PostgreSQL $par workers (s) |"
-echo "| --- | ---: | ---: | ---: |"
+echo "| index | gpusort (s) | gpusort, $par scan workers (s) | PostgreSQL serial (s) | PostgreSQL $par workers (s) |"
+echo "| --- | ---: | ---: | ---: | ---: |"
 for cols in 'i8' 't COLLATE "C"' 'i4, i8'; do
 	g=$(build "$cols" gpusort)
+	gp=$(build "$cols" gpusort-par)
 	s=$(build "$cols" serial)
 	p=$(build "$cols" parallel)
-	printf '| (%s) | %.1f | %.1f | %.1f |\n' "$cols" "$g" "$s" "$p"
+	printf '| (%s) | %.1f | %.1f | %.1f | %.1f |\n' "$cols" "$g" "$gp" "$s" "$p"
 done
 [ "${KEEP:-0}" = 1 ] || q -c "DROP TABLE gs_ibench"

@@ -55,7 +55,12 @@ UPDATE d SET v = v || 'u' WHERE k % 10 = 5;
 SET max_parallel_maintenance_workers = 0;
 SET client_min_messages = debug1;
 CREATE UNIQUE INDEX d_k ON d (k);
+-- the same through parallel workers' heap scans
+SET client_min_messages = debug2;
+SET max_parallel_maintenance_workers = 2;
+SET min_parallel_table_scan_size = 0;
 CREATE UNIQUE INDEX d_kv ON d (k) INCLUDE (v);
+SET max_parallel_maintenance_workers = 0;
 RESET client_min_messages;
 SET gpusort.index_build = off;
 CREATE UNIQUE INDEX d_k_pg ON d (k);
@@ -64,6 +69,8 @@ SQL
 ) || fail "builds: $out"
 n=$(grep -c 'built by gpusort' <<<"$out" || true)
 [ "$n" = 2 ] || fail "expected 2 indexes built by gpusort, got $n: $out"
+grep -Eq 'gpusort index "d_kv": .*\([1-9][0-9]* workers\)' <<<"$out" ||
+	fail "d_kv was not scanned by parallel workers: $out"
 
 res=$(q <<'SQL'
 SELECT bt_index_parent_check('d_k', true, true),
