@@ -1,0 +1,183 @@
+--
+-- 00_setup: helpers shared by the other test files, and the basic shape of
+-- the extension (GUCs, gpusort_info(), a first sort with its plan).
+--
+-- Every other file compares gpusort's answers with PostgreSQL's own answers
+-- for the same query, inside the test:
+--
+--   gs_digest(q)  row count and an md5 over the rows' text, in output order
+--   gs_plan(q)    how many GpuSort and plain Sort nodes EXPLAIN shows for q
+--   gs_check(q)   runs q with gpusort.enabled on and off; returns the row
+--                 count, whether both outputs are identical (same rows, same
+--                 order) and the node counts of the "on" plan
+--
+-- Queries given to gs_check must have a fully determined output order
+-- (PostgreSQL's sort is not stable), e.g. end ORDER BY with a unique column.
+--
+LOAD 'gpusort';
+SET gpusort.min_rows = 0;
+
+CREATE FUNCTION gs_digest(q text) RETURNS text
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	d text;
+BEGIN
+	EXECUTE 'SELECT count(*)::text || '' '' || '
+		|| 'coalesce(md5(string_agg(r, E''\n'' ORDER BY n)), ''-'') '
+		|| 'FROM (SELECT s::text AS r, row_number() OVER () AS n FROM ('
+		|| q || ') s) x'
+		INTO d;
+	RETURN d;
+END
+$fn$;
+
+CREATE FUNCTION gs_plan(q text, OUT gpusort int, OUT sort int)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	l text;
+BEGIN
+	gpusort := 0;
+	sort := 0;
+	FOR l IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q
+	LOOP
+		IF l ~ 'Custom Scan \(GpuSort\)' THEN
+			gpusort := gpusort + 1;
+		ELSIF l ~ '^\s*(->\s+)?Sort\s*$' THEN
+			sort := sort + 1;
+		END IF;
+	END LOOP;
+END
+$fn$;
+
+CREATE FUNCTION gs_check(q text,
+						 OUT rows bigint, OUT same boolean,
+						 OUT gpusort int, OUT sort int)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	saved text := current_setting('gpusort.enabled');
+	d_on text;
+	d_off text;
+	off_plan record;
+BEGIN
+	PERFORM set_config('gpusort.enabled', 'on', false);
+	SELECT p.gpusort, p.sort INTO gpusort, sort FROM gs_plan(q) p;
+	d_on := gs_digest(q);
+	PERFORM set_config('gpusort.enabled', 'off', false);
+	off_plan := gs_plan(q);
+	d_off := gs_digest(q);
+	PERFORM set_config('gpusort.enabled', saved, false);
+	IF off_plan.gpusort <> 0 THEN
+		RAISE EXCEPTION 'GpuSort in a plan made with gpusort.enabled = off: %', q;
+	END IF;
+	rows := split_part(d_off, ' ', 1)::bigint;
+	same := d_on = d_off;
+END
+$fn$;
+
+-- EXPLAIN ANALYZE reduced to what does not depend on the machine: no
+-- timings, numbers masked, and without the lines naming the engine and
+-- device, any fallback, times and memory (the suite also runs on a GPU
+-- machine with gpusort.engine = gpu and must print the same there)
+CREATE FUNCTION gs_explain_analyze(q text) RETURNS SETOF text
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	l text;
+BEGIN
+	FOR l IN EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || q
+	LOOP
+		CONTINUE WHEN l ~ 'GpuSort (Engine|Fallback|Time|Memory)'
+			OR l ~ '^\s*(Sort Method|Worker \d+:|Memory Usage|Buffers):?';
+		RETURN NEXT regexp_replace(l, '\d+', 'N', 'g');
+	END LOOP;
+END
+$fn$;
+
+-- Run gs_check for one column of a table in all four directions, with the
+-- unique column "id" as a tie-breaker.  One row per direction.
+CREATE FUNCTION gs_check_dirs(tbl text, col text, extra text DEFAULT '')
+RETURNS TABLE (dir text, rows bigint, same boolean, gpusort int, sort int)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	d text;
+	c record;
+BEGIN
+	FOREACH d IN ARRAY ARRAY['ASC NULLS LAST', 'ASC NULLS FIRST',
+							 'DESC NULLS FIRST', 'DESC NULLS LAST']
+	LOOP
+		c := gs_check(format('SELECT %s, id FROM %s %s ORDER BY %s %s, id',
+							 col, tbl, extra, col, d));
+		dir := d;
+		rows := c.rows;
+		same := c.same;
+		gpusort := c.gpusort;
+		sort := c.sort;
+		RETURN NEXT;
+	END LOOP;
+END
+$fn$;
+
+-- Same, for every column named in cols; only the summary per column.
+CREATE FUNCTION gs_check_cols(tbl text, cols text[])
+RETURNS TABLE (col text, rows bigint, all_same boolean, gpusort int, sort int)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	c text;
+BEGIN
+	FOREACH c IN ARRAY cols
+	LOOP
+		RETURN QUERY
+			SELECT c, max(d.rows), bool_and(d.same), sum(d.gpusort)::int,
+				   sum(d.sort)::int
+			FROM gs_check_dirs(tbl, c) d;
+	END LOOP;
+END
+$fn$;
+
+-- the core settings and their defaults (which do not depend on the machine)
+SELECT name, boot_val, unit, vartype, min_val, max_val, enumvals
+FROM pg_settings
+WHERE name IN ('gpusort.enabled', 'gpusort.engine', 'gpusort.min_rows',
+			   'gpusort.max_key_bytes', 'gpusort.topn_limit')
+ORDER BY name;
+
+-- gpusort_info(): the rows every machine has, and the values that do not
+-- depend on the machine
+SELECT pg_typeof(name) AS name_type, pg_typeof(value) AS value_type
+FROM gpusort_info() LIMIT 1;
+SELECT name,
+	   CASE WHEN name IN ('version', 'enabled') THEN value
+			WHEN name = 'engine_setting' THEN (value IN ('auto', 'gpu', 'cpu'))::text
+			WHEN name IN ('cuda_built', 'cuda_loaded') THEN (value IN ('yes', 'no'))::text
+			ELSE (value <> '')::text END AS value
+FROM gpusort_info()
+WHERE name IN ('version', 'enabled', 'engine_setting', 'cuda_built',
+			   'cuda_loaded', 'engine', 'device')
+ORDER BY name;
+SELECT count(*) FILTER (WHERE name IS NULL OR value IS NULL) AS nulls FROM gpusort_info();
+SET gpusort.engine = cpu;
+SELECT value FROM gpusort_info() WHERE name IN ('engine', 'engine_setting');
+RESET gpusort.engine;
+
+-- a first sort, printed
+CREATE TABLE gs_small (id int PRIMARY KEY, k int, t text COLLATE "C");
+INSERT INTO gs_small
+SELECT g, (g * 37) % 11 - 5, chr(ascii('a') + (g * 7) % 26) || g
+FROM generate_series(1, 20) g;
+INSERT INTO gs_small VALUES (21, NULL, NULL), (22, NULL, 'zz');
+ANALYZE gs_small;
+
+EXPLAIN (COSTS OFF) SELECT * FROM gs_small ORDER BY k, id;
+SELECT * FROM gs_small ORDER BY k, id;
+SELECT * FROM gs_small ORDER BY k DESC, t;
+SELECT * FROM gs_small ORDER BY t NULLS FIRST;
+EXPLAIN (COSTS OFF, VERBOSE) SELECT k + 1 AS k1, t FROM gs_small ORDER BY t DESC, k + 1;
+SELECT k + 1 AS k1, t FROM gs_small ORDER BY t DESC, k + 1;
+
+-- the helpers themselves: same query, same digest; a different order differs
+SELECT gs_digest('SELECT * FROM gs_small ORDER BY id') =
+	   gs_digest('SELECT * FROM gs_small ORDER BY id') AS digest_stable,
+	   gs_digest('SELECT * FROM gs_small ORDER BY id') <>
+	   gs_digest('SELECT * FROM gs_small ORDER BY id DESC') AS digest_sees_order;
+SELECT * FROM gs_check('SELECT * FROM gs_small ORDER BY k, id');
+SELECT * FROM gs_check_dirs('gs_small', 'k');
+SELECT * FROM gs_check_cols('gs_small', ARRAY['k', 't']);

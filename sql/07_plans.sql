@@ -1,0 +1,113 @@
+--
+-- 07_plans: GpuSort inside larger plans: merge joins (mark/restore with
+-- many duplicates on both sides), window functions, GroupAggregate,
+-- DISTINCT, UNION, set-returning inputs, Append / MergeAppend children,
+-- sub plans and init plans, CTEs, INSERT ... SELECT ... ORDER BY
+--
+LOAD 'gpusort';
+SET gpusort.min_rows = 0;
+SET gpusort.topn_limit = 0;
+
+CREATE TABLE gs_l AS
+SELECT g AS id, g % 37 AS k, (g % 5)::text COLLATE "C" AS s, g * 3 AS v
+FROM generate_series(1, 3000) g;
+CREATE TABLE gs_r AS
+SELECT g AS id, g % 41 AS k, (g % 7)::text COLLATE "C" AS s, -g AS w
+FROM generate_series(1, 2000) g;
+ANALYZE gs_l, gs_r;
+
+-- merge joins; inner side with duplicates needs mark/restore
+SET enable_hashjoin = off;
+SET enable_nestloop = off;
+EXPLAIN (COSTS OFF) SELECT count(*), sum(l.v + r.w) FROM gs_l l JOIN gs_r r ON l.k = r.k;
+SELECT count(*), sum(l.v + r.w) FROM gs_l l JOIN gs_r r ON l.k = r.k;
+SELECT * FROM gs_check('SELECT count(*), sum(l.v * r.w), min(l.id * 10000 + r.id) FROM gs_l l JOIN gs_r r ON l.k = r.k');
+SELECT * FROM gs_check('SELECT l.id, r.id FROM gs_l l JOIN gs_r r ON l.k = r.k AND l.s = r.s ORDER BY l.id, r.id');
+SELECT * FROM gs_check('SELECT count(*), sum(coalesce(l.v, 0) + coalesce(r.w, 0)) FROM gs_l l FULL JOIN gs_r r ON l.k = r.k + 30');
+SELECT * FROM gs_check('SELECT count(*), count(r.id) FROM gs_l l LEFT JOIN gs_r r ON l.s = r.s AND l.k < 3');
+SELECT * FROM gs_check('SELECT count(*) FROM gs_l l WHERE EXISTS (SELECT 1 FROM gs_r r WHERE r.k = l.k AND r.s = l.s)');
+SELECT * FROM gs_check('SELECT count(*) FROM gs_l l WHERE NOT EXISTS (SELECT 1 FROM gs_r r WHERE r.k = l.k + 10)');
+-- three-way merge join, text key
+SELECT * FROM gs_check('SELECT count(*), sum(a.v) FROM gs_l a JOIN gs_r b ON a.s = b.s JOIN gs_l c ON c.k = b.k AND c.id < 100');
+EXPLAIN (COSTS OFF) SELECT count(*) FROM gs_l a JOIN gs_r b ON a.s = b.s JOIN gs_l c ON c.k = b.k AND c.id < 100;
+-- the printed answer of a merge join with duplicates
+SELECT l.k, count(*), sum(l.id), sum(r.id) FROM gs_l l JOIN gs_r r ON l.k = r.k WHERE l.id < 200 AND r.id < 200 GROUP BY l.k ORDER BY l.k LIMIT 8;
+RESET enable_hashjoin;
+RESET enable_nestloop;
+
+-- window functions (one sort per window ordering)
+SELECT * FROM gs_check('SELECT id, row_number() OVER (PARTITION BY k ORDER BY v DESC) FROM gs_l ORDER BY id');
+SELECT * FROM gs_check('SELECT id, rank() OVER (ORDER BY s), sum(v) OVER (PARTITION BY s ORDER BY k, id ROWS BETWEEN 2 PRECEDING AND CURRENT ROW), lag(id) OVER (ORDER BY k DESC, id) FROM gs_l ORDER BY id');
+SELECT * FROM gs_check('SELECT k, s, dense_rank() OVER (PARTITION BY s ORDER BY k) FROM gs_l ORDER BY 1, 2, 3');
+EXPLAIN (COSTS OFF) SELECT id, row_number() OVER (PARTITION BY k ORDER BY v DESC) FROM gs_l ORDER BY id;
+SELECT id, k, v, row_number() OVER (PARTITION BY k ORDER BY v DESC) FROM gs_l WHERE k < 2 AND id < 300 ORDER BY id;
+
+-- GroupAggregate, DISTINCT, DISTINCT ON, UNION, INTERSECT, EXCEPT
+SET enable_hashagg = off;
+EXPLAIN (COSTS OFF) SELECT k, count(*) FROM gs_l GROUP BY k;
+SELECT * FROM gs_check('SELECT k, count(*), sum(v) FROM gs_l GROUP BY k');
+SELECT * FROM gs_check('SELECT s, k, count(*), string_agg(id::text, '','' ORDER BY id) FROM gs_l GROUP BY s, k');
+SELECT * FROM gs_check('SELECT k, s FROM gs_l GROUP BY ROLLUP (k, s)');
+SELECT * FROM gs_check('SELECT DISTINCT k, s FROM gs_l');
+SELECT * FROM gs_check('SELECT DISTINCT ON (s) s, v, id FROM gs_l ORDER BY s, v DESC');
+SELECT * FROM gs_check('SELECT count(DISTINCT k) FROM gs_l');
+SELECT * FROM gs_check('SELECT k, s FROM gs_l UNION SELECT k, s FROM gs_r');
+SELECT * FROM gs_check('SELECT k FROM gs_l INTERSECT SELECT k FROM gs_r');
+SELECT * FROM gs_check('SELECT s FROM gs_r EXCEPT SELECT s FROM gs_l');
+EXPLAIN (COSTS OFF) SELECT k, s FROM gs_l UNION SELECT k, s FROM gs_r;
+SELECT k, s FROM gs_l WHERE k < 3 UNION SELECT k, s FROM gs_r WHERE k < 2;
+SELECT DISTINCT s FROM gs_r;
+RESET enable_hashagg;
+
+-- set-returning inputs
+SELECT * FROM gs_check('SELECT g FROM generate_series(1, 10000) g ORDER BY g % 97, g DESC');
+SELECT * FROM gs_check('SELECT x, o FROM unnest(ARRAY[3, 1, NULL, 2, 1, 3]) WITH ORDINALITY u(x, o) ORDER BY x DESC, o');
+SELECT * FROM gs_check('SELECT generate_series(1, k) AS g, id FROM gs_l WHERE id < 100 ORDER BY 1, 2');
+SELECT * FROM gs_check('SELECT key, value FROM jsonb_each_text(''{"b": 2, "a": 1, "c": 0}'') ORDER BY value');
+SELECT x FROM unnest(ARRAY[3, 1, NULL, 2, 1, 3]) u(x) ORDER BY x NULLS FIRST;
+SELECT g % 3 AS m, g FROM generate_series(1, 9) g ORDER BY g % 3 DESC, g;
+
+-- UNION ALL branches with their own sorts; a partitioned table (MergeAppend
+-- over one sort per partition)
+SELECT * FROM gs_check('SELECT * FROM (SELECT k, id FROM gs_l ORDER BY k, id LIMIT 10) a UNION ALL SELECT * FROM (SELECT k, id FROM gs_r ORDER BY k DESC, id LIMIT 10) b');
+CREATE TABLE gs_part (id int, k int, t text COLLATE "C") PARTITION BY RANGE (id);
+CREATE TABLE gs_part_1 PARTITION OF gs_part FOR VALUES FROM (0) TO (1000);
+CREATE TABLE gs_part_2 PARTITION OF gs_part FOR VALUES FROM (1000) TO (2000);
+CREATE TABLE gs_part_3 PARTITION OF gs_part FOR VALUES FROM (2000) TO (3000);
+INSERT INTO gs_part SELECT g, (g * 31) % 101, md5(g::text) FROM generate_series(0, 2999) g;
+ANALYZE gs_part;
+EXPLAIN (COSTS OFF) SELECT * FROM gs_part ORDER BY id DESC LIMIT 5;
+SELECT * FROM gs_part ORDER BY id DESC LIMIT 5;
+SELECT * FROM gs_check('SELECT * FROM gs_part ORDER BY id DESC LIMIT 2500');
+SELECT * FROM gs_check('SELECT * FROM gs_part ORDER BY k, t');
+SET enable_partitionwise_aggregate = on;
+SET enable_hashagg = off;
+EXPLAIN (COSTS OFF) SELECT k, count(*), max(t) FROM gs_part GROUP BY k ORDER BY k;
+SELECT * FROM gs_check('SELECT k, count(*), max(t) FROM gs_part GROUP BY k ORDER BY k');
+SELECT * FROM gs_check('SELECT id / 10, count(*), max(t) FROM gs_part GROUP BY id / 10 ORDER BY 1');
+RESET enable_hashagg;
+RESET enable_partitionwise_aggregate;
+-- one partition is index-ordered, the others are sorted: Merge Append
+CREATE INDEX ON gs_part_1 (k);
+EXPLAIN (COSTS OFF) SELECT * FROM gs_part ORDER BY k LIMIT 50;
+SELECT * FROM gs_check('SELECT k FROM gs_part ORDER BY k LIMIT 50');
+SELECT * FROM gs_check('SELECT k, t FROM gs_part ORDER BY k, t LIMIT 2000');
+
+-- init plans and sub plans with sorts inside; a CTE
+SELECT * FROM gs_check('SELECT id FROM gs_l WHERE k = (SELECT k FROM gs_r ORDER BY w LIMIT 1) ORDER BY id');
+SELECT * FROM gs_check('SELECT id, ARRAY(SELECT r.id FROM gs_r r WHERE r.k = l.k ORDER BY r.w, r.id) FROM gs_l l WHERE l.id < 60 ORDER BY id');
+SELECT * FROM gs_check('WITH c AS MATERIALIZED (SELECT k, id FROM gs_l ORDER BY k DESC, id) SELECT * FROM c WHERE k > 30');
+SELECT * FROM gs_check('SELECT id FROM gs_l WHERE id IN (SELECT id FROM gs_r ORDER BY w LIMIT 50) ORDER BY 1');
+SELECT id, ARRAY(SELECT r.id FROM gs_r r WHERE r.k = l.k ORDER BY r.w DESC LIMIT 4) FROM gs_l l WHERE l.id < 6 ORDER BY id;
+
+-- rows land in the heap in the sorted order
+CREATE TABLE gs_ins (id int, k int);
+INSERT INTO gs_ins SELECT id, k FROM gs_l ORDER BY k DESC, id;
+SELECT bool_and(ok) AS heap_order_ok FROM (
+	SELECT (k, -id) <= (lag(k) OVER w, -lag(id) OVER w) OR lag(k) OVER w IS NULL AS ok
+	FROM gs_ins WINDOW w AS (ORDER BY ctid)) s;
+CREATE TABLE gs_ctas AS SELECT s, id FROM gs_l ORDER BY s, id DESC;
+SELECT (SELECT string_agg(s || ':' || id, ',' ORDER BY ctid) FROM gs_ctas) =
+	   (SELECT string_agg(s || ':' || id, ',' ORDER BY s, id DESC) FROM gs_l) AS ctas_order_ok;
+
+RESET gpusort.topn_limit;

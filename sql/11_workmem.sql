@@ -1,0 +1,116 @@
+--
+-- 11_workmem: inputs larger than work_mem (tiny work_mem): results, the
+-- EXPLAIN ANALYZE note, and random access over spilled results (backward
+-- scan, mark/restore, rescan)
+--
+LOAD 'gpusort';
+SET gpusort.min_rows = 0;
+
+CREATE TABLE gs_big AS
+SELECT g AS id, (g * 7919) % 50021 AS k, md5(g::text) COLLATE "C" AS t,
+	   CASE WHEN g % 100 = 0 THEN NULL ELSE ((g * 31) % 997)::float8 / 3 END AS f,
+	   '2000-01-01'::timestamptz + g * interval '1 min' AS ts,
+	   (g % 97)::numeric / 7 AS n, md5((g % 5)::text)::uuid AS u
+FROM generate_series(1, 50000) g;
+ANALYZE gs_big;
+
+SET work_mem = '64kB';
+SELECT * FROM gs_check('SELECT id, k FROM gs_big ORDER BY k, id');
+SELECT * FROM gs_check('SELECT * FROM gs_big ORDER BY t DESC');
+SELECT * FROM gs_check_cols('gs_big', ARRAY['k', 't', 'f', 'u']);
+SELECT * FROM gs_check('SELECT f, n, u FROM gs_big ORDER BY f NULLS FIRST, n DESC, u');
+SELECT id, k FROM gs_big ORDER BY k DESC, id LIMIT 3;
+-- what EXPLAIN ANALYZE says (numbers masked)
+SELECT * FROM gs_explain_analyze('SELECT id, k FROM gs_big ORDER BY k, id');
+
+-- backward scan over a spilled result
+BEGIN;
+DECLARE gs_bc SCROLL CURSOR FOR SELECT id, k FROM gs_big ORDER BY k, id;
+FETCH LAST FROM gs_bc;
+FETCH BACKWARD 3 FROM gs_bc;
+FETCH ABSOLUTE 25000 FROM gs_bc;
+FETCH RELATIVE -2 FROM gs_bc;
+FETCH FIRST FROM gs_bc;
+COMMIT;
+SELECT * FROM gs_cursor_walk('SELECT id, k FROM gs_big ORDER BY k, id', 300, 0.6);
+SELECT * FROM gs_cursor_walk('SELECT t FROM gs_big ORDER BY t DESC', 300, 0.7);
+
+-- mark/restore over a spilled inner side with duplicates
+SET enable_hashjoin = off;
+SET enable_nestloop = off;
+SET enable_material = off;
+SELECT * FROM gs_check('SELECT count(*), sum(a.id), sum(b.id) FROM gs_big a JOIN gs_big b ON a.k % 500 = b.id % 500 WHERE a.id <= 2000');
+EXPLAIN (COSTS OFF) SELECT count(*) FROM gs_big a JOIN gs_big b ON a.k % 500 = b.id % 500 WHERE a.id <= 2000;
+SELECT * FROM gs_check('SELECT count(*), sum(a.id::int8 * b.id) FROM gs_big a JOIN gs_big b ON a.t = b.t AND a.k % 3 = b.k % 3 WHERE a.id % 7 = 0');
+SELECT * FROM gs_check('SELECT count(*), sum(b.id) FROM gs_big a LEFT JOIN gs_big b ON a.u = b.u AND b.id % 50 = 0 WHERE a.id <= 300');
+RESET enable_material;
+RESET enable_hashjoin;
+RESET enable_nestloop;
+
+-- rescan of a spilled sort: a nested loop without parameters rewinds its
+-- inner sort; a sub plan with a parameter sorts again
+CREATE TABLE gs_few AS SELECT g AS o FROM generate_series(1, 4) g;
+ANALYZE gs_few;
+SET gpusort.topn_limit = 0;
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
+SET enable_material = off;
+EXPLAIN (COSTS OFF)
+SELECT f.o, s.id FROM gs_few f JOIN (SELECT k, id FROM gs_big ORDER BY t LIMIT 30000) s ON s.k % 1000 = f.o;
+SELECT * FROM gs_check('SELECT f.o, s.id FROM gs_few f JOIN (SELECT k, id FROM gs_big ORDER BY t LIMIT 30000) s ON s.k % 1000 = f.o');
+SELECT * FROM gs_check('SELECT f.o, s.id FROM gs_few f JOIN (SELECT k, id FROM gs_big ORDER BY k DESC, id LIMIT 40000) s ON s.id % 1000 = f.o');
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+RESET enable_material;
+SELECT * FROM gs_check('SELECT o, (SELECT count(*) FROM (SELECT k FROM gs_big ORDER BY k DESC, id LIMIT 30000) s WHERE s.k > o * 1000) FROM generate_series(1, 10) o');
+SELECT * FROM gs_check('SELECT o, (SELECT max(id) FROM (SELECT id FROM gs_big WHERE id % 20 = o ORDER BY t LIMIT 10) s) FROM generate_series(0, 3) o');
+RESET gpusort.topn_limit;
+
+-- many chunks: a tiny GPU memory budget (also applies to the CPU engine),
+-- with and without spilling
+SET gpusort.gpu_memory_limit = '64kB';
+SELECT * FROM gs_check('SELECT id, k FROM gs_big ORDER BY k, id');
+SELECT * FROM gs_check_cols('gs_big', ARRAY['f', 'n']);
+SET work_mem = '64MB';
+SELECT * FROM gs_check('SELECT id, k FROM gs_big ORDER BY k DESC, id');
+SELECT * FROM gs_check('SELECT t, id FROM gs_big ORDER BY t COLLATE "und-x-icu" DESC, id');
+SELECT * FROM gs_explain_analyze('SELECT id, k FROM gs_big ORDER BY k, id');
+BEGIN;
+DECLARE gs_cc SCROLL CURSOR FOR SELECT id, k FROM gs_big ORDER BY k, id;
+FETCH LAST FROM gs_cc;
+FETCH ABSOLUTE 30000 FROM gs_cc;
+FETCH BACKWARD 2 FROM gs_cc;
+COMMIT;
+SELECT * FROM gs_cursor_walk('SELECT t FROM gs_big ORDER BY t', 300, 0.8);
+SET work_mem = '64kB';
+RESET gpusort.gpu_memory_limit;
+
+-- other shapes, still spilled
+SET enable_hashagg = off;
+SELECT * FROM gs_check('SELECT k % 1000, count(*) FROM gs_big GROUP BY k % 1000');
+SELECT * FROM gs_check('SELECT DISTINCT u, n FROM gs_big');
+RESET enable_hashagg;
+SELECT * FROM gs_check('SELECT id, rank() OVER (PARTITION BY u ORDER BY f DESC NULLS LAST) FROM gs_big ORDER BY id');
+
+-- the smallest work_mem
+SET work_mem = '64kB';
+SET gpusort.max_key_bytes = 4;
+SELECT * FROM gs_check('SELECT t, id FROM gs_big ORDER BY t, id');
+RESET gpusort.max_key_bytes;
+RESET work_mem;
+-- just under and just over work_mem
+SET work_mem = '1MB';
+SELECT * FROM gs_check('SELECT id, k FROM gs_big WHERE id <= 10000 ORDER BY k, id');
+SELECT * FROM gs_check('SELECT id, k FROM gs_big WHERE id <= 30000 ORDER BY k, id');
+RESET work_mem;
+
+-- temp_file_limit: PostgreSQL's own error, and no temporary file is left
+SET work_mem = '64kB';
+SET temp_file_limit = '1MB';
+SELECT id FROM gs_big ORDER BY t OFFSET 50000;
+SET gpusort.enabled = off;
+SELECT id FROM gs_big ORDER BY t OFFSET 50000;
+RESET gpusort.enabled;
+RESET temp_file_limit;
+RESET work_mem;
+SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();

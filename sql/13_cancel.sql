@@ -1,0 +1,41 @@
+--
+-- 13_cancel: statement_timeout during a large sort cancels it promptly,
+-- and the backend is fine afterwards
+--
+LOAD 'gpusort';
+SET gpusort.min_rows = 0;
+
+-- 300k rows whose leading key is all-equal and whose second key is long
+-- text under a libc collation: the whole input is one run of equal keys
+-- that must be tie-broken with strcoll (tens of seconds on any machine)
+CREATE TABLE gs_slow AS
+SELECT g AS id, 1 AS one,
+	   (repeat('tie-break ', 20) || md5(g::text)) COLLATE "C" AS t
+FROM generate_series(1, 300000) g;
+ANALYZE gs_slow;
+EXPLAIN (COSTS OFF) SELECT id FROM gs_slow ORDER BY one, t COLLATE "en_US" DESC;
+
+SET work_mem = '1GB';
+CREATE TEMP TABLE gs_t0 AS SELECT clock_timestamp() AS t0;
+SET statement_timeout = '1s';
+SELECT id FROM gs_slow ORDER BY one, t COLLATE "en_US" DESC OFFSET 300000;
+RESET statement_timeout;
+SELECT clock_timestamp() - t0 < interval '10 s' AS cancelled_promptly FROM gs_t0;
+
+-- a big radix sort (5M rows), far over work_mem
+SET work_mem = '64MB';
+SET statement_timeout = '200ms';
+SELECT g FROM generate_series(1, 5000000) g ORDER BY (g::int8 * 7919) % 5000011 OFFSET 5000000;
+RESET statement_timeout;
+
+-- a spilled sort (runs on disk) cancelled: its temporary files are removed
+SET work_mem = '64kB';
+SET statement_timeout = '500ms';
+SELECT id FROM gs_slow ORDER BY t DESC OFFSET 300000;
+RESET statement_timeout;
+SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
+
+-- the next queries work
+RESET work_mem;
+SELECT * FROM gs_check('SELECT id FROM gs_slow WHERE id <= 1000 ORDER BY one, t DESC, id');
+SELECT id FROM gs_slow ORDER BY t DESC, id LIMIT 3;
