@@ -9,7 +9,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv,nohea
 if [ ! -x cuda/build/test_engine ] || [ ! -x cuda/build/bench_engine ]; then
 	make -j16 cuda-test cuda-bench >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 fi
-timeout "${GS_TEST_TIMEOUT:-240}" cuda/build/test_engine "$@" >"$OUT/test.log" 2>&1
+timeout "${GS_TEST_TIMEOUT:-300}" cuda/build/test_engine "$@" >"$OUT/test.log" 2>&1
 echo "test exit: $?"
 grep -E "FAIL|passed|device:" "$OUT/test.log" | head -40
 if [ "${GS_BENCH:-yes}" = yes ]; then

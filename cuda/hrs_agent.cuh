@@ -5,9 +5,8 @@
  *	  SIGMOD 2017).  Each agent is what one thread block does in one
  *	  kernel; the kernels in hrs_kernels.cuh only construct and run them.
  *
- *	  PrepassAgent    AND/OR of all keys (which digits vary at all) and the
- *	                  initial row indexes.
- *	  HistogramAgent  digit histogram of one key block of a bucket.
+ *	  HistogramAgent  digit histogram of one key block of a bucket (and, in
+ *	                  the first pass, which digits vary at all).
  *	  PlanAgent       one bucket: sub-bucket offsets, and what becomes of
  *	                  each sub-bucket (partitioned again, sorted locally,
  *	                  batched with its small neighbours, or finished).
@@ -42,6 +41,7 @@ namespace hrs
 
 constexpr int RADIX = 256;
 constexpr int MAX_DIGITS = 32;
+constexpr int MAX_LOCAL = 8;	/* local-sort configurations, at most */
 
 /* a bucket still to be partitioned in some pass */
 struct Bucket
@@ -83,7 +83,7 @@ struct Counters
 {
 	unsigned long long alloc[MAX_DIGITS + 1];
 	unsigned long long copy_alloc;
-	uint32_t	tasks[4];
+	uint32_t	tasks[MAX_LOCAL];
 	uint32_t	overflow;		/* a list ran out of room (can't happen) */
 	uint32_t	pad;
 };
@@ -99,7 +99,7 @@ struct PassParams
 	uint32_t   *next_bucket_hist;	/* zeroed for each next bucket */
 	uint32_t   *sub_cursor;		/* [bucket][256] write cursors */
 	uint32_t   *block_hist;		/* [block][256] */
-	Task	   *tasks[3];		/* local sort lists, one per config */
+	Task	   *tasks[MAX_LOCAL];	/* local sort lists, one per config */
 	CopyRange  *copies;
 	Counters   *counters;
 	uint32_t	max_buckets;
@@ -150,75 +150,6 @@ warp_and(uint64_t x)
 
 /* ---------------------------------------------------------------------- */
 
-/*
- * PrepassAgent: AND and OR of every key word, so the host learns which
- * digits vary anywhere (the others are never partitioned on, and an input
- * with none finishes at once); also writes row index i into vals[i].
- */
-template <int KB>
-struct PrepassAgent
-{
-	typedef KeyTraits<KB> T;
-	typedef typename T::Key Key;
-	static constexpr int THREADS = Policy<KB>::PREPASS_THREADS;
-	static constexpr int ITEMS = Policy<KB>::PREPASS_ITEMS;
-
-	__device__ static void run(const Key *keys, uint32_t *vals, size_t n,
-							   unsigned long long *and_mask,
-							   unsigned long long *or_mask)
-	{
-		uint64_t	a[T::WORDS],
-					o[T::WORDS];
-
-#pragma unroll
-		for (int j = 0; j < T::WORDS; j++)
-		{
-			a[j] = ~(uint64_t) 0;
-			o[j] = 0;
-		}
-		size_t		stride = (size_t) gridDim.x * THREADS * ITEMS;
-
-		for (size_t base = (size_t) blockIdx.x * THREADS * ITEMS;
-			 base < n; base += stride)
-		{
-#pragma unroll
-			for (int it = 0; it < ITEMS; it++)
-			{
-				size_t		i = base + (size_t) it * THREADS + threadIdx.x;
-
-				if (i < n)
-				{
-					Key			k = keys[i];
-
-#pragma unroll
-					for (int j = 0; j < T::WORDS; j++)
-					{
-						a[j] &= T::word(k, j);
-						o[j] |= T::word(k, j);
-					}
-					vals[i] = (uint32_t) i;
-				}
-			}
-		}
-#pragma unroll
-		for (int j = 0; j < T::WORDS; j++)
-		{
-			uint64_t	wa = warp_and(a[j]);
-			uint64_t	wo = warp_or<1>(o[j]);
-
-			if ((threadIdx.x & 31) == 0)
-			{
-				if (wa != ~(uint64_t) 0)
-					atomicAnd(&and_mask[j], (unsigned long long) wa);
-				if (wo != 0)
-					atomicOr(&or_mask[j], (unsigned long long) wo);
-			}
-		}
-	}
-};
-
-/* ---------------------------------------------------------------------- */
-
 /* where a key block of the current pass lies */
 struct BlockSpan
 {
@@ -251,7 +182,10 @@ locate_block(const PassParams &p, uint32_t block, BlockSpan &s)
 /*
  * HistogramAgent: count the digits of one key block in shared memory (one
  * histogram per warp, so skewed inputs contend less), store the block's
- * histogram for the scatter, and add it to its bucket's histogram.
+ * histogram for the scatter, and add it to its bucket's histogram.  In the
+ * first pass it also takes the AND and OR of all key words, which tell
+ * the host which digits vary anywhere (the others are never partitioned
+ * on, and an input with none is finished at once).
  */
 template <int KB>
 struct HistogramAgent
@@ -266,7 +200,41 @@ struct HistogramAgent
 		uint32_t	hist[WARPS][RADIX];
 	};
 
-	__device__ static void run(const PassParams &p, TempStorage &s)
+	/* AND and OR of every key word, into the global masks */
+	__device__ static void reduce_masks(const Key (&k)[P::ITEMS], uint32_t count,
+										unsigned long long *and_mask,
+										unsigned long long *or_mask)
+	{
+#pragma unroll
+		for (int j = 0; j < T::WORDS; j++)
+		{
+			uint64_t	wa = ~(uint64_t) 0,
+						wo = 0;
+
+#pragma unroll
+			for (int it = 0; it < P::ITEMS; it++)
+			{
+				if (it * P::THREADS + threadIdx.x < count)
+				{
+					wa &= T::word(k[it], j);
+					wo |= T::word(k[it], j);
+				}
+			}
+			wa = warp_and(wa);
+			wo = warp_or<1>(wo);
+			if ((threadIdx.x & 31) == 0)
+			{
+				if (wa != ~(uint64_t) 0)
+					atomicAnd(&and_mask[j], (unsigned long long) wa);
+				if (wo != 0)
+					atomicOr(&or_mask[j], (unsigned long long) wo);
+			}
+		}
+	}
+
+	__device__ static void run(const PassParams &p, TempStorage &s,
+							   unsigned long long *and_mask,
+							   unsigned long long *or_mask)
 	{
 		BlockSpan	span;
 
@@ -297,6 +265,8 @@ struct HistogramAgent
 			if (i < span.count)
 				atomicAdd(&s.hist[warp][T::digit(k[it], span.b.digit)], 1u);
 		}
+		if (and_mask != NULL)
+			reduce_masks(k, span.count, and_mask, or_mask);
 		__syncthreads();
 		for (int d = threadIdx.x; d < RADIX; d += P::THREADS)
 		{
@@ -314,25 +284,11 @@ struct HistogramAgent
 
 /* ---------------------------------------------------------------------- */
 
-/* a local-sort configuration index for a task of n rows */
-template <int KB>
-__device__ __forceinline__ int
-local_config(uint32_t n)
-{
-	typedef Policy<KB> Pol;
-
-	if (n <= (uint32_t) Pol::Local0::TILE)
-		return 0;
-	if (n <= (uint32_t) Pol::Local1::TILE)
-		return 1;
-	return 2;
-}
-
 template <int KB>
 __device__ __forceinline__ void
 emit_task(const PassParams &p, uint32_t begin, uint32_t size, uint32_t buf)
 {
-	int			c = local_config<KB>(size);
+	int			c = Policy<KB>::local_config(size);
 	uint32_t	t = atomicAdd(&p.counters->tasks[c], 1u);
 
 	if (t < p.max_tasks)
@@ -584,13 +540,14 @@ struct ScatterAgent
 			if (i < span.count)
 				k[it] = src[i];
 		}
+		/* pass 0 sorts the whole input, whose row indexes are positions */
 #pragma unroll
 		for (int it = 0; it < P::ITEMS; it++)
 		{
 			uint32_t	i = it * P::THREADS + threadIdx.x;
 
 			if (i < span.count)
-				v[it] = vsrc[i];
+				v[it] = p.pass == 0 ? span.offset + i : vsrc[i];
 		}
 
 		/* local offsets and global reservations per digit */

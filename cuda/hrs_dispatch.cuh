@@ -2,13 +2,13 @@
  *
  * hrs_dispatch.cuh
  *	  Host dispatch of the hybrid radix sort for one key width: scratch
- *	  layout, the prepass, the partitioning passes, the local sorts.
+ *	  layout, the partitioning passes, the local sorts.
  *
  * A pass is three launches (histogram, plan, scatter) whose grids cover
  * the key blocks and buckets that the previous pass's plan created; those
  * counts live on the device, so a large sort reads them back once per pass
  * (overlapped with the scatter), and a small sort launches grids sized for
- * the worst case instead and never waits between passes.
+ * the worst case instead and looks only every other pass.
  *
  * Copyright (c) 2026, gpusort developers
  *
@@ -52,7 +52,7 @@ struct Layout
 				off_bucket_hist[2],
 				off_sub_cursor,
 				off_block_hist,
-				off_tasks[3],
+				off_tasks[MAX_LOCAL],
 				off_copies,
 				total;
 
@@ -84,7 +84,7 @@ struct Layout
 			off_bucket_hist[i] = take(at, max_buckets * RADIX * sizeof(uint32_t));
 		off_sub_cursor = take(at, max_buckets * RADIX * sizeof(uint32_t));
 		off_block_hist = take(at, max_blocks * RADIX * sizeof(uint32_t));
-		for (int i = 0; i < 3; i++)
+		for (int i = 0; i < Pol::NUM_LOCAL; i++)
 			off_tasks[i] = take(at, max_tasks * sizeof(Task));
 		off_copies = take(at, max_copies * sizeof(CopyRange));
 		total = at;
@@ -117,6 +117,24 @@ launch_local(const SortArgs &a, const Task *tasks, uint32_t count,
 	return GS_OK;
 }
 
+/* launch local-sort configurations C .. NUM_LOCAL-1 */
+template <int KB, int C>
+static gs_status
+launch_locals(const SortArgs &a, const PassParams &p, const Counters &c,
+			  char *errbuf, size_t errlen)
+{
+	if constexpr (C < Policy<KB>::NUM_LOCAL)
+	{
+		gs_status	rc = launch_local<KB, typename LocalAt<Policy<KB>, C>::type>
+			(a, p.tasks[C], c.tasks[C], errbuf, errlen);
+
+		if (rc != GS_OK)
+			return rc;
+		return launch_locals<KB, C + 1>(a, p, c, errbuf, errlen);
+	}
+	return GS_OK;
+}
+
 template <int KB>
 static gs_status
 sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
@@ -124,6 +142,7 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 	typedef Policy<KB> Pol;
 	typedef typename Pol::Partition Part;
 	typedef KeyTraits<KB> T;
+	static_assert(Pol::NUM_LOCAL <= MAX_LOCAL, "too many local configurations");
 	const Layout<KB> L(a.n);
 	char	   *t = (char *) a.temp;
 	Staging    *st = (Staging *) a.staging;
@@ -148,24 +167,57 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 		return GS_OK;
 	}
 
-	/* prepass: which digits vary, and the row indexes */
+	char	   *base = t;
+	PassParams	p;
+	const uint32_t nblocks0 = (uint32_t) ((a.n + Part::TILE - 1) / Part::TILE);
+
+	memset(&p, 0, sizeof(p));
+	p.keys[0] = a.keys[0];
+	p.keys[1] = a.keys[1];
+	p.vals[0] = a.vals[0];
+	p.vals[1] = a.vals[1];
+	p.sub_cursor = (uint32_t *) (base + L.off_sub_cursor);
+	p.block_hist = (uint32_t *) (base + L.off_block_hist);
+	for (int i = 0; i < Pol::NUM_LOCAL; i++)
+		p.tasks[i] = (Task *) (base + L.off_tasks[i]);
+	p.copies = (CopyRange *) (base + L.off_copies);
+	p.counters = counters;
+	p.max_buckets = (uint32_t) L.max_buckets;
+	p.max_tasks = (uint32_t) L.max_tasks;
+	p.max_copies = (uint32_t) L.max_copies;
+	p.pass = 0;
+	p.buckets = (Bucket *) (base + L.off_buckets[0]);
+	p.next_buckets = (Bucket *) (base + L.off_buckets[1]);
+	p.bucket_hist = (uint32_t *) (base + L.off_bucket_hist[0]);
+	p.next_bucket_hist = (uint32_t *) (base + L.off_bucket_hist[1]);
+
+	/*
+	 * The first histogram pass, on digit 0, also finds which digits vary
+	 * anywhere.  The whole input is the one bucket of pass 0.
+	 */
 	HRS_TRY(cudaMemsetAsync(and_mask, 0xFF, 4 * sizeof(unsigned long long), a.stream),
 			"cudaMemsetAsync");
 	HRS_TRY(cudaMemsetAsync(or_mask, 0, 4 * sizeof(unsigned long long), a.stream),
 			"cudaMemsetAsync");
 	HRS_TRY(cudaMemsetAsync(counters, 0, sizeof(Counters), a.stream),
 			"cudaMemsetAsync");
-	{
-		size_t		per_block = (size_t) Pol::PREPASS_THREADS * Pol::PREPASS_ITEMS;
-		size_t		grid = (a.n + per_block - 1) / per_block;
-		size_t		cap = (size_t) a.sm_count * 8;
-
-		if (grid > cap)
-			grid = cap;
-		prepass_kernel<KB><<<(unsigned) grid, Pol::PREPASS_THREADS, 0, a.stream>>>
-			((const typename T::Key *) a.keys[0], a.vals[0], a.n, and_mask, or_mask);
-		HRS_TRY(cudaGetLastError(), "prepass launch");
-	}
+	HRS_TRY(cudaMemsetAsync(p.bucket_hist, 0, RADIX * sizeof(uint32_t), a.stream),
+			"cudaMemsetAsync");
+	st->seed_bucket.begin = 0;
+	st->seed_bucket.size = (uint32_t) a.n;
+	st->seed_bucket.first_block = 0;
+	st->seed_bucket.digit = 0;
+	st->seed_bucket.buf = 0;
+	st->seed_bucket.skip = 0;
+	st->seed_bucket.pad = 0;
+	st->counters.alloc[0] = (1ull << 32) | nblocks0;
+	HRS_TRY(cudaMemcpyAsync(p.buckets, &st->seed_bucket, sizeof(Bucket),
+							cudaMemcpyHostToDevice, a.stream), "cudaMemcpyAsync");
+	HRS_TRY(cudaMemcpyAsync(&counters->alloc[0], &st->counters.alloc[0],
+							sizeof(unsigned long long), cudaMemcpyHostToDevice,
+							a.stream), "cudaMemcpyAsync");
+	histogram_kernel<KB><<<nblocks0, Part::THREADS, 0, a.stream>>>(p, and_mask, or_mask);
+	HRS_TRY(cudaGetLastError(), "histogram launch");
 	HRS_TRY(cudaMemcpyAsync(st->and_mask, and_mask, sizeof(st->and_mask),
 							cudaMemcpyDeviceToHost, a.stream), "cudaMemcpyAsync");
 	HRS_TRY(cudaMemcpyAsync(st->or_mask, or_mask, sizeof(st->or_mask),
@@ -175,11 +227,9 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 		return rc;
 
 	/* the digits that vary somewhere, in order */
-	PassParams	p;
 	int			first = -1,
 				varying = 0;
 
-	memset(&p, 0, sizeof(p));
 	for (int d = KB - 1, next = -1; d >= 0; d--)
 	{
 		unsigned	byte;
@@ -203,30 +253,26 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 			varying++;
 		}
 	}
+
+	/* no pass at all: the row indexes must be written here */
+	if (first < 0 || a.n <= Pol::LOCAL_LIMIT)
+	{
+		size_t		grid = (a.n + Pol::IOTA_THREADS - 1) / Pol::IOTA_THREADS;
+
+		if (grid > (size_t) a.sm_count * 8)
+			grid = (size_t) a.sm_count * 8;
+		iota_kernel<KB><<<(unsigned) grid, Pol::IOTA_THREADS, 0, a.stream>>>(a.vals[0], a.n);
+		HRS_TRY(cudaGetLastError(), "iota launch");
+	}
 	if (first < 0)
-		return GS_OK;			/* all keys equal: identity, already there */
+		return GS_OK;			/* all keys equal: the identity permutation */
 
-	char	   *base = t;
-
-	p.keys[0] = a.keys[0];
-	p.keys[1] = a.keys[1];
-	p.vals[0] = a.vals[0];
-	p.vals[1] = a.vals[1];
-	p.sub_cursor = (uint32_t *) (base + L.off_sub_cursor);
-	p.block_hist = (uint32_t *) (base + L.off_block_hist);
-	for (int i = 0; i < 3; i++)
-		p.tasks[i] = (Task *) (base + L.off_tasks[i]);
-	p.copies = (CopyRange *) (base + L.off_copies);
-	p.counters = counters;
-	p.max_buckets = (uint32_t) L.max_buckets;
-	p.max_tasks = (uint32_t) L.max_tasks;
-	p.max_copies = (uint32_t) L.max_copies;
+	bool		partitioned = false;
 
 	if (a.n <= Pol::LOCAL_LIMIT)
 	{
 		/* the whole input is one local sort */
-		int			c = a.n <= (size_t) Pol::Local0::TILE ? 0 :
-			a.n <= (size_t) Pol::Local1::TILE ? 1 : 2;
+		int			c = Pol::local_config(a.n);
 
 		st->seed_task.begin = 0;
 		st->seed_task.size = (uint32_t) a.n;
@@ -241,30 +287,26 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 	}
 	else
 	{
-		uint32_t	nblocks = (uint32_t) ((a.n + Part::TILE - 1) / Part::TILE);
+		uint32_t	nblocks = nblocks0;
 		const bool	sync_free = a.n <= Pol::SYNC_FREE_ROWS;
 		uint32_t	nb = 1;
 
-		st->seed_bucket.begin = 0;
-		st->seed_bucket.size = (uint32_t) a.n;
-		st->seed_bucket.first_block = 0;
-		st->seed_bucket.digit = (uint8_t) first;
-		st->seed_bucket.buf = 0;
-		st->seed_bucket.skip = 0;
-		st->seed_bucket.pad = 0;
-		st->counters.alloc[0] = (1ull << 32) | nblocks;
-		HRS_TRY(cudaMemcpyAsync(base + L.off_buckets[0], &st->seed_bucket,
-								sizeof(Bucket), cudaMemcpyHostToDevice, a.stream),
-				"cudaMemcpyAsync");
-		HRS_TRY(cudaMemcpyAsync(&counters->alloc[0], &st->counters.alloc[0],
-								sizeof(unsigned long long), cudaMemcpyHostToDevice,
-								a.stream), "cudaMemcpyAsync");
-		HRS_TRY(cudaMemsetAsync(base + L.off_bucket_hist[0], 0,
-								RADIX * sizeof(uint32_t), a.stream), "cudaMemsetAsync");
+		if (first != 0)
+		{
+			/* digit 0 is constant: count the first digit that is not */
+			st->seed_bucket.digit = (uint8_t) first;
+			HRS_TRY(cudaMemcpyAsync(p.buckets, &st->seed_bucket, sizeof(Bucket),
+									cudaMemcpyHostToDevice, a.stream), "cudaMemcpyAsync");
+			HRS_TRY(cudaMemsetAsync(p.bucket_hist, 0, RADIX * sizeof(uint32_t), a.stream),
+					"cudaMemsetAsync");
+		}
+		partitioned = true;
 
 		for (int pass = 0; pass < varying && nb > 0; pass++)
 		{
 			const int	cur = pass & 1;
+			/* a small sort still looks every other pass whether work is left */
+			const bool	check = !sync_free || (pass & 1) == 1;
 			uint32_t	grid_blocks = sync_free ? (uint32_t) L.max_blocks : nblocks;
 			uint32_t	grid_buckets = sync_free ? (uint32_t) L.max_buckets : nb;
 
@@ -274,11 +316,15 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 			p.bucket_hist = (uint32_t *) (base + L.off_bucket_hist[cur]);
 			p.next_bucket_hist = (uint32_t *) (base + L.off_bucket_hist[cur ^ 1]);
 
-			histogram_kernel<KB><<<grid_blocks, Part::THREADS, 0, a.stream>>>(p);
-			HRS_TRY(cudaGetLastError(), "histogram launch");
+			if (pass > 0 || first != 0)
+			{
+				histogram_kernel<KB><<<grid_blocks, Part::THREADS, 0, a.stream>>>
+					(p, NULL, NULL);
+				HRS_TRY(cudaGetLastError(), "histogram launch");
+			}
 			plan_kernel<KB><<<grid_buckets, Pol::PLAN_THREADS, 0, a.stream>>>(p);
 			HRS_TRY(cudaGetLastError(), "plan launch");
-			if (!sync_free)
+			if (check)
 			{
 				HRS_TRY(cudaMemcpyAsync(&st->counters, counters, sizeof(Counters),
 										cudaMemcpyDeviceToHost, a.stream),
@@ -287,7 +333,7 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 			}
 			scatter_kernel<KB><<<grid_blocks, Part::THREADS, 0, a.stream>>>(p);
 			HRS_TRY(cudaGetLastError(), "scatter launch");
-			if (!sync_free)
+			if (check)
 			{
 				/* the plan's counts come back while the scatter runs */
 				rc = wait_event(a.event, a.cancel, a.cancel_arg, errbuf, errlen);
@@ -316,18 +362,11 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 		snprintf(errbuf, errlen, "hybrid radix sort: a work list overflowed");
 		return GS_ERR_INTERNAL;
 	}
-	for (int pass = 0; pass <= MAX_DIGITS; pass++)
+	for (int pass = 0; partitioned && pass <= MAX_DIGITS; pass++)
 		if ((st->counters.alloc[pass] >> 32) != 0)
 			res->passes = pass + 1;
 
-	rc = launch_local<KB, typename Pol::Local0>(a, p.tasks[0], st->counters.tasks[0],
-												errbuf, errlen);
-	if (rc == GS_OK)
-		rc = launch_local<KB, typename Pol::Local1>(a, p.tasks[1], st->counters.tasks[1],
-													errbuf, errlen);
-	if (rc == GS_OK)
-		rc = launch_local<KB, typename Pol::Local2>(a, p.tasks[2], st->counters.tasks[2],
-													errbuf, errlen);
+	rc = launch_locals<KB, 0>(a, p, st->counters, errbuf, errlen);
 	if (rc != GS_OK)
 		return rc;
 	{

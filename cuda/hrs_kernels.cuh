@@ -16,24 +16,26 @@
 namespace hrs
 {
 
+/* row index i into vals[i] (when no pass makes them) */
 template <int KB>
 __global__ void
-__launch_bounds__(Policy<KB>::PREPASS_THREADS)
-prepass_kernel(const typename KeyTraits<KB>::Key *keys, uint32_t *vals,
-			   size_t n, unsigned long long *and_mask,
-			   unsigned long long *or_mask)
+__launch_bounds__(Policy<KB>::IOTA_THREADS)
+iota_kernel(uint32_t *vals, size_t n)
 {
-	PrepassAgent<KB>::run(keys, vals, n, and_mask, or_mask);
+	for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+		 i += (size_t) gridDim.x * blockDim.x)
+		vals[i] = (uint32_t) i;
 }
 
 template <int KB>
 __global__ void
 __launch_bounds__(Policy<KB>::Partition::THREADS)
-histogram_kernel(const PassParams p)
+histogram_kernel(const PassParams p, unsigned long long *and_mask,
+				 unsigned long long *or_mask)
 {
 	__shared__ typename HistogramAgent<KB>::TempStorage s;
 
-	HistogramAgent<KB>::run(p, s);
+	HistogramAgent<KB>::run(p, s, and_mask, or_mask);
 }
 
 template <int KB>
