@@ -444,12 +444,15 @@ gs_idx_sort(GsIdxBuild *b)
 
 	/*
 	 * The engine's order is final when keys are exact and no check is due;
-	 * otherwise the sorted keys come back, to find runs of equal keys (and
-	 * the leaf load uses them to skip deduplication checks).  Asking for
-	 * them only for the latter costs the CPU engine more than it saves.
+	 * otherwise the sorted keys come back, to find runs of equal keys.  The
+	 * leaf load uses them too, to skip deduplication checks; a GPU engine
+	 * is asked for them for that alone (a cheap copy back), the CPU engine
+	 * not (writing them out costs it more than the checks).
 	 */
 	final = b->exact && !b->anylossy && !b->isunique;
-	b->keys_sorted = !final;
+	b->keys_sorted = !final ||
+		(b->eng->is_gpu && !b->isunique && BTGetDeduplicateItems(b->index) &&
+		 _bt_allequalimage(b->index, false));
 	b->eng = gs_engine_sort(b->eng, b->keys, b->n, b->keybytes, perm,
 							b->keys_sorted ? GS_SORT_KEYS_OUT : 0,
 							&stats, &fallback);
