@@ -22,10 +22,10 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
 	d text;
 BEGIN
+	-- the aggregate reads its input in the sub query's output order
 	EXECUTE 'SELECT count(*)::text || '' '' || '
-		|| 'coalesce(md5(string_agg(r, E''\n'' ORDER BY n)), ''-'') '
-		|| 'FROM (SELECT s::text AS r, row_number() OVER () AS n FROM ('
-		|| q || ') s) x'
+		|| 'coalesce(md5(string_agg(s::text, E''\n'')), ''-'') '
+		|| 'FROM (' || q || ') s'
 		INTO d;
 	RETURN d;
 END

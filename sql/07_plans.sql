@@ -110,4 +110,42 @@ CREATE TABLE gs_ctas AS SELECT s, id FROM gs_l ORDER BY s, id DESC;
 SELECT (SELECT string_agg(s || ':' || id, ',' ORDER BY ctid) FROM gs_ctas) =
 	   (SELECT string_agg(s || ':' || id, ',' ORDER BY s, id DESC) FROM gs_l) AS ctas_order_ok;
 
+-- whole-row references, system columns, FOR UPDATE above a sort
+SELECT * FROM gs_check('SELECT l, l.k FROM gs_l l ORDER BY l.k DESC, l.id');
+SELECT * FROM gs_check('SELECT tableoid AS part, id FROM gs_part ORDER BY tableoid DESC, id');
+SELECT * FROM gs_check('SELECT tableoid::regclass AS part, id FROM gs_part ORDER BY tableoid DESC, id');
+SELECT l::text FROM gs_l l WHERE id < 5 ORDER BY l.s DESC, l.id;
+SELECT id, k FROM gs_l WHERE id < 40 ORDER BY k DESC, id LIMIT 4 FOR UPDATE;
+
+-- forty sort keys
+SELECT * FROM gs_check('SELECT id FROM gs_l ORDER BY k % 2, k % 3, k % 4, k % 5, k % 6, k % 7, k % 8, k % 9, k % 10, k % 11, k % 12, k % 13, k % 14, k % 15, k % 16, k % 17, k % 18, k % 19, k % 20, k % 21, k % 22, k % 23, k % 24, k % 25, k % 26, k % 27, k % 28, k % 29, k % 30, k % 31, k % 32, k % 33, k % 34, k % 35, k % 36, s DESC, v % 7, v % 11 DESC, v % 13, id');
+
+-- EXPLAIN ANALYZE of a GpuSort that never runs, and in other formats
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+SELECT (SELECT count(*) FROM (SELECT k FROM gs_r ORDER BY k, id LIMIT 1000) s WHERE s.k = o.k) FROM gs_l o WHERE o.id < 0;
+CREATE FUNCTION gs_explain_json(q text) RETURNS json LANGUAGE plpgsql AS $fn$
+DECLARE
+	j json;
+BEGIN
+	EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || q INTO j;
+	RETURN j;
+END
+$fn$;
+SELECT j->0->'Plan'->>'Node Type' AS node, j->0->'Plan'->>'Custom Plan Provider' AS provider,
+	   j->0->'Plan'->'Sort Key' AS sort_key, j->0->'Plan'->>'Actual Rows' AS actual_rows
+FROM gs_explain_json('SELECT * FROM gs_r ORDER BY s DESC, k') j;
+CREATE FUNCTION gs_explain_lines(q text, fmt text) RETURNS bigint LANGUAGE plpgsql AS $fn$
+DECLARE
+	n bigint := 0;
+	l text;
+BEGIN
+	FOR l IN EXECUTE format('EXPLAIN (ANALYZE, VERBOSE, FORMAT %s) %s', fmt, q) LOOP
+		n := n + 1;
+	END LOOP;
+	RETURN n;
+END
+$fn$;
+SELECT gs_explain_lines('SELECT * FROM gs_r ORDER BY s DESC, k', 'xml') > 0 AS xml_ok,
+	   gs_explain_lines('SELECT * FROM gs_r ORDER BY s DESC, k', 'yaml') > 0 AS yaml_ok;
+
 RESET gpusort.topn_limit;

@@ -78,6 +78,13 @@ EXECUTE gs_prep(2);
 EXECUTE gs_prep(1);
 EXECUTE gs_prep(12);
 EXECUTE gs_prep(13);
+-- a parameter inside the sort key of a cached generic plan
+PREPARE gs_prep2(int) AS SELECT id, v FROM gs_inner ORDER BY abs(v - $1), id LIMIT 3;
+EXECUTE gs_prep2(500);
+EXECUTE gs_prep2(0);
+EXECUTE gs_prep2(500);
+EXPLAIN (COSTS OFF) EXECUTE gs_prep2(7);
+DEALLOCATE gs_prep2;
 RESET plan_cache_mode;
 DEALLOCATE gs_prep;
 RESET enable_memoize;

@@ -31,6 +31,12 @@ SET enable_hashagg = off;
 EXPLAIN (COSTS OFF) SELECT f, count(*) FROM gs_par GROUP BY f;
 SELECT * FROM gs_check('SELECT f, count(*), min(id) FROM gs_par GROUP BY f');
 RESET enable_hashagg;
+-- workers that spill to temporary files
+SET work_mem = '64kB';
+SELECT * FROM gs_check('SELECT id, k FROM gs_par ORDER BY k, id');
+SELECT * FROM gs_check('SELECT t, id FROM gs_par WHERE id % 2 = 0 ORDER BY t');
+RESET work_mem;
+SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
 -- without the leader
 SET parallel_leader_participation = off;
 SELECT * FROM gs_check('SELECT id, k FROM gs_par ORDER BY k, id');

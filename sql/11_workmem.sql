@@ -104,6 +104,27 @@ SELECT * FROM gs_check('SELECT id, k FROM gs_big WHERE id <= 10000 ORDER BY k, i
 SELECT * FROM gs_check('SELECT id, k FROM gs_big WHERE id <= 30000 ORDER BY k, id');
 RESET work_mem;
 
+-- single rows larger than work_mem (300 kB values, not compressible)
+CREATE TABLE gs_huge (id int, t text COLLATE "C");
+ALTER TABLE gs_huge ALTER COLUMN t SET STORAGE external;
+INSERT INTO gs_huge
+SELECT g, (SELECT string_agg(md5((g * 100000 + i)::text), '') FROM generate_series(1, 10000) i)
+FROM generate_series(1, 12) g;
+SET work_mem = '64kB';
+SELECT * FROM gs_check('SELECT id, md5(t) FROM gs_huge ORDER BY t DESC');
+SELECT * FROM gs_check('SELECT t, id FROM gs_huge ORDER BY t');
+SELECT id, length(t) FROM gs_huge ORDER BY t LIMIT 100000;
+
+-- a cursor held past its transaction over a spilled sort
+BEGIN;
+DECLARE gs_hc SCROLL CURSOR WITH HOLD FOR SELECT id, k FROM gs_big ORDER BY k DESC, id;
+FETCH 2 FROM gs_hc;
+COMMIT;
+FETCH ABSOLUTE 40000 FROM gs_hc;
+FETCH BACKWARD 1 FROM gs_hc;
+CLOSE gs_hc;
+RESET work_mem;
+
 -- temp_file_limit: PostgreSQL's own error, and no temporary file is left
 SET work_mem = '64kB';
 SET temp_file_limit = '1MB';
