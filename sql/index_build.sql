@@ -129,6 +129,19 @@ SELECT * FROM gs_build('CREATE INDEX %I ON gsi (b) WHERE a < 1000', 'gsi_part');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (a) WITH (fillfactor = 50)', 'gsi_ff50');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (id) WITH (fillfactor = 100)', 'gsi_ff100');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (a) WITH (deduplicate_items = off)', 'gsi_nodedup');
+-- beyond maintenance_work_mem PostgreSQL builds the index: known from the
+-- estimate before the scan, or found during it (a partial index)
+SET maintenance_work_mem = '1MB';
+SET client_min_messages = debug1;
+CREATE INDEX gsi_mwm1 ON gsi (b);
+CREATE INDEX gsi_mwm2 ON gsi (b) WHERE a < 4000;
+CREATE INDEX gsi_mwm3 ON gsi (b) WHERE a < 200;
+RESET client_min_messages;
+RESET maintenance_work_mem;
+SELECT bt_index_parent_check('gsi_mwm1', true, true),
+	   bt_index_parent_check('gsi_mwm2', true, true),
+	   bt_index_parent_check('gsi_mwm3', true, true);
+DROP INDEX gsi_mwm1, gsi_mwm2, gsi_mwm3;
 -- the narrowest keys: 4 bytes of int8 or text, the rest by comparators
 SET gpusort.max_key_bytes = 4;
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (b, a)', 'gsi_k4b');

@@ -49,8 +49,9 @@
 #define GS_IDX_MIN_ROWS			1024
 #define GS_IDX_CFI_EVERY		65536
 
-/* index tuples are packed into blocks of this size */
-#define GS_IDX_ARENA_BLOCK		((size_t) 4 * 1024 * 1024)
+/* index tuples are packed into blocks of this size (less when memory is short) */
+#define GS_IDX_ARENA_BLOCK		((Size) 4 * 1024 * 1024)
+#define GS_IDX_ARENA_MIN_BLOCK	((Size) 64 * 1024)
 /* how far ahead the leaf load prefetches tuples */
 #define GS_IDX_PREFETCH			8
 
@@ -210,19 +211,30 @@ gs_idx_cmp_rows(const void *a, const void *bb, void *arg)
 	return ItemPointerCompare(&t1->t_tid, &t2->t_tid);
 }
 
-static void
+/* memory a row takes besides its tuple: key, pointer, flags, perm, gather */
+#define GS_IDX_ROW_BYTES(b) \
+	((Size) (b)->keybytes + 2 * sizeof(IndexTuple) + 1 + sizeof(uint32))
+
+/* false when growing would exceed maintenance_work_mem or one sort */
+static bool
 gs_idx_grow(GsIdxBuild *b)
 {
 	size_t		newcap = b->cap * 2;
+	Size		room = b->mem_limit - Min(b->mem_limit, b->mem_arena);
 
 	if (newcap > GS_MAX_ROWS)
 		newcap = GS_MAX_ROWS;
+	if (newcap * GS_IDX_ROW_BYTES(b) > room)
+		newcap = room / GS_IDX_ROW_BYTES(b);
+	if (newcap <= b->cap)
+		return false;
 	b->keys = gs_keybuf_grow(b->eng, b->keys, b->cap * b->keybytes,
 							 newcap * b->keybytes);
 	b->tuples = (IndexTuple *) repalloc_huge(b->tuples,
 											 newcap * sizeof(IndexTuple));
 	b->flags = (uint8 *) repalloc_huge(b->flags, newcap);
 	b->cap = newcap;
+	return true;
 }
 
 /*
@@ -237,10 +249,11 @@ gs_idx_store(GsIdxBuild *b, IndexTuple src)
 
 	if (size > b->arena_left)
 	{
-		size_t		block = Max(GS_IDX_ARENA_BLOCK, size);
+		size_t		block = Max(b->arena_block, size);
 
 		b->arena = (char *) palloc_extended(block, MCXT_ALLOC_HUGE);
 		b->arena_left = block;
+		b->mem_arena += block;
 	}
 	dst = (IndexTuple) b->arena;
 	memcpy(dst, src, IndexTupleSize(src));
@@ -276,22 +289,22 @@ gs_idx_encode(GsIdxBuild *b, Datum *values, bool *isnull, ItemPointer tid,
 }
 
 /*
- * Room for one more row; false (and overflow set) when a sort cannot take
- * more.
+ * Room for one more row; false (and overflow set) when one sort or
+ * maintenance_work_mem cannot take more.  (An index tuple is smaller than
+ * a page, so with a page left in the arena no block is allocated.)
  */
 static inline bool
 gs_idx_room(GsIdxBuild *b)
 {
 	if (b->overflow)
 		return false;
-	if (b->n >= b->cap)
+	if ((b->n >= b->cap && !gs_idx_grow(b)) ||
+		(b->arena_left < BLCKSZ &&
+		 b->mem_arena + b->arena_block + b->cap * GS_IDX_ROW_BYTES(b) >
+		 b->mem_limit))
 	{
-		if (b->cap >= GS_MAX_ROWS)
-		{
-			b->overflow = true;
-			return false;
-		}
-		gs_idx_grow(b);
+		b->overflow = true;
+		return false;
 	}
 	return true;
 }
@@ -542,11 +555,28 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 		*why = "too many rows for one sort";
 		return false;
 	}
+
+	/*
+	 * Everything stays in memory until the pages are written, within
+	 * maintenance_work_mem as PostgreSQL's build; beyond it (no spilling
+	 * here) PostgreSQL builds the index.  Rows take at least a minimal
+	 * tuple each.
+	 */
+	b.mem_limit = (Size) maintenance_work_mem * 1024;
+	b.arena_block = Min(GS_IDX_ARENA_BLOCK,
+						Max(b.mem_limit / 16, GS_IDX_ARENA_MIN_BLOCK));
 	/* a partial index may take few of them: start small, grow as needed */
 	if (indexInfo->ii_Predicate != NIL)
 		est /= 16;
+	if (est * (GS_IDX_ROW_BYTES(&b) + MAXALIGN(sizeof(IndexTupleData) + 1)) >
+		(double) b.mem_limit)
+	{
+		*why = "needs more memory than maintenance_work_mem";
+		return false;
+	}
 	est = Max(est, GS_IDX_MIN_ROWS);
 	b.cap = (size_t) Min(est * 1.05, (double) GS_MAX_ROWS);
+	b.cap = Min(b.cap, b.mem_limit / GS_IDX_ROW_BYTES(&b));
 
 	b.eng = gs_engine_choose(est, NULL);
 	b.keys = gs_keybuf_alloc(b.eng, b.cap * b.keybytes, CurrentMemoryContext);
@@ -587,7 +617,8 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	}
 	if (b.overflow)
 	{
-		*why = "too many rows for one sort";
+		*why = b.n >= GS_MAX_ROWS ? "too many rows for one sort" :
+			"needs more memory than maintenance_work_mem";
 		return false;
 	}
 

@@ -57,6 +57,9 @@ typedef struct GsIdxBuild
 	int			scratch_used;
 	char	   *arena;			/* free space of the current arena block */
 	size_t		arena_left;
+	Size		arena_block;	/* size of arena blocks */
+	Size		mem_arena;		/* bytes of arena blocks taken */
+	Size		mem_limit;		/* maintenance_work_mem, in bytes */
 	char	   *keys;			/* engine key buffer */
 	IndexTuple *tuples;
 	uint8	   *flags;
@@ -64,7 +67,7 @@ typedef struct GsIdxBuild
 	size_t		n;
 	bool		anylossy;
 	bool		keys_sorted;	/* keys[] in sorted order after the sort */
-	bool		overflow;		/* too many rows for one sort */
+	bool		overflow;		/* too many rows, or too little memory */
 	double		indtuples;
 
 	/* comparators for tie-breaks and unique checks */

@@ -12,12 +12,13 @@
 # every build drops its index first.  Each gpusort build is checked to have
 # been made by gpusort (its DEBUG1 message).  Prints a Markdown table.
 #
-# Environment: MWM (maintenance_work_mem for all builds, default 4GB),
+# Environment: MWM (maintenance_work_mem for all builds, default 8GB: gpusort
+# keeps the whole build in memory and leaves larger builds to PostgreSQL),
 # PARALLEL (default 8), KEEP=1 keeps the table (default: dropped).
 set -euo pipefail
 
 rows=${1:-50000000}
-mwm=${MWM:-4GB}
+mwm=${MWM:-8GB}
 par=${PARALLEL:-8}
 
 q() { psql -X -q -v ON_ERROR_STOP=1 -At "$@"; }
