@@ -15,7 +15,12 @@
  * tuples only, as btbuild keeps recently dead ones out of the check), and
  * the tuples go to the page writer (index_write.c).
  *
- * Whatever this file does not support is built by btbuild, unchanged.
+ * When index_build() planned parallel workers, they do the heap scan
+ * (index_parallel.c) and the leader only gathers their rows.  The whole
+ * build stays in memory, within maintenance_work_mem.
+ *
+ * Whatever this file does not support, or that would need more memory, is
+ * built by btbuild, unchanged.
  *
  * Copyright (c) 2026, gpusort developers
  *
