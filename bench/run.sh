@@ -293,7 +293,7 @@ make_data()
 		local s lo hi
 		for ((s = 0; s < GEN_SLICES; s++)); do
 			lo=$((n * s / GEN_SLICES + 1)) hi=$((n * (s + 1) / GEN_SLICES))
-			psql_q <<-SQL &
+			psql_q >/dev/null <<-SQL &
 				SET max_parallel_workers_per_gather = 0;
 				DROP TABLE IF EXISTS gsb_slice${s}_$n;
 				SELECT setseed(0.2026 + $s / 1000.0);
@@ -317,7 +317,7 @@ make_data()
 		for ((s = 0; s < GEN_SLICES; s++)); do
 			union+="${union:+ UNION ALL }SELECT * FROM gsb_slice${s}_$n"
 		done
-		psql_q <<-SQL
+		psql_q >/dev/null <<-SQL
 			SET max_parallel_workers_per_gather = 0;
 			CREATE TABLE gsb_n_$n (id int8, i8u int8, i8z int8, f8 float8,
 				tx text COLLATE "C", ts timestamp, lc int4, i8c int8);
@@ -332,7 +332,7 @@ make_data()
 		have=$(psql_q -c "SELECT count(*) FROM pg_class WHERE relname = 'gsb_w_$n' AND relkind = 'r'")
 		if [ "$have" = 0 ]; then
 			echo "generating gsb_w_$n"
-			psql_q <<-SQL
+			psql_q >/dev/null <<-SQL
 				SET max_parallel_workers_per_gather = 0;
 				CREATE TABLE gsb_w_$n AS
 				SELECT *, lpad(id::text, 200, 'abcdefghij') AS pad FROM gsb_n_$n;
@@ -344,7 +344,7 @@ make_data()
 		have=$(psql_q -c "SELECT count(*) FROM pg_class WHERE relname = 'gsb_j_$n' AND relkind = 'r'")
 		if [ "$have" = 0 ]; then
 			echo "generating gsb_j_$n"
-			psql_q <<-SQL
+			psql_q >/dev/null <<-SQL
 				SET max_parallel_workers_per_gather = 0;
 				CREATE TABLE gsb_j_$n (id int8, i8c int8);
 				SELECT setseed(0.4711);
@@ -372,10 +372,10 @@ cpu="${cpu:-unknown} x $(nproc 2>/dev/null || echo '?')"
 pgver=$(psql_q -c "SHOW server_version")
 psql_q -c "CREATE EXTENSION IF NOT EXISTS gpusort" >/dev/null
 preload=$(psql_q -c "SHOW shared_preload_libraries")
-case ",${preload// /}," in
-	*,gpusort,*) ;;
-	*) echo "warning: gpusort is not in shared_preload_libraries ($preload): gpusort runs will use PostgreSQL's sort" >&2 ;;
-esac
+# entries may be paths ('/x/gpusort.so'); compare their base names
+if ! tr ', ' '\n\n' <<<"$preload" | sed -e 's|.*/||' -e 's|\.so$||' | grep -qx gpusort; then
+	echo "warning: gpusort is not in shared_preload_libraries ($preload): gpusort runs will use PostgreSQL's sort" >&2
+fi
 info=$(psql_q -F '=' -c "SELECT name, value FROM gpusort_info()")
 gpu=$(printf '%s\n' "$info" | sed -n 's/^\(device\|device_name\|gpu\)=//p' | head -n 1)
 gpu=${gpu:-$(printf '%s\n' "$info" | grep -i 'device\|gpu' | head -n 1)}
