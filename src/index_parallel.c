@@ -44,9 +44,12 @@
 #define GS_PIDX_KEY_QUEUES		UINT64CONST(0x6773690000000002)
 #define GS_PIDX_KEY_QUERY_TEXT	UINT64CONST(0x6773690000000003)
 
-/* each worker's queue, and the batches it sends through it */
-#define GS_PIDX_QUEUE_SIZE		((Size) 4 * 1024 * 1024)
-#define GS_PIDX_BATCH_SIZE		((Size) 256 * 1024)
+/*
+ * Each worker's queue, and the batches it sends through it.  Kept small:
+ * dynamic shared memory may be scarce (a small /dev/shm).
+ */
+#define GS_PIDX_QUEUE_SIZE		((Size) 1024 * 1024)
+#define GS_PIDX_BATCH_SIZE		((Size) 64 * 1024)
 
 /* record header: length, flags, padding; the key follows at 8 */
 #define GS_PIDX_HDR				8
