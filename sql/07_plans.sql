@@ -110,6 +110,33 @@ CREATE TABLE gs_ctas AS SELECT s, id FROM gs_l ORDER BY s, id DESC;
 SELECT (SELECT string_agg(s || ':' || id, ',' ORDER BY ctid) FROM gs_ctas) =
 	   (SELECT string_agg(s || ':' || id, ',' ORDER BY s, id DESC) FROM gs_l) AS ctas_order_ok;
 
+-- sorts under MERGE, UPDATE ... FROM and DELETE ... USING (merge joins):
+-- the same statements on two copies, with gpusort on and off
+CREATE TABLE gs_dml_on AS SELECT id, k, v FROM gs_l;
+CREATE TABLE gs_dml_off AS SELECT id, k, v FROM gs_l;
+SET enable_hashjoin = off;
+SET enable_nestloop = off;
+EXPLAIN (COSTS OFF)
+MERGE INTO gs_dml_on d USING (SELECT k, max(w) AS w FROM gs_r GROUP BY k) r ON d.k = r.k
+WHEN MATCHED AND d.id % 2 = 0 THEN UPDATE SET v = d.v + r.w
+WHEN MATCHED THEN DELETE;
+MERGE INTO gs_dml_on d USING (SELECT k, max(w) AS w FROM gs_r GROUP BY k) r ON d.k = r.k
+WHEN MATCHED AND d.id % 2 = 0 THEN UPDATE SET v = d.v + r.w
+WHEN MATCHED THEN DELETE;
+UPDATE gs_dml_on d SET v = d.v * 2 FROM gs_r r WHERE d.k = r.k + 30 AND r.id < 3;
+DELETE FROM gs_dml_on d USING gs_r r WHERE d.k = r.k - 5 AND r.id = 1;
+SET gpusort.enabled = off;
+MERGE INTO gs_dml_off d USING (SELECT k, max(w) AS w FROM gs_r GROUP BY k) r ON d.k = r.k
+WHEN MATCHED AND d.id % 2 = 0 THEN UPDATE SET v = d.v + r.w
+WHEN MATCHED THEN DELETE;
+UPDATE gs_dml_off d SET v = d.v * 2 FROM gs_r r WHERE d.k = r.k + 30 AND r.id < 3;
+DELETE FROM gs_dml_off d USING gs_r r WHERE d.k = r.k - 5 AND r.id = 1;
+RESET gpusort.enabled;
+RESET enable_hashjoin;
+RESET enable_nestloop;
+SELECT (SELECT count(*) FROM gs_dml_on) AS rows_left,
+	   gs_digest('SELECT * FROM gs_dml_on ORDER BY id') = gs_digest('SELECT * FROM gs_dml_off ORDER BY id') AS same;
+
 -- whole-row references, system columns, FOR UPDATE above a sort
 SELECT * FROM gs_check('SELECT l, l.k FROM gs_l l ORDER BY l.k DESC, l.id');
 SELECT * FROM gs_check('SELECT tableoid AS part, id FROM gs_part ORDER BY tableoid DESC, id');

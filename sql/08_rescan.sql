@@ -52,6 +52,16 @@ SELECT * FROM gs_check('SELECT o.id, s.id FROM gs_outer o JOIN (SELECT * FROM gs
 RESET enable_hashjoin;
 RESET enable_mergejoin;
 
+-- a sort inside the recursive term of a recursive CTE (run once per level)
+SELECT * FROM gs_check('WITH RECURSIVE r(lvl, id, v) AS (SELECT 0, 1, 0 UNION ALL SELECT r.lvl + 1, s.id, s.v FROM r, LATERAL (SELECT i.id, i.v FROM gs_inner i WHERE i.k = (r.id + r.lvl) % 13 ORDER BY i.v DESC, i.id LIMIT 2) s WHERE r.lvl < 6) SELECT * FROM r ORDER BY lvl, id');
+WITH RECURSIVE r(lvl, id, v) AS (
+	SELECT 0, 1, 0
+	UNION ALL
+	SELECT r.lvl + 1, s.id, s.v FROM r,
+		LATERAL (SELECT i.id, i.v FROM gs_inner i WHERE i.k = (r.id + r.lvl) % 13 ORDER BY i.v DESC, i.id LIMIT 1) s
+	WHERE r.lvl < 4)
+SELECT * FROM r;
+
 -- a merge join as the inner side of a nested loop (rescans with mark/restore)
 SET enable_hashjoin = off;
 SET enable_nestloop = on;

@@ -83,6 +83,9 @@ FETCH BACKWARD 2 FROM gs_cc;
 COMMIT;
 SELECT * FROM gs_cursor_walk('SELECT t FROM gs_big ORDER BY t', 300, 0.8);
 SET work_mem = '64kB';
+-- many chunks and spilled runs at once
+SELECT * FROM gs_cursor_walk('SELECT t, id FROM gs_big ORDER BY t COLLATE "und-x-icu" DESC, id', 300, 0.9);
+SELECT * FROM gs_check('SELECT f, id FROM gs_big ORDER BY f NULLS FIRST, id DESC');
 RESET gpusort.gpu_memory_limit;
 
 -- other shapes, still spilled
