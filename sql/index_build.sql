@@ -4,8 +4,9 @@
 -- Every index gpusort builds is checked with amcheck and compared page by
 -- page with PostgreSQL's own build of the same index (gpusort.index_build
 -- off); queries through the indexes must return what a sequential scan and
--- PostgreSQL's sort return.  "index ... built by gpusort" (DEBUG1) proves
--- who built it.
+-- PostgreSQL's sort return.  gpusort.log_index_builds reports who built
+-- each index ("index ... built by gpusort"), seen with client_min_messages
+-- at log.
 --
 LOAD 'gpusort';
 SET client_min_messages = warning;
@@ -15,15 +16,16 @@ RESET client_min_messages;
 \set SHOW_CONTEXT never
 SET max_parallel_maintenance_workers = 0;
 SET gpusort.index_build = on;
+SET gpusort.log_index_builds = on;
 
--- Build the index with gpusort (DEBUG1 shows who built it), check it with
+-- Build the index with gpusort (its LOG line shows who built it), check it with
 -- amcheck, build it again natively as <name>_pg and compare every page but
 -- its LSN and checksum.  Returns pages and pages that differ (-1: the sizes
 -- differ).
 CREATE FUNCTION gs_build(ddl text, idx text, OUT pages int, OUT differ int)
 LANGUAGE plpgsql AS $$
 BEGIN
-	PERFORM set_config('client_min_messages', 'debug1', true);
+	PERFORM set_config('client_min_messages', 'log', true);
 	EXECUTE format(ddl, idx);
 	PERFORM set_config('client_min_messages', 'notice', true);
 	PERFORM bt_index_parent_check(idx::regclass, true, true);
@@ -113,6 +115,34 @@ SELECT * FROM gs_build('CREATE INDEX %I ON gsi (d)', 'gsi_d');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (n)', 'gsi_n');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (ts)', 'gsi_ts');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (u)', 'gsi_u');
+-- every other type the key encoder handles, with NULLs and edge values
+CREATE TABLE gsty (
+	i2 int2, o oid, bo bool, dt date, tm time, tsp timestamp, iv interval,
+	f4 float4, bp char(6), vc varchar(20), nm name
+);
+INSERT INTO gsty
+SELECT (i % 65536 - 32768)::int2,
+	   (i * 2654435761 % 4294967296)::bigint::oid,
+	   i % 3 = 0,
+	   CASE WHEN i % 500 = 0 THEN 'infinity'::date
+		WHEN i % 500 = 1 THEN '-infinity'::date
+		ELSE '2000-01-01'::date + (i % 20000 - 10000) END,
+	   '00:00'::time + i * interval '17 seconds',
+	   CASE WHEN i % 700 = 0 THEN 'infinity'::timestamp
+		ELSE '1999-12-31 23:59:59.5'::timestamp + (i % 9000) * interval '1 hour 3 us' END,
+	   (i % 400 - 200) * interval '1 day 3 hours' + (i % 7) * interval '1 month',
+	   CASE i % 900 WHEN 0 THEN 'NaN' WHEN 1 THEN '-0' WHEN 2 THEN '-Infinity'
+		ELSE (i % 1000 - 500) / 7.0 END,
+	   substr(md5(i::text), 1, 1 + i % 6),
+	   CASE WHEN i % 50 = 0 THEN NULL ELSE substr(md5(i::text), 1, i % 20) END,
+	   md5((i % 3000)::text)
+FROM generate_series(1, 12000) AS i;
+SELECT c, g.*
+FROM unnest('{i2,o,bo,dt,tm,tsp,iv,f4,bp,vc,nm}'::text[]) AS c,
+	 LATERAL gs_build(format('CREATE INDEX %%I ON gsty (%s)', c), 'gsty_' || c) AS g;
+SELECT * FROM gs_build('CREATE INDEX %I ON gsty (bo DESC, iv, f4 DESC NULLS LAST, vc COLLATE "C")', 'gsty_mix');
+SELECT gs_same('SELECT bo, iv, f4 + 0, vc FROM gsty ORDER BY bo DESC, iv, f4 DESC NULLS LAST, vc COLLATE "C"');
+
 -- multi-column, DESC, NULLS FIRST / LAST
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (a, b)', 'gsi_ab');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (a DESC, b NULLS FIRST)', 'gsi_ab2');
@@ -132,7 +162,7 @@ SELECT * FROM gs_build('CREATE INDEX %I ON gsi (a) WITH (deduplicate_items = off
 -- beyond maintenance_work_mem PostgreSQL builds the index: known from the
 -- estimate before the scan, or found during it (a partial index)
 SET maintenance_work_mem = '1MB';
-SET client_min_messages = debug1;
+SET client_min_messages = log;
 CREATE INDEX gsi_mwm1 ON gsi (b);
 CREATE INDEX gsi_mwm2 ON gsi (b) WHERE a < 4000;
 CREATE INDEX gsi_mwm3 ON gsi (b) WHERE a < 200;
@@ -165,7 +195,7 @@ INSERT INTO gsv SELECT i, repeat('long-common-prefix-', 2) || i, i
 FROM generate_series(1, 5000) AS i;
 INSERT INTO gsv VALUES (4321, 'z', NULL), (-1, 'long-common-prefix-long-common-prefix-1234', NULL);
 \set VERBOSITY default
-SET client_min_messages = debug1;
+SET client_min_messages = log;
 CREATE UNIQUE INDEX gsv_bad ON gsv (k);
 CREATE UNIQUE INDEX gsv_bad ON gsv (t COLLATE "C");
 CREATE UNIQUE INDEX gsv_bad ON gsv (x) NULLS NOT DISTINCT;
@@ -248,7 +278,7 @@ SELECT gs_same('SELECT c FROM gsi ORDER BY c COLLATE "C"');
 CREATE TABLE gsr (k int8 PRIMARY KEY, v uuid);
 INSERT INTO gsr SELECT i, md5(i::text)::uuid FROM generate_series(1, 5000) AS i;
 CREATE INDEX gsr_v ON gsr (v DESC);
-SET client_min_messages = debug1;
+SET client_min_messages = log;
 REINDEX INDEX gsi_lng;
 REINDEX TABLE gsr;
 RESET client_min_messages;
@@ -262,7 +292,7 @@ SELECT gs_same('SELECT v FROM gsr ORDER BY v DESC');
 -- (no varlena column: no TOAST index to report)
 CREATE TABLE gsa (k int4, v float8);
 INSERT INTO gsa SELECT i, i % 1000 FROM generate_series(1, 5000) AS i;
-SET client_min_messages = debug1;
+SET client_min_messages = log;
 ALTER TABLE gsa ADD PRIMARY KEY (k);
 ALTER TABLE gsa ADD CONSTRAINT gsa_kv UNIQUE (v, k);
 ALTER TABLE gsa ALTER COLUMN k TYPE int8;
@@ -284,7 +314,7 @@ CREATE TABLE gsp (k int, v int) PARTITION BY RANGE (k);
 CREATE TABLE gsp1 PARTITION OF gsp FOR VALUES FROM (0) TO (1000);
 CREATE TABLE gsp2 PARTITION OF gsp FOR VALUES FROM (1000) TO (2000);
 INSERT INTO gsp SELECT i % 2000, i FROM generate_series(1, 4000) AS i;
-SET client_min_messages = debug1;
+SET client_min_messages = log;
 CREATE INDEX gsp_k ON gsp (k, v);
 RESET client_min_messages;
 SELECT bt_index_parent_check('gsp1_k_v_idx', true, true),
@@ -292,7 +322,7 @@ SELECT bt_index_parent_check('gsp1_k_v_idx', true, true),
 
 -- built by PostgreSQL: gpusort off, other access methods, a leading column
 -- the key encoder does not handle, CONCURRENTLY, system catalogs
-SET client_min_messages = debug1;
+SET client_min_messages = log;
 SET gpusort.index_build = off;
 CREATE INDEX gsi_off1 ON gsi (a);
 RESET gpusort.index_build;
@@ -307,6 +337,6 @@ RESET client_min_messages;
 SELECT bt_index_parent_check('gsi_ip', true, true),
 	   bt_index_parent_check('gsi_conc', true, true);
 
-DROP TABLE gsi, gsv, gsr, gsa, gse, gsu, gst, gsp;
+DROP TABLE gsi, gsty, gsv, gsr, gsa, gse, gsu, gst, gsp;
 DROP FUNCTION gs_build(text, text);
 DROP FUNCTION gs_same(text);

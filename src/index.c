@@ -62,6 +62,7 @@
 #include "index_int.h"
 
 bool		gs_index_build_enabled = true;
+bool		gs_log_index_builds = false;
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static object_access_hook_type prev_object_access = NULL;
@@ -242,6 +243,14 @@ gs_index_init(void)
 							 &gs_index_build_enabled,
 							 true,
 							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("gpusort.log_index_builds",
+							 "Logs each btree build gpusort makes, and why it leaves one to PostgreSQL.",
+							 "Without it these lines are DEBUG1.",
+							 &gs_log_index_builds,
+							 false,
+							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);
 

@@ -57,6 +57,9 @@
 /* index tuples are packed into blocks of this size (less when memory is short) */
 #define GS_IDX_ARENA_BLOCK		((Size) 4 * 1024 * 1024)
 #define GS_IDX_ARENA_MIN_BLOCK	((Size) 64 * 1024)
+/* who built an index, and why not gpusort: LOG when asked, else DEBUG1 */
+#define GS_IDX_REPORT_LEVEL		(gs_log_index_builds ? LOG : DEBUG1)
+
 /* how far ahead the leaf load prefetches tuples */
 #define GS_IDX_PREFETCH			8
 
@@ -707,7 +710,7 @@ gs_btbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	why = gs_idx_unsupported(heap, index, indexInfo);
 	if (why != NULL)
 	{
-		ereport(DEBUG1,
+		ereport(GS_IDX_REPORT_LEVEL,
 				(errmsg_internal("index \"%s\" built by PostgreSQL: %s",
 								 RelationGetRelationName(index), why)));
 		return btbuild(heap, index, indexInfo);
@@ -724,14 +727,14 @@ gs_btbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 
 	if (!done)
 	{
-		ereport(DEBUG1,
+		ereport(GS_IDX_REPORT_LEVEL,
 				(errmsg_internal("index \"%s\" built by PostgreSQL: %s",
 								 RelationGetRelationName(index), why)));
 		pfree(result);
 		return btbuild(heap, index, indexInfo);
 	}
 
-	ereport(DEBUG1,
+	ereport(GS_IDX_REPORT_LEVEL,
 			(errmsg_internal("index \"%s\" built by gpusort",
 							 RelationGetRelationName(index))));
 	result->heap_tuples = reltuples;

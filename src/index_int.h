@@ -97,6 +97,7 @@ extern void gs_idx_parallel_end(GsIdxParallel *p);
 
 /* index.c */
 extern bool gs_index_build_enabled;
+extern bool gs_log_index_builds;
 extern bool gs_index_wanted(void);
 
 /* index_build.c: an ambuild with btbuild's signature */
