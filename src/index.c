@@ -10,12 +10,13 @@
  * with gs_btbuild (index_build.c), which builds the index itself or calls
  * btbuild for anything it does not support.
  *
- *	- CREATE INDEX (and ALTER TABLE's new indexes): index_create() invokes the object access hook
- *	  (OAT_POST_CREATE) for the new index right before the command counter
- *	  increment that turns the bare relcache entry made by heap_create into
- *	  a full index entry (rd_indam appears then) and then calls
- *	  index_build().  Our hook makes that increment itself (index_create's
- *	  own one then has nothing left to do) and patches the fresh entry.
+ *	- CREATE INDEX (and the indexes ALTER TABLE creates): index_create()
+ *	  invokes the object access hook (OAT_POST_CREATE) for the new index
+ *	  right before the command counter increment that turns the bare
+ *	  relcache entry made by heap_create into a full index entry (rd_indam
+ *	  appears only then), and then calls index_build().  Our hook makes
+ *	  that increment itself (index_create's own one then has nothing left
+ *	  to do) and patches the fresh entry.
  *	- REINDEX INDEX / TABLE: a ProcessUtility hook takes, in REINDEX's own
  *	  order, the locks REINDEX is about to take, opens the btree indexes
  *	  concerned and patches their entries.  While an index is open its
@@ -27,8 +28,14 @@
  * rebuilds the entry first, the patch is simply gone and btbuild runs; if a
  * patched entry outlives the build, gs_btbuild checks everything again at
  * its next use.  Parallel builds: parallel btree workers never call
- * ambuild, and gs_btbuild either builds serially or leaves the whole build,
- * parallel workers included, to btbuild.
+ * ambuild; gs_btbuild either builds the index (its own workers scanning
+ * the heap, see index_parallel.c) or leaves the whole build, parallel
+ * workers included, to btbuild.
+ *
+ * Not taken over (PostgreSQL builds them as before): CONCURRENTLY (the
+ * build runs in a later transaction, where the patch may be gone),
+ * REINDEX SCHEMA / DATABASE / SYSTEM (a transaction per table), and the
+ * rebuilds of CLUSTER, VACUUM FULL and TRUNCATE.
  *
  * Copyright (c) 2026, gpusort developers
  *
