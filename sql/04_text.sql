@@ -82,9 +82,17 @@ SELECT (SELECT reltoastrelid FROM pg_class WHERE relname = 'gs_text') <> 0 AS ha
 CREATE COLLATION gs_icu_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
 CREATE COLLATION gs_icu_num (provider = icu, locale = 'und-u-kn-true');
 CREATE COLLATION gs_icu_de (provider = icu, locale = 'de-DE');
+-- ICU collations whose sort keys call strings equal that PostgreSQL then
+-- orders by their bytes (level 1 strength, ignorable punctuation)
+CREATE COLLATION gs_icu_l1 (provider = icu, locale = 'und-u-ks-level1');
+CREATE COLLATION gs_icu_shift (provider = icu, locale = 'und-u-ka-shifted');
+CREATE COLLATION gs_icu_upper (provider = icu, locale = 'und-u-kf-upper');
+CREATE COLLATION gs_icu_sv (provider = icu, locale = 'sv-SE');
+CREATE COLLATION gs_icu_ja (provider = icu, locale = 'ja-JP');
 SELECT c AS collation, d.*
 FROM unnest(ARRAY['"C"', '"POSIX"', '"C.utf8"', '"und-x-icu"', 'gs_icu_num',
-				  'gs_icu_de', '"en_US"']) c,
+				  'gs_icu_de', 'gs_icu_l1', 'gs_icu_shift', 'gs_icu_upper',
+				  'gs_icu_sv', 'gs_icu_ja', '"en_US"']) c,
 	 gs_check_dirs('gs_text', 't COLLATE ' || c) d;
 -- a nondeterministic collation: 'a' = 'A', so compare what the collation sees
 SELECT * FROM gs_check('SELECT t, id FROM gs_text ORDER BY t COLLATE gs_icu_ci DESC, id');
@@ -95,6 +103,8 @@ RESET enable_hashagg;
 -- key columns only
 SELECT * FROM gs_check('SELECT t FROM gs_text ORDER BY t');
 SELECT * FROM gs_check('SELECT t FROM gs_text ORDER BY t COLLATE "und-x-icu" DESC');
+SELECT * FROM gs_check('SELECT t FROM gs_text ORDER BY t COLLATE gs_icu_l1');
+SELECT * FROM gs_check('SELECT t FROM gs_text ORDER BY t COLLATE gs_icu_shift DESC');
 SELECT * FROM gs_check('SELECT t FROM gs_text ORDER BY t COLLATE "en_US" NULLS FIRST');
 -- a libc column after an encoded one: the prefix is encoded, the rest is
 -- tie-broken with the collation's comparator

@@ -137,6 +137,17 @@ RESET enable_nestloop;
 SELECT (SELECT count(*) FROM gs_dml_on) AS rows_left,
 	   gs_digest('SELECT * FROM gs_dml_on ORDER BY id') = gs_digest('SELECT * FROM gs_dml_off ORDER BY id') AS same;
 
+-- an init plan attached to the sort itself, and one inside its key
+EXPLAIN (COSTS OFF) SELECT k, (SELECT max(v) FROM gs_l) AS m FROM gs_r WHERE id < 5 ORDER BY k, id;
+SELECT k, (SELECT max(v) FROM gs_l) AS m FROM gs_r WHERE id < 5 ORDER BY k, id;
+SELECT k, id FROM gs_r WHERE id < 8 ORDER BY abs(k - (SELECT 5)), id;
+-- COPY and a materialized view
+COPY (SELECT k, id FROM gs_r WHERE id < 6 ORDER BY k DESC, id) TO STDOUT;
+CREATE MATERIALIZED VIEW gs_mv AS SELECT k, id FROM gs_r ORDER BY k DESC, id;
+REFRESH MATERIALIZED VIEW gs_mv;
+SELECT (SELECT string_agg(k || ':' || id, ',' ORDER BY ctid) FROM gs_mv) =
+	   (SELECT string_agg(k || ':' || id, ',' ORDER BY k DESC, id) FROM gs_r) AS mv_order_ok;
+
 -- whole-row references, system columns, FOR UPDATE above a sort
 SELECT * FROM gs_check('SELECT l, l.k FROM gs_l l ORDER BY l.k DESC, l.id');
 SELECT * FROM gs_check('SELECT tableoid AS part, id FROM gs_part ORDER BY tableoid DESC, id');
