@@ -65,6 +65,14 @@
  */
 #define MIN_BATCH_ROWS		64
 
+/*
+ * Host memory an engine takes per row while it sorts, over the keys and the
+ * permutation: the CPU engine's two 12-byte record buffers.  Reported in
+ * EXPLAIN's peak memory; it is not counted against work_mem (like the
+ * stack of PostgreSQL's own quicksort).
+ */
+#define ENGINE_SCRATCH_PER_ROW	24
+
 /* smallest chunk, however small the GPU memory budget */
 #define MIN_CHUNK_ROWS		256
 
@@ -690,7 +698,8 @@ gs_close_chunk(GsSortState *s, bool keys_needed)
 	c->nrows = n;
 	c->perm = MemoryContextAllocHuge(s->cxt, n * sizeof(uint32));
 	s->chunk_bytes += n * sizeof(uint32);
-	gs_note_mem(s, 0);
+	/* the CPU engine's scratch records while it sorts (see engine_cpu.c) */
+	gs_note_mem(s, (int64) n * ENGINE_SCRATCH_PER_ROW);
 	s->total_chunks++;
 
 	INSTR_TIME_SET_CURRENT(t0);
