@@ -608,8 +608,11 @@ struct ScatterAgent
 /*
  * LocalSortAgent: sort one task (a small bucket or a batch of neighbouring
  * ones) entirely in shared memory with CUB's block radix sort, only over
- * the bits that vary within the task (first only their top PROBE_BITS,
- * which nearly always suffice), and write it to buffer 0.  Tasks
+ * the bits that vary within the task, and write it to buffer 0.  It sorts
+ * first on only the top PROBE_BITS of those bits, which orders a small
+ * bucket but for a few short runs of keys equal on those bits; such runs
+ * are put right by insertion sort, and if a run is long the task is
+ * sorted again on all its bits.  Tasks
  * shorter than the tile are padded with the largest key; the block sort is
  * stable and the padding sits last, so it stays behind real keys equal to
  * it.
@@ -617,7 +620,9 @@ struct ScatterAgent
 template <int KB, typename LP>
 struct LocalSortAgent
 {
+	typedef Policy<KB> Pol;
 	typedef KeyTraits<KB> T;
+	static_assert(LP::TILE <= 65536, "stage.idx is 16-bit");
 	typedef typename T::Key Key;
 	typedef cub::BlockLoad<Key, LP::THREADS, LP::ITEMS,
 						   cub::BLOCK_LOAD_WARP_TRANSPOSE> LoadKeys;
@@ -633,11 +638,15 @@ struct LocalSortAgent
 			typename LoadKeys::TempStorage load_keys;
 			typename LoadVals::TempStorage load_vals;
 			typename Sort::TempStorage sort;
-			union
+			struct
 			{
-				Key			keys[LP::TILE];
-				uint32_t	vals[LP::TILE];
-			}			stage;	/* the probe's check and fallback */
+				union
+				{
+					Key			keys[LP::TILE];
+					uint32_t	vals[LP::TILE];
+				}			kv;
+				uint16_t	idx[LP::TILE];
+			}			stage;	/* the probe's check and fix-up */
 		}			u;
 		unsigned long long diff[T::WORDS];
 	};
@@ -680,6 +689,39 @@ struct LocalSortAgent
 			same = same && x == 0;
 		}
 		return same;
+	}
+
+	/* a < b, all words compared */
+	__device__ static bool less(const Key &a, const Key &b)
+	{
+#pragma unroll
+		for (int j = 0; j < T::WORDS; j++)
+		{
+			uint64_t	x = T::word(a, j),
+						y = T::word(b, j);
+
+			if (x != y)
+				return x < y;
+		}
+		return false;
+	}
+
+	/* order idx[from .. to) by the keys they point at */
+	__device__ static void insertion_sort(const Key *keys, uint16_t *idx,
+										  int from, int to)
+	{
+		for (int i = from + 1; i < to; i++)
+		{
+			uint16_t	x = idx[i];
+			int			j = i;
+
+			while (j > from && less(keys[x], keys[idx[j - 1]]))
+			{
+				idx[j] = idx[j - 1];
+				j--;
+			}
+			idx[j] = x;
+		}
 	}
 
 	__device__ static void sort(Sort &sorter, Key (&k)[LP::ITEMS],
@@ -753,20 +795,21 @@ struct LocalSortAgent
 		const int	probe_begin = max(begin_bit, end_bit - LP::PROBE_BITS);
 
 		/*
-		 * Sort on the top PROBE_BITS of the varying bits first: that almost
-		 * always orders a small bucket completely.  If two neighbours then
-		 * agree on those bits but differ below them, sort again on all the
-		 * bits (from blocked order, so the padding stays last).
+		 * Sort on the top PROBE_BITS of the varying bits first; then find
+		 * neighbours that agree on those bits but differ below them.
 		 */
 		sort(sorter, k, v, probe_begin, end_bit);
 		if (probe_begin > begin_bit)
 		{
 			bool		unresolved = false;
+			bool		long_run = false;
+			Key		   *sk = s.u.stage.kv.keys;
+			uint16_t   *idx = s.u.stage.idx;
 
 			__syncthreads();
 #pragma unroll
 			for (int it = 0; it < LP::ITEMS; it++)
-				s.u.stage.keys[it * LP::THREADS + threadIdx.x] = k[it];
+				sk[it * LP::THREADS + threadIdx.x] = k[it];
 			__syncthreads();
 #pragma unroll
 			for (int it = 0; it < LP::ITEMS; it++)
@@ -774,25 +817,78 @@ struct LocalSortAgent
 				int			i = it * LP::THREADS + threadIdx.x;
 
 				if (i >= 1 && i < n &&
-					same_above(s.u.stage.keys[i - 1], k[it], probe_begin) &&
-					!same_above(s.u.stage.keys[i - 1], k[it], 0))
+					same_above(sk[i - 1], k[it], probe_begin) &&
+					!same_above(sk[i - 1], k[it], 0))
 					unresolved = true;
+				idx[i] = (uint16_t) i;
 			}
 			if (__syncthreads_or(unresolved))
 			{
-#pragma unroll
-				for (int j = 0; j < LP::ITEMS; j++)
-					k[j] = s.u.stage.keys[threadIdx.x * LP::ITEMS + j];
-				__syncthreads();
+				/*
+				 * Runs of keys equal on the probed bits: order each short one
+				 * by insertion sort (on an index, in shared memory); any long
+				 * one sends the whole task to a sort on all the bits.
+				 */
 #pragma unroll
 				for (int it = 0; it < LP::ITEMS; it++)
-					s.u.stage.vals[it * LP::THREADS + threadIdx.x] = v[it];
-				__syncthreads();
+				{
+					int			i = it * LP::THREADS + threadIdx.x;
+
+					if (i < n && (i == 0 || !same_above(sk[i - 1], sk[i], probe_begin)))
+					{
+						int			e = i + 1;
+
+						while (e < n && e - i <= Pol::LOCAL_RUN_MAX &&
+							   same_above(sk[i], sk[e], probe_begin))
+							e++;
+						if (e - i > Pol::LOCAL_RUN_MAX)
+							long_run = true;
+						else
+							insertion_sort(sk, idx, i, e);
+					}
+				}
+				if (__syncthreads_or(long_run))
+				{
+					/* from blocked order, so the padding stays last */
 #pragma unroll
-				for (int j = 0; j < LP::ITEMS; j++)
-					v[j] = s.u.stage.vals[threadIdx.x * LP::ITEMS + j];
-				__syncthreads();
-				sort(sorter, k, v, begin_bit, end_bit);
+					for (int j = 0; j < LP::ITEMS; j++)
+						k[j] = sk[threadIdx.x * LP::ITEMS + j];
+					__syncthreads();
+#pragma unroll
+					for (int it = 0; it < LP::ITEMS; it++)
+						s.u.stage.kv.vals[it * LP::THREADS + threadIdx.x] = v[it];
+					__syncthreads();
+#pragma unroll
+					for (int j = 0; j < LP::ITEMS; j++)
+						v[j] = s.u.stage.kv.vals[threadIdx.x * LP::ITEMS + j];
+					__syncthreads();
+					sort(sorter, k, v, begin_bit, end_bit);
+				}
+				else
+				{
+					/* take keys and row indexes in the corrected order */
+#pragma unroll
+					for (int it = 0; it < LP::ITEMS; it++)
+					{
+						int			i = it * LP::THREADS + threadIdx.x;
+
+						if (i < n)
+							k[it] = sk[idx[i]];
+					}
+					__syncthreads();
+#pragma unroll
+					for (int it = 0; it < LP::ITEMS; it++)
+						s.u.stage.kv.vals[it * LP::THREADS + threadIdx.x] = v[it];
+					__syncthreads();
+#pragma unroll
+					for (int it = 0; it < LP::ITEMS; it++)
+					{
+						int			i = it * LP::THREADS + threadIdx.x;
+
+						if (i < n)
+							v[it] = s.u.stage.kv.vals[idx[i]];
+					}
+				}
 			}
 		}
 

@@ -48,6 +48,8 @@ struct CommonPolicy
 {
 	static constexpr int PLAN_THREADS = 256;	/* one per digit value */
 	static constexpr int IOTA_THREADS = 256;
+	/* longest run of keys equal on a local sort's probe fixed in place */
+	static constexpr int LOCAL_RUN_MAX = 16;
 	/* sorts at or under this many rows skip the per-pass host sync */
 	static constexpr unsigned SYNC_FREE_ROWS = 1u << 21;
 	/* first wait between polls of a running sort, and the longest */
