@@ -225,7 +225,6 @@ SELECT gs_error('CREATE UNIQUE INDEX gsv_bad ON gsv (t COLLATE "C")') AS gpusort
 SET gpusort.index_build = off;
 SELECT gs_error('CREATE UNIQUE INDEX gsv_bad ON gsv (t COLLATE "C")') AS postgresql;
 SET gpusort.index_build = on;
-DROP FUNCTION gs_error(text);
 \set VERBOSITY terse
 SELECT to_regclass('gsv_bad') IS NULL AS no_index_left,
 	   bt_index_parent_check('gsv_ok', true, true);
@@ -301,6 +300,17 @@ SELECT bt_index_parent_check('gsa_pkey', true, true),
 	   bt_index_parent_check('gsa_kv', true, true);
 SELECT gs_same('SELECT k FROM gsa ORDER BY k DESC');
 
+-- degenerate data: one row, one key for all rows (posting lists split at
+-- their size limit), all NULL
+CREATE TABLE gsd (one int, same int, nul int8);
+INSERT INTO gsd SELECT NULL, 7, NULL FROM generate_series(1, 20000);
+UPDATE gsd SET one = 1 WHERE ctid = '(0,1)';
+SELECT * FROM gs_build('CREATE INDEX %I ON gsd (one) WHERE one IS NOT NULL', 'gsd_one');
+SELECT * FROM gs_build('CREATE INDEX %I ON gsd (same)', 'gsd_same');
+SELECT * FROM gs_build('CREATE INDEX %I ON gsd (nul DESC NULLS LAST, same)', 'gsd_nul');
+SELECT * FROM gs_build('CREATE UNIQUE INDEX %I ON gsd (nul)', 'gsd_unul');
+SELECT gs_error('CREATE UNIQUE INDEX gsd_bad ON gsd (nul) NULLS NOT DISTINCT');
+
 -- an empty table, an unlogged table, a temporary table, a partitioned table
 CREATE TABLE gse (k int);
 SELECT * FROM gs_build('CREATE INDEX %I ON gse (k)', 'gse_k');
@@ -337,6 +347,7 @@ RESET client_min_messages;
 SELECT bt_index_parent_check('gsi_ip', true, true),
 	   bt_index_parent_check('gsi_conc', true, true);
 
-DROP TABLE gsi, gsty, gsv, gsr, gsa, gse, gsu, gst, gsp;
+DROP TABLE gsi, gsty, gsv, gsr, gsa, gsd, gse, gsu, gst, gsp;
 DROP FUNCTION gs_build(text, text);
 DROP FUNCTION gs_same(text);
+DROP FUNCTION gs_error(text);
