@@ -5,22 +5,23 @@
 LOAD 'gpusort';
 SET gpusort.min_rows = 0;
 
--- 300k rows whose leading key is all-equal and whose second key is long
--- text under a libc collation: the whole input is one run of equal keys
--- that must be tie-broken with strcoll (tens of seconds on any machine)
+-- 200k rows whose leading key is all-equal and whose second key is text
+-- under an ICU collation, all sharing a 2 kB prefix: the key holds only the
+-- prefix, so the whole input is one run of equal keys that must be
+-- tie-broken with the collation's comparator (seconds on any machine)
 CREATE TABLE gs_slow AS
 SELECT g AS id, 1 AS one,
-	   (repeat('tie-break ', 20) || md5(g::text)) COLLATE "C" AS t
-FROM generate_series(1, 300000) g;
+	   (repeat('tie-break ', 200) || md5(g::text)) COLLATE "C" AS t
+FROM generate_series(1, 200000) g;
 ANALYZE gs_slow;
-EXPLAIN (COSTS OFF) SELECT id FROM gs_slow ORDER BY one, t COLLATE "en_US" DESC;
+EXPLAIN (COSTS OFF) SELECT id FROM gs_slow ORDER BY one, t COLLATE "und-x-icu" DESC;
 
 SET work_mem = '1GB';
 CREATE TEMP TABLE gs_t0 AS SELECT clock_timestamp() AS t0;
 SET statement_timeout = '1s';
-SELECT id FROM gs_slow ORDER BY one, t COLLATE "en_US" DESC OFFSET 300000;
+SELECT id FROM gs_slow ORDER BY one, t COLLATE "und-x-icu" DESC OFFSET 300000;
 RESET statement_timeout;
-SELECT clock_timestamp() - t0 < interval '10 s' AS cancelled_promptly FROM gs_t0;
+SELECT clock_timestamp() - t0 < interval '5 s' AS cancelled_promptly FROM gs_t0;
 
 -- a big radix sort (5M rows), far over work_mem
 SET work_mem = '64MB';
@@ -38,4 +39,4 @@ SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
 -- the next queries work
 RESET work_mem;
 SELECT * FROM gs_check('SELECT id FROM gs_slow WHERE id <= 1000 ORDER BY one, t DESC, id');
-SELECT id FROM gs_slow ORDER BY t DESC, id LIMIT 3;
+SELECT id FROM gs_slow WHERE id <= 1000 ORDER BY t DESC, id LIMIT 3;

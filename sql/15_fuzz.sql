@@ -27,7 +27,7 @@ SELECT g AS id,
 	   CASE WHEN r1 < 0.05 THEN NULL ELSE ('0000000' || (r2 * 3)::int || '-0000-0000-0000-00000000000' || (r3 * 3)::int)::uuid END AS u,
 	   CASE WHEN r2 < 0.05 THEN NULL ELSE (ARRAY['', 'a', 'A', 'ab', 'b', 'é', 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab'])[1 + (r3 * 7)::int] END COLLATE "C" AS tx,
 	   CASE WHEN r3 < 0.05 THEN NULL ELSE (ARRAY['', 'a', 'A', 'ab', 'b', 'é', 'e' || U&'\0301', 'ss', 'ß'])[1 + (r1 * 8)::int] END COLLATE "und-x-icu" AS ti,
-	   CASE WHEN r1 < 0.05 THEN NULL ELSE (ARRAY['', 'a', 'A', 'ab', 'b', 'é', 'a b', 'ab '])[1 + (r2 * 7)::int] END COLLATE "en_US" AS tl,
+	   CASE WHEN r1 < 0.05 THEN NULL ELSE (ARRAY['', 'a', 'A', 'ab', 'b', 'é', 'a b', 'ab '])[1 + (r2 * 7)::int] END COLLATE "C.utf8" AS tl,
 	   CASE WHEN r2 < 0.05 THEN NULL ELSE (ARRAY['a', 'a ', 'a' || chr(9), 'b', ''])[1 + (r1 * 4)::int] END::bpchar(3) AS c,
 	   CASE WHEN r3 < 0.05 THEN NULL ELSE (ARRAY['x', 'y', 'xy', 'xyz'])[1 + (r2 * 3)::int] END::name AS nm
 FROM (SELECT g, random() AS r1, random() AS r2, random() AS r3 FROM generate_series(1, 3000) g) s;
