@@ -14,8 +14,13 @@
 -- Queries given to gs_check must have a fully determined output order
 -- (PostgreSQL's sort is not stable), e.g. end ORDER BY with a unique column.
 --
+-- Every file starts with LOAD 'gpusort', SET gpusort.min_rows = 0 and
+-- SET work_mem = '4MB' (plans and spilling must not depend on the server's
+-- own work_mem, which differs on the GPU machine).
+--
 LOAD 'gpusort';
 SET gpusort.min_rows = 0;
+SET work_mem = '4MB';
 
 CREATE FUNCTION gs_digest(q text) RETURNS text
 LANGUAGE plpgsql AS $fn$

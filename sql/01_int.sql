@@ -3,6 +3,7 @@
 --
 LOAD 'gpusort';
 SET gpusort.min_rows = 0;
+SET work_mem = '4MB';
 
 CREATE TABLE gs_int (
 	id int PRIMARY KEY,

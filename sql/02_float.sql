@@ -4,6 +4,7 @@
 --
 LOAD 'gpusort';
 SET gpusort.min_rows = 0;
+SET work_mem = '4MB';
 
 CREATE TABLE gs_float (id int PRIMARY KEY, f4 float4, f8 float8, n numeric);
 INSERT INTO gs_float VALUES

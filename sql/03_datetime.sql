@@ -4,6 +4,7 @@
 --
 LOAD 'gpusort';
 SET gpusort.min_rows = 0;
+SET work_mem = '4MB';
 SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';

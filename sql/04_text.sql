@@ -5,6 +5,7 @@
 --
 LOAD 'gpusort';
 SET gpusort.min_rows = 0;
+SET work_mem = '4MB';
 
 -- the collations used below exist in this cluster
 SELECT collname, collprovider FROM pg_collation

@@ -7,6 +7,7 @@
 --
 LOAD 'gpusort';
 SET gpusort.min_rows = 0;
+SET work_mem = '4MB';
 SELECT NOT EXISTS (SELECT 1 FROM pg_collation
 				   WHERE collname = 'en_US' AND collencoding IN (-1, 6)) AS skip_test \gset
 \if :skip_test
@@ -27,7 +28,7 @@ SELECT id % 2 AS m, t FROM gs_text WHERE id < 40 ORDER BY id % 2, t COLLATE "en_
 -- the same over spilled runs
 SET work_mem = '64kB';
 SELECT * FROM gs_check('SELECT length(t) AS l, t, id FROM gs_text ORDER BY length(t) DESC, t COLLATE "en_US", id');
-RESET work_mem;
+SET work_mem = '4MB';
 -- bpchar and varchar under en_US
 SELECT * FROM gs_check('SELECT c, id FROM gs_chars ORDER BY c IS NULL, c COLLATE "en_US" DESC, id');
 SELECT * FROM gs_check('SELECT v, id FROM gs_chars ORDER BY v IS NULL, v COLLATE "en_US", id');

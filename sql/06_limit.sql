@@ -4,6 +4,7 @@
 --
 LOAD 'gpusort';
 SET gpusort.min_rows = 0;
+SET work_mem = '4MB';
 
 CREATE TABLE gs_lim AS
 SELECT g AS id, (g * 7919) % 5003 AS k, (g % 10)::text COLLATE "C" AS t

@@ -6,6 +6,7 @@
 --
 LOAD 'gpusort';
 SET gpusort.min_rows = 0;
+SET work_mem = '4MB';
 SET gpusort.topn_limit = 0;
 
 CREATE TABLE gs_l AS

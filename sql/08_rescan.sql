@@ -5,6 +5,7 @@
 --
 LOAD 'gpusort';
 SET gpusort.min_rows = 0;
+SET work_mem = '4MB';
 SET gpusort.topn_limit = 0;
 SET enable_memoize = off;
 

@@ -5,6 +5,7 @@
 --
 LOAD 'gpusort';
 SET gpusort.min_rows = 0;
+SET work_mem = '4MB';
 
 CREATE TABLE gs_cur AS
 SELECT g AS id, (g * 7919) % 1000 AS k, chr(97 + g % 26) COLLATE "C" AS c

@@ -3,6 +3,7 @@
 --
 LOAD 'gpusort';
 SET gpusort.min_rows = 0;
+SET work_mem = '4MB';
 
 CREATE TABLE gs_par AS
 SELECT g AS id, (g * 7919) % 100003 AS k, md5(g::text) COLLATE "C" AS t,
@@ -35,7 +36,7 @@ RESET enable_hashagg;
 SET work_mem = '64kB';
 SELECT * FROM gs_check('SELECT id, k FROM gs_par ORDER BY k, id');
 SELECT * FROM gs_check('SELECT t, id FROM gs_par WHERE id % 2 = 0 ORDER BY t');
-RESET work_mem;
+SET work_mem = '4MB';
 SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
 -- without the leader
 SET parallel_leader_participation = off;

@@ -5,6 +5,7 @@
 --
 LOAD 'gpusort';
 SET gpusort.min_rows = 0;
+SET work_mem = '4MB';
 
 CREATE TABLE gs_big AS
 SELECT g AS id, (g * 7919) % 50021 AS k, md5(g::text) COLLATE "C" AS t,
@@ -100,12 +101,12 @@ SET work_mem = '64kB';
 SET gpusort.max_key_bytes = 4;
 SELECT * FROM gs_check('SELECT t, id FROM gs_big ORDER BY t, id');
 RESET gpusort.max_key_bytes;
-RESET work_mem;
+SET work_mem = '4MB';
 -- just under and just over work_mem
 SET work_mem = '1MB';
 SELECT * FROM gs_check('SELECT id, k FROM gs_big WHERE id <= 10000 ORDER BY k, id');
 SELECT * FROM gs_check('SELECT id, k FROM gs_big WHERE id <= 30000 ORDER BY k, id');
-RESET work_mem;
+SET work_mem = '4MB';
 
 -- single rows larger than work_mem (300 kB values, not compressible)
 CREATE TABLE gs_huge (id int, t text COLLATE "C");
@@ -126,7 +127,7 @@ COMMIT;
 FETCH ABSOLUTE 40000 FROM gs_hc;
 FETCH BACKWARD 1 FROM gs_hc;
 CLOSE gs_hc;
-RESET work_mem;
+SET work_mem = '4MB';
 
 -- temp_file_limit: PostgreSQL's own error, and no temporary file is left
 SET work_mem = '64kB';
@@ -136,5 +137,5 @@ SET gpusort.enabled = off;
 SELECT id FROM gs_big ORDER BY t OFFSET 50000;
 RESET gpusort.enabled;
 RESET temp_file_limit;
-RESET work_mem;
+SET work_mem = '4MB';
 SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();

@@ -5,6 +5,7 @@
 --
 LOAD 'gpusort';
 SET gpusort.min_rows = 0;
+SET work_mem = '4MB';
 
 CREATE TABLE gs_g AS
 SELECT g AS id, (g * 7919) % 1000 AS k, point(g % 10, g % 7) AS p,

@@ -4,6 +4,7 @@
 --
 LOAD 'gpusort';
 SET gpusort.min_rows = 0;
+SET work_mem = '4MB';
 
 -- 200k rows whose leading key is all-equal and whose second key is text
 -- under an ICU collation, all sharing a 2 kB prefix: the key holds only the
@@ -37,6 +38,6 @@ RESET statement_timeout;
 SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
 
 -- the next queries work
-RESET work_mem;
+SET work_mem = '4MB';
 SELECT * FROM gs_check('SELECT id FROM gs_slow WHERE id <= 1000 ORDER BY one, t DESC, id');
 SELECT id FROM gs_slow WHERE id <= 1000 ORDER BY t DESC, id LIMIT 3;

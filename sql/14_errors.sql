@@ -6,6 +6,7 @@
 --
 LOAD 'gpusort';
 SET gpusort.min_rows = 0;
+SET work_mem = '4MB';
 
 CREATE TABLE gs_err AS
 SELECT g AS id, (g * 7919) % 5003 AS k, g % 3 AS small, md5(g::text) COLLATE "C" AS t
@@ -44,13 +45,13 @@ SELECT id FROM gs_err ORDER BY small, id USING <~< LIMIT 1000000;
 SET work_mem = '64kB';
 SELECT * FROM gs_check('SELECT small, id FROM gs_err WHERE id <> 4242 ORDER BY small, id USING >~>');
 SELECT id FROM gs_err ORDER BY small, id USING >~> LIMIT 1000000;
-RESET work_mem;
+SET work_mem = '4MB';
 
 -- an error while the input is read (in the child's projection)
 SELECT id FROM gs_err ORDER BY 1 / (k - 2500), id;
 SET work_mem = '64kB';
 SELECT id FROM gs_err ORDER BY t, 1 / (k - 2500);
-RESET work_mem;
+SET work_mem = '4MB';
 
 -- inside a transaction: roll back to a savepoint, then sort again
 BEGIN;

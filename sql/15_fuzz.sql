@@ -7,6 +7,7 @@
 --
 LOAD 'gpusort';
 SET gpusort.min_rows = 0;
+SET work_mem = '4MB';
 
 SELECT setseed(0.15);
 CREATE TABLE gs_fz AS
@@ -89,7 +90,7 @@ BEGIN
 END
 $$;
 RESET gpusort.max_key_bytes;
-RESET work_mem;
+SET work_mem = '4MB';
 RESET gpusort.gpu_memory_limit;
 RESET gpusort.topn_limit;
 
@@ -142,7 +143,7 @@ $$;
 RESET enable_hashjoin;
 RESET enable_nestloop;
 RESET enable_material;
-RESET work_mem;
+SET work_mem = '4MB';
 RESET gpusort.max_key_bytes;
 SELECT count(*) AS joins, count(*) FILTER (WHERE gpusort >= 2) AS both_sides_gpusort,
 	   count(*) FILTER (WHERE same) AS same_answer
