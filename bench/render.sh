@@ -10,7 +10,8 @@
 #   split.png    where gpusort's time goes, per case at the largest size, from
 #                the warm-up EXPLAIN ANALYZE: load (reading and encoding the
 #                input), sort (without transfers), transfers, tie-break, and the
-#                rest of the statement; PostgreSQL's median as a point beside it
+#                rest of the statement (EXPLAIN ANALYZE's timing inflates it);
+#                the medians of both ways, without EXPLAIN, as points
 # Several CSVs (e.g. one per size) are drawn together.
 
 set -euo pipefail
@@ -58,7 +59,7 @@ ncases=$(($(wc -l <"$tmp/speedup.dat") - 1))
 nsizes=$(echo "$sizes" | wc -l)
 
 gnuplot <<GP
-set terminal pngcairo size $((400 + 60 * ncases)),600 font ",10"
+set terminal pngcairo size $(w=$((400 + 70 * ncases)); [ $w -lt 900 ] && w=900; echo $w),600 font ",10"
 set output "$out/speedup.png"
 set title "gpusort speedup over PostgreSQL's own sort (median times; >1 = gpusort faster)\n$title"
 set datafile separator "\t"
@@ -85,12 +86,12 @@ awk -F, -v n="$largest" '
 		if (sort < 0) sort = 0
 		rest = $20 - load - $22 - tb
 		if (rest < 0) rest = 0
-		printf "\"%s %s %s\"\t%s\t%s\t%s\t%s\t%s\t%s\n", $2, $3, $4, load, sort, xfer, tb, rest, $5
+		printf "\"%s %s %s\"\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", $2, $3, $4, load, sort, xfer, tb, rest, $5, $6
 	}' "$tmp/all.csv" >"$tmp/split.dat"
 if [ -s "$tmp/split.dat" ]; then
 	nsplit=$(wc -l <"$tmp/split.dat")
 	gnuplot <<GP
-set terminal pngcairo size $((400 + 60 * nsplit)),600 font ",10"
+set terminal pngcairo size $(w=$((700 + 70 * nsplit)); [ $w -lt 1100 ] && w=1100; echo $w),600 font ",10"
 set output "$out/split.png"
 set title "Where gpusort's time goes, $largest rows (warm-up EXPLAIN ANALYZE)\n$title"
 set datafile separator "\t"
@@ -102,14 +103,15 @@ set ylabel "ms"
 set yrange [0:*]
 set xtics rotate by -40 scale 0 noenhanced
 set bmargin 9
-set key outside right noenhanced
+set key outside right top noenhanced
 set grid ytics
 plot "$tmp/split.dat" using 2:xtic(1) title "load (read + encode)", \
 	 "" using 3 title "sort", \
 	 "" using 4 title "transfer", \
 	 "" using 5 title "tie-break", \
 	 "" using 6 title "rest of the statement", \
-	 "" using 0:7 with points pt 7 ps 1.5 lc rgb "black" title "PostgreSQL median (whole statement)"
+	 "" using 0:7 with points pt 7 ps 1.5 lc rgb "black" title "PostgreSQL median (whole statement)", \
+	 "" using 0:8 with points pt 9 ps 1.8 lc rgb "red" title "gpusort median (whole statement, without EXPLAIN)"
 GP
 	echo "wrote $out/speedup.png $out/split.png"
 else
