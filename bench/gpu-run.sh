@@ -25,6 +25,9 @@
 #                   "--kinds full,mergejoin --keys i8u,tx,comp --widths narrow";
 #                   may add --set options (they come after the memory ones)
 #   GPU_RUN_SKIP    steps to skip, comma-separated: regress,cuda,engine-bench,bench
+#                   (a benchmark-only pass: GPU_RUN_SKIP=regress,cuda,engine-bench;
+#                   on a machine still warm from an earlier pass the build and
+#                   the generated tables are reused)
 #   GPU_RUN_LIMIT   total seconds (default 530)
 #   GS_COMMIT       commit to record; else .gpu/commit (write it before the run:
 #                   git rev-parse --short HEAD > .gpu/commit), else git, else unknown
