@@ -209,7 +209,7 @@ gs_index_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 						DestReceiver *dest, QueryCompletion *qc)
 {
 	Node	   *parsetree = pstmt->utilityStmt;
-	bool		track = false;
+	volatile bool track = false;	/* read after a longjmp */
 
 	if (gs_index_wanted())
 	{
