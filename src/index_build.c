@@ -138,6 +138,7 @@ gs_idx_init(GsIdxBuild *b, Relation heap, Relation index,
 	int			ncols_planned;
 
 	memset(b, 0, sizeof(GsIdxBuild));
+	b->cxt = CurrentMemoryContext;
 	b->heap = heap;
 	b->index = index;
 	b->itupdesc = RelationGetDescr(index);
@@ -259,7 +260,8 @@ gs_idx_store(GsIdxBuild *b, IndexTuple src)
 	{
 		size_t		block = Max(b->arena_block, size);
 
-		b->arena = (char *) palloc_extended(block, MCXT_ALLOC_HUGE);
+		b->arena = (char *) MemoryContextAllocExtended(b->cxt, block,
+													   MCXT_ALLOC_HUGE);
 		b->arena_left = block;
 		b->mem_arena += block;
 	}

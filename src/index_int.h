@@ -53,6 +53,7 @@ typedef struct GsIdxBuild
 
 	/* rows */
 	GsEngine   *eng;
+	MemoryContext cxt;			/* the build's memory: arena, arrays */
 	MemoryContext scratch;		/* index_form_tuple's output, reset often */
 	int			scratch_used;
 	char	   *arena;			/* free space of the current arena block */
