@@ -98,6 +98,16 @@ SELECT id, a FROM gs_multi WHERE id = 5 ORDER BY a;
 SELECT id, b FROM gs_multi WHERE id IN (1, 2) ORDER BY b DESC, id;
 SELECT x FROM (VALUES (2), (1)) v(x) ORDER BY x;
 
+-- row estimates far off in both directions
+CREATE FUNCTION gs_many(n int) RETURNS SETOF int LANGUAGE sql ROWS 1000000000 AS $$ SELECT generate_series(1, n) $$;
+CREATE FUNCTION gs_few(n int) RETURNS SETOF int LANGUAGE sql ROWS 1 AS $$ SELECT generate_series(1, n) $$;
+SELECT g FROM gs_many(10) g ORDER BY g DESC OFFSET 7;
+SET work_mem = '64kB';
+SELECT g FROM gs_many(10) g ORDER BY g DESC OFFSET 7;
+SET work_mem = '4MB';
+SELECT * FROM gs_check('SELECT g FROM gs_few(200000) g ORDER BY g % 1000 DESC, g');
+SELECT * FROM gs_check('SELECT g FROM gs_many(100000) g ORDER BY g % 777, g DESC');
+
 -- wide rows (tuples of ~5 kB), and keys hidden deep in the row
 CREATE TABLE gs_wide (id int, big text, k int, t text COLLATE "C");
 ALTER TABLE gs_wide ALTER COLUMN big SET STORAGE plain;

@@ -42,6 +42,24 @@ FETCH FORWARD 3 FROM gs_c;
 CLOSE gs_c;
 COMMIT;
 
+-- backward first, on a fresh cursor: nothing before the start
+BEGIN;
+DECLARE gs_b SCROLL CURSOR FOR SELECT k FROM gs_cur ORDER BY k DESC;
+FETCH BACKWARD 1 FROM gs_b;
+FETCH PRIOR FROM gs_b;
+FETCH NEXT FROM gs_b;
+FETCH BACKWARD 5 FROM gs_b;
+FETCH 2 FROM gs_b;
+CLOSE gs_b;
+DECLARE gs_b2 SCROLL CURSOR FOR SELECT k FROM gs_cur ORDER BY k DESC;
+FETCH RELATIVE -3 FROM gs_b2;
+FETCH ABSOLUTE 2 FROM gs_b2;
+MOVE LAST IN gs_b2;
+FETCH NEXT FROM gs_b2;
+FETCH NEXT FROM gs_b2;
+FETCH PRIOR FROM gs_b2;
+COMMIT;
+
 -- a cursor held past its transaction
 BEGIN;
 DECLARE gs_h SCROLL CURSOR WITH HOLD FOR SELECT id, k FROM gs_cur ORDER BY k DESC, id;
