@@ -112,6 +112,8 @@ SELECT * FROM gs_check('SELECT j, id FROM (SELECT jsonb_build_object(''a'', k % 
 SELECT * FROM gs_check('SELECT m, id FROM (SELECT (k % 50)::money AS m, id FROM gs_g) s ORDER BY m, id');
 SELECT * FROM gs_check('SELECT c, id FROM (SELECT chr(65 + k % 50)::"char" AS c, id FROM gs_g) s ORDER BY c DESC, id');
 SELECT * FROM gs_check('SELECT i, id FROM (SELECT (''10.0.'' || (k % 7) || ''.'' || (id % 255) || ''/'' || (16 + k % 17))::inet AS i, id FROM gs_g) s ORDER BY i, id');
+SELECT * FROM gs_check('SELECT l, id FROM (SELECT (CASE id % 4 WHEN 0 THEN ''FFFFFFFF/FFFFFFFF'' WHEN 1 THEN ''80000000/0'' WHEN 2 THEN ''7FFFFFFF/FFFFFFFF'' ELSE ''0/'' || to_hex(k) END)::pg_lsn AS l, id FROM gs_g) s ORDER BY l DESC, id');
+SELECT * FROM gs_check('SELECT r, id FROM (SELECT (CASE WHEN id % 3 = 0 THEN ''pg_class'' WHEN id % 3 = 1 THEN ''gs_g'' ELSE ''pg_type'' END)::regclass AS r, id FROM gs_g) s ORDER BY r, id');
 CREATE TYPE gs_mood AS ENUM ('sad', 'ok', 'happy');
 ALTER TYPE gs_mood ADD VALUE 'meh' BEFORE 'ok';
 SELECT * FROM gs_check('SELECT m, id FROM (SELECT (enum_range(NULL::gs_mood))[1 + k % 4] AS m, id FROM gs_g) s ORDER BY m DESC, id');
