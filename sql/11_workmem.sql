@@ -24,6 +24,32 @@ SELECT id, k FROM gs_big ORDER BY k DESC, id LIMIT 3;
 -- what EXPLAIN ANALYZE says (numbers masked)
 SELECT * FROM gs_explain_analyze('SELECT id, k FROM gs_big ORDER BY k, id');
 
+-- many runs and more than one merge pass really happen
+CREATE FUNCTION gs_sort_counts(q text, OUT chunks int, OUT runs int, OUT passes int)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	l text;
+	m text[];
+BEGIN
+	chunks := 1;
+	runs := 0;
+	passes := 0;
+	FOR l IN EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || q
+	LOOP
+		m := regexp_match(l, 'Chunks: (\d+)\s+Runs: (\d+)\s+Merge Passes: (\d+)');
+		IF m IS NOT NULL THEN
+			chunks := m[1]::int;
+			runs := m[2]::int;
+			passes := m[3]::int;
+		END IF;
+	END LOOP;
+END
+$fn$;
+SELECT runs > 10 AS many_runs, passes > 1 AS multi_pass
+FROM gs_sort_counts('SELECT id, k FROM gs_big ORDER BY k, id');
+SELECT runs > 10 AS many_runs, passes > 1 AS multi_pass
+FROM gs_sort_counts('SELECT id, t FROM gs_big ORDER BY t');
+
 -- backward scan over a spilled result
 BEGIN;
 DECLARE gs_bc SCROLL CURSOR FOR SELECT id, k FROM gs_big ORDER BY k, id;
@@ -76,6 +102,8 @@ SET work_mem = '64MB';
 SELECT * FROM gs_check('SELECT id, k FROM gs_big ORDER BY k DESC, id');
 SELECT * FROM gs_check('SELECT t, id FROM gs_big ORDER BY t COLLATE "und-x-icu" DESC, id');
 SELECT * FROM gs_explain_analyze('SELECT id, k FROM gs_big ORDER BY k, id');
+SELECT chunks > 10 AS many_chunks, runs AS runs_on_disk
+FROM gs_sort_counts('SELECT id, k FROM gs_big ORDER BY k, id');
 BEGIN;
 DECLARE gs_cc SCROLL CURSOR FOR SELECT id, k FROM gs_big ORDER BY k, id;
 FETCH LAST FROM gs_cc;
