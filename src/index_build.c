@@ -338,7 +338,7 @@ gs_idx_add_row(GsIdxBuild *b, IndexTuple itup, const uint64 *key,
 }
 
 /* table_index_build_scan callback: one index tuple */
-static void
+void
 gs_idx_collect(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 			   bool tupleIsAlive, void *state)
 {

@@ -82,6 +82,8 @@ extern bool gs_idx_encode(GsIdxBuild *b, Datum *values, bool *isnull,
 						  ItemPointer tid, uint64 *key);
 extern void gs_idx_add_row(GsIdxBuild *b, IndexTuple itup, const uint64 *key,
 						   uint8 flags);
+extern void gs_idx_collect(Relation index, ItemPointer tid, Datum *values,
+						   bool *isnull, bool tupleIsAlive, void *state);
 
 /* index_parallel.c: rows from parallel workers' heap scans */
 typedef struct GsIdxParallel GsIdxParallel;

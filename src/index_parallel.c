@@ -10,7 +10,8 @@
  * their keys.  Each worker scans its share of a parallel heap scan (with
  * table_index_build_scan, as btree's parallel build does) and streams its
  * rows to the leader through its own shared memory queue, in batches; the
- * leader only copies them into its arena and key buffer.  The order rows
+ * leader copies them into its arena and key buffer, and scans a share
+ * itself, looking at the queues every few hundred rows.  The order rows
  * arrive in does not matter: the sort key includes the heap TID.
  *
  * A record in a batch: uint32 total length (MAXALIGN'd), uint8 flags,
@@ -51,6 +52,9 @@
 #define GS_PIDX_QUEUE_SIZE		((Size) 1024 * 1024)
 #define GS_PIDX_BATCH_SIZE		((Size) 64 * 1024)
 
+/* leader: rows of its own scan between looks at the workers' queues */
+#define GS_PIDX_LEADER_DRAIN_EVERY	256
+
 /* record header: length, flags, padding; the key follows at 8 */
 #define GS_PIDX_HDR				8
 
@@ -77,7 +81,9 @@ struct GsIdxParallel
 	ParallelContext *pcxt;
 	GsIdxShared *shared;
 	shm_mq_handle **queues;		/* one per launched worker */
+	bool	   *done;			/* worker i has detached */
 	int			nworkers;
+	int			remaining;		/* workers not yet detached */
 };
 
 /* a worker's state while it scans */
@@ -170,6 +176,8 @@ gs_idx_parallel_begin(GsIdxBuild *b, IndexInfo *indexInfo, int nworkers)
 	p->pcxt = pcxt;
 	p->shared = sh;
 	p->nworkers = pcxt->nworkers_launched;
+	p->remaining = p->nworkers;
+	p->done = (bool *) palloc0(p->nworkers * sizeof(bool));
 	p->queues = (shm_mq_handle **) palloc(p->nworkers * sizeof(shm_mq_handle *));
 	for (i = 0; i < p->nworkers; i++)
 		p->queues[i] = shm_mq_attach((shm_mq *) (queues + i * GS_PIDX_QUEUE_SIZE),
@@ -199,39 +207,80 @@ gs_idx_parallel_unpack(GsIdxBuild *b, const char *data, Size len)
 	}
 }
 
+/*
+ * One pass over the workers' queues, without waiting; true when a batch
+ * came in.
+ */
+static bool
+gs_idx_parallel_drain(GsIdxParallel *p, GsIdxBuild *b)
+{
+	bool		got = false;
+	int			i;
+
+	for (i = 0; i < p->nworkers; i++)
+	{
+		shm_mq_result res;
+		Size		nbytes;
+		void	   *data;
+
+		if (p->done[i])
+			continue;
+		res = shm_mq_receive(p->queues[i], &nbytes, &data, true);
+		if (res == SHM_MQ_SUCCESS)
+		{
+			gs_idx_parallel_unpack(b, (const char *) data, nbytes);
+			got = true;
+		}
+		else if (res == SHM_MQ_DETACHED)
+		{
+			p->done[i] = true;
+			p->remaining--;
+		}
+	}
+	return got;
+}
+
+/* the leader's own scan: collect a row, and now and then the workers' */
+typedef struct GsIdxLeaderScan
+{
+	GsIdxParallel *p;
+	GsIdxBuild *b;
+	int			since_drain;
+} GsIdxLeaderScan;
+
+static void
+gs_idx_leader_collect(Relation index, ItemPointer tid, Datum *values,
+					  bool *isnull, bool tupleIsAlive, void *state)
+{
+	GsIdxLeaderScan *ls = (GsIdxLeaderScan *) state;
+
+	gs_idx_collect(index, tid, values, isnull, tupleIsAlive, ls->b);
+	if (++ls->since_drain >= GS_PIDX_LEADER_DRAIN_EVERY)
+	{
+		ls->since_drain = 0;
+		(void) gs_idx_parallel_drain(ls->p, ls->b);
+	}
+}
+
 double
 gs_idx_parallel_collect(GsIdxParallel *p, GsIdxBuild *b, IndexInfo *indexInfo)
 {
-	bool	   *done = (bool *) palloc0(p->nworkers * sizeof(bool));
-	int			remaining = p->nworkers;
+	GsIdxLeaderScan ls;
+	TableScanDesc scan;
 	double		reltuples;
 
-	while (remaining > 0)
+	/* the leader scans its share too, keeping the queues moving */
+	ls.p = p;
+	ls.b = b;
+	ls.since_drain = 0;
+	scan = table_beginscan_parallel(b->heap, GsIdxSharedScan(p->shared));
+	reltuples = table_index_build_scan(b->heap, b->index, indexInfo, true,
+									   true, gs_idx_leader_collect, &ls, scan);
+
+	/* then what the workers still send */
+	while (p->remaining > 0)
 	{
-		bool		got = false;
-		int			i;
-
-		for (i = 0; i < p->nworkers; i++)
-		{
-			shm_mq_result res;
-			Size		nbytes;
-			void	   *data;
-
-			if (done[i])
-				continue;
-			res = shm_mq_receive(p->queues[i], &nbytes, &data, true);
-			if (res == SHM_MQ_SUCCESS)
-			{
-				gs_idx_parallel_unpack(b, (const char *) data, nbytes);
-				got = true;
-			}
-			else if (res == SHM_MQ_DETACHED)
-			{
-				done[i] = true;
-				remaining--;
-			}
-		}
-		if (!got && remaining > 0)
+		if (!gs_idx_parallel_drain(p, b) && p->remaining > 0)
 		{
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1L,
 							 WAIT_EVENT_MQ_RECEIVE);
@@ -240,15 +289,14 @@ gs_idx_parallel_collect(GsIdxParallel *p, GsIdxBuild *b, IndexInfo *indexInfo)
 		CHECK_FOR_INTERRUPTS();
 	}
 
-	/* a worker that failed raises its error here */
+/* a worker that failed raises its error here */
 	WaitForParallelWorkersToFinish(p->pcxt);
 
 	SpinLockAcquire(&p->shared->mutex);
-	reltuples = p->shared->reltuples;
+	reltuples += p->shared->reltuples;
 	if (p->shared->brokenhotchain)
 		indexInfo->ii_BrokenHotChain = true;
 	SpinLockRelease(&p->shared->mutex);
-	pfree(done);
 	return reltuples;
 }
 
