@@ -26,7 +26,10 @@ SELECT * FROM gs_check('SELECT id, k FROM gs_par ORDER BY k DESC, id LIMIT 1000'
 RESET gpusort.topn_limit;
 SELECT id, k FROM gs_par ORDER BY k, id OFFSET 49998 LIMIT 4;
 -- workers really ran the custom scan
+-- (work_mem large enough that no process spills, however the rows are shared)
+SET work_mem = '64MB';
 SELECT * FROM gs_explain_analyze('SELECT id, k FROM gs_par ORDER BY k, id');
+SET work_mem = '4MB';
 -- parallel aggregate: sorts below Gather Merge feed a partial GroupAggregate
 SET enable_hashagg = off;
 EXPLAIN (COSTS OFF) SELECT f, count(*) FROM gs_par GROUP BY f;
