@@ -41,6 +41,15 @@ SELECT * FROM gs_check('SELECT id, k FROM gs_par ORDER BY k, id');
 SELECT * FROM gs_check('SELECT t, id FROM gs_par WHERE id % 2 = 0 ORDER BY t');
 SET work_mem = '4MB';
 SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
+-- Gather Merge rescanned from a sub plan: the workers sort again each time
+SET gpusort.topn_limit = 0;
+EXPLAIN (COSTS OFF)
+SELECT o.g, (SELECT max(k) FROM (SELECT k FROM gs_par ORDER BY k DESC, id LIMIT 1000) s WHERE s.k % 7 = o.g) FROM generate_series(1, 4) o(g);
+SELECT * FROM gs_check('SELECT o.g, (SELECT max(k) FROM (SELECT k FROM gs_par ORDER BY k DESC, id LIMIT 1000) s WHERE s.k % 7 = o.g) FROM generate_series(1, 4) o(g)');
+SET work_mem = '64kB';
+SELECT * FROM gs_check('SELECT o.g, (SELECT min(t) FROM (SELECT t FROM gs_par ORDER BY t DESC LIMIT 30000) s WHERE s.t > to_hex(o.g) COLLATE "C") FROM generate_series(1, 3) o(g)');
+SET work_mem = '4MB';
+RESET gpusort.topn_limit;
 -- without the leader
 SET parallel_leader_participation = off;
 SELECT * FROM gs_check('SELECT id, k FROM gs_par ORDER BY k, id');
