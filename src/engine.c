@@ -350,8 +350,11 @@ gs_engine_sort(GsEngine *e, void *keys, size_t n, int key_bytes,
 			   char **fallback)
 {
 	char		errbuf[GS_ERRBUF_SIZE];
+	gs_sort_stats local_stats;
 	gs_status	st;
 
+	if (stats == NULL)
+		stats = &local_stats;
 	if (n > GS_MAX_ROWS || !GS_KEY_BYTES_VALID(key_bytes))
 		elog(ERROR, "gpusort: invalid sort of %zu rows of %d-byte keys",
 			 n, key_bytes);
