@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The 50M-row cases on the GPU machine: in-memory ORDER BY int8 (the design's
+# reference: PostgreSQL 21.3 s, scan alone 5.1 s), the same with work_mem =
+# 64MB (both sides sort externally), with a GPU memory budget far smaller
+# than the keys (chunked), ORDER BY text, and CREATE INDEX against
+# PostgreSQL serial and with 8 parallel maintenance workers.
+#
+#   run  command="bash bench/gpu-50m.sh"  carry=[".gpu"]
+#
+# Reuses the server of an earlier bench/gpu-run.sh on a warm machine, or
+# starts one and builds gpusort itself.  Cases run in order of importance and
+# none starts after DEADLINE seconds (default 470).  Every timed query is
+# whole-query wall time from psql; each case alternates PostgreSQL and
+# gpusort, and the table reports medians.  Results: $OUT/gpu50m.md and
+# $OUT/gpu50m.csv.
+#
+# Environment: ROWS (default 50000000), RUNS (default 3), DEADLINE.
+
+set -uo pipefail
+T0=$(date +%s)
+OUT=${OUT:-/tmp/gpu50m-out}
+ROWS=${ROWS:-50000000}
+RUNS=${RUNS:-3}
+DEADLINE=${DEADLINE:-470}
+mkdir -p "$OUT"
+CSV=$OUT/gpu50m.csv
+MD=$OUT/gpu50m.md
+LOG=$OUT/gpu50m.log
+exec 3>&1 >>"$LOG" 2>&1
+
+say() { echo "[$(($(date +%s) - T0))s] $*" | tee /dev/fd/3; }
+left() { echo $((DEADLINE - ($(date +%s) - T0))); }
+
+# shellcheck disable=SC1091
+source .gpu/pg-up.sh .gpu/debs -c shared_buffers=32GB
+if ! pgsql -Atc "SELECT 1 FROM pg_extension WHERE extname = 'gpusort'" | grep -q 1; then
+	say "building gpusort"
+	make -j"$(nproc)" PG_CONFIG="$PG_CONFIG" with_llvm=no all &&
+		make PG_CONFIG="$PG_CONFIG" with_llvm=no install || exit 1
+	pg_restart -c shared_buffers=32GB -c shared_preload_libraries=gpusort || exit 1
+	pgsql -c "CREATE EXTENSION gpusort" || exit 1
+fi
+pgsql -Atc "SELECT name || '=' || value FROM gpusort_info()" | tr '\n' ' ' | sed 's/^/gpusort_info: /' | tee /dev/fd/3
+echo
+
+say "data: $ROWS rows (int8 uniform, int4, md5 text)"
+pgsql -q <<SQL
+SET max_parallel_workers_per_gather = 0;
+SELECT setseed(0.42);
+CREATE UNLOGGED TABLE IF NOT EXISTS g50 AS
+	SELECT (random() * 9.2e18 - 4.6e18)::int8 AS k, g::int4 AS id,
+		   md5(g::text) COLLATE "C" AS t
+	FROM generate_series(1, $ROWS) g;
+VACUUM ANALYZE g50;
+SQL
+say "data ready"
+
+# time one query (ms) under the given settings
+timed()
+{
+	local sets=$1 q=$2 s e
+	s=$(date +%s%N)
+	pgsql -q -c "SET max_parallel_workers_per_gather = 0; $sets" -c "$q" >/dev/null || { echo "ERR"; return; }
+	e=$(date +%s%N)
+	echo $(((e - s) / 1000000))
+}
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
+
+echo "case,rows,postgres_ms,gpusort_ms,speedup,runs,note" >"$CSV"
+# case NAME RUNS COMMON_SETS QUERY [NOTE]: alternate off/on, medians
+bench_case()
+{
+	local name=$1 runs=$2 sets=$3 q=$4 note=${5:-} i pg=() gs=() p g
+	if [ "$(left)" -le 0 ]; then
+		say "skip $name: deadline"
+		return
+	fi
+	say "case $name"
+	for ((i = 0; i < runs; i++)); do
+		p=$(timed "$sets; SET gpusort.enabled = off" "$q")
+		g=$(timed "$sets; SET gpusort.enabled = on" "$q")
+		pg+=("$p")
+		gs+=("$g")
+		say "  run $i: postgres $p ms, gpusort $g ms"
+	done
+	p=$(median "${pg[@]}")
+	g=$(median "${gs[@]}")
+	echo "$name,$ROWS,$p,$g,$(awk -v a="$p" -v b="$g" 'BEGIN {printf "%.2f", a / b}'),$runs,$note" >>"$CSV"
+}
+
+# what a GpuSort did, for the record
+pgsql -c "SET work_mem = '16GB'; SET max_parallel_workers_per_gather = 0" \
+	-c "EXPLAIN (ANALYZE) SELECT * FROM g50 ORDER BY k OFFSET $ROWS" >"$OUT/explain-inmem.txt" 2>&1
+
+bench_case "scan only (floor)" 1 "SET work_mem = '16GB'" "SELECT * FROM g50 OFFSET $ROWS" "both sides read the table only"
+bench_case "ORDER BY int8, in memory" "$RUNS" "SET work_mem = '16GB'" "SELECT * FROM g50 ORDER BY k OFFSET $ROWS"
+bench_case "CREATE INDEX int8, serial" 1 "SET maintenance_work_mem = '16GB'; SET max_parallel_maintenance_workers = 0" \
+	"CREATE INDEX g50_k ON g50 (k); DROP INDEX g50_k" "PostgreSQL serial vs gpusort"
+bench_case "CREATE INDEX int8, PG 8 workers" 1 "SET maintenance_work_mem = '16GB'; SET max_parallel_maintenance_workers = 8; ALTER TABLE g50 SET (parallel_workers = 8)" \
+	"CREATE INDEX g50_k ON g50 (k); DROP INDEX g50_k" "both may use 8 workers (gpusort: parallel scan only)"
+pgsql -c "SET work_mem = '64MB'; SET max_parallel_workers_per_gather = 0" \
+	-c "EXPLAIN (ANALYZE) SELECT * FROM g50 ORDER BY k OFFSET $ROWS" >"$OUT/explain-external.txt" 2>&1
+bench_case "ORDER BY int8, work_mem 64MB (external)" 2 "SET work_mem = '64MB'" "SELECT * FROM g50 ORDER BY k OFFSET $ROWS"
+pgsql -c "SET work_mem = '16GB'; SET gpusort.gpu_memory_limit = '64MB'; SET max_parallel_workers_per_gather = 0" \
+	-c "EXPLAIN (ANALYZE) SELECT * FROM g50 ORDER BY k OFFSET $ROWS" >"$OUT/explain-chunked.txt" 2>&1
+bench_case "ORDER BY int8, GPU budget 64MB (chunked)" 2 "SET work_mem = '16GB'; SET gpusort.gpu_memory_limit = '64MB'" \
+	"SELECT * FROM g50 ORDER BY k OFFSET $ROWS" "keys 600 MB > budget"
+bench_case "ORDER BY text (C), in memory" 2 "SET work_mem = '16GB'" "SELECT * FROM g50 ORDER BY t OFFSET $ROWS"
+
+{
+	echo "gpusort 50M-row cases, $(date -u +%FT%TZ), commit ${GS_COMMIT:-$(cat .gpu/commit 2>/dev/null)}; GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null); $(nproc) CPUs; whole-query wall ms from psql, medians"
+	echo
+	echo "| case | rows | PostgreSQL ms | gpusort ms | speedup | runs | note |"
+	echo "| --- | ---: | ---: | ---: | ---: | ---: | --- |"
+	tail -n +2 "$CSV" | while IFS=, read -r c r p g s n note; do
+		echo "| $c | $r | $p | $g | ${s}× | $n | $note |"
+	done
+} >"$MD"
+cat "$MD" >&3
+for f in explain-inmem explain-external explain-chunked; do
+	echo "--- $f" >&3
+	grep -E "GpuSort|Sort Method|Execution" "$OUT/$f.txt" >&3
+done
