@@ -93,19 +93,19 @@ pgsql -c "SET work_mem = '16GB'; SET max_parallel_workers_per_gather = 0" \
 	-c "EXPLAIN (ANALYZE) SELECT * FROM g50 ORDER BY k OFFSET $ROWS" >"$OUT/explain-inmem.txt" 2>&1
 
 bench_case "scan only (floor)" 1 "SET work_mem = '16GB'" "SELECT * FROM g50 OFFSET $ROWS" "both sides read the table only"
-bench_case "ORDER BY int8, in memory" "$RUNS" "SET work_mem = '16GB'" "SELECT * FROM g50 ORDER BY k OFFSET $ROWS"
-bench_case "CREATE INDEX int8, serial" 1 "SET maintenance_work_mem = '16GB'; SET max_parallel_maintenance_workers = 0" \
+bench_case "ORDER BY int8 - in memory" "$RUNS" "SET work_mem = '16GB'" "SELECT * FROM g50 ORDER BY k OFFSET $ROWS"
+bench_case "CREATE INDEX int8 - serial" 1 "SET maintenance_work_mem = '16GB'; SET max_parallel_maintenance_workers = 0" \
 	"CREATE INDEX g50_k ON g50 (k); DROP INDEX g50_k" "PostgreSQL serial vs gpusort"
-bench_case "CREATE INDEX int8, PG 8 workers" 1 "SET maintenance_work_mem = '16GB'; SET max_parallel_maintenance_workers = 8; ALTER TABLE g50 SET (parallel_workers = 8)" \
+bench_case "CREATE INDEX int8 - 8 workers" 1 "SET maintenance_work_mem = '16GB'; SET max_parallel_maintenance_workers = 8; ALTER TABLE g50 SET (parallel_workers = 8)" \
 	"CREATE INDEX g50_k ON g50 (k); DROP INDEX g50_k" "both may use 8 workers (gpusort: parallel scan only)"
 pgsql -c "SET work_mem = '64MB'; SET max_parallel_workers_per_gather = 0" \
 	-c "EXPLAIN (ANALYZE) SELECT * FROM g50 ORDER BY k OFFSET $ROWS" >"$OUT/explain-external.txt" 2>&1
-bench_case "ORDER BY int8, work_mem 64MB (external)" 2 "SET work_mem = '64MB'" "SELECT * FROM g50 ORDER BY k OFFSET $ROWS"
+bench_case "ORDER BY int8 - work_mem 64MB (external)" 2 "SET work_mem = '64MB'" "SELECT * FROM g50 ORDER BY k OFFSET $ROWS"
 pgsql -c "SET work_mem = '16GB'; SET gpusort.gpu_memory_limit = '64MB'; SET max_parallel_workers_per_gather = 0" \
 	-c "EXPLAIN (ANALYZE) SELECT * FROM g50 ORDER BY k OFFSET $ROWS" >"$OUT/explain-chunked.txt" 2>&1
-bench_case "ORDER BY int8, GPU budget 64MB (chunked)" 2 "SET work_mem = '16GB'; SET gpusort.gpu_memory_limit = '64MB'" \
+bench_case "ORDER BY int8 - GPU budget 64MB (chunked)" 2 "SET work_mem = '16GB'; SET gpusort.gpu_memory_limit = '64MB'" \
 	"SELECT * FROM g50 ORDER BY k OFFSET $ROWS" "keys 600 MB > budget"
-bench_case "ORDER BY text (C), in memory" 2 "SET work_mem = '16GB'" "SELECT * FROM g50 ORDER BY t OFFSET $ROWS"
+bench_case "ORDER BY text (C) - in memory" 2 "SET work_mem = '16GB'" "SELECT * FROM g50 ORDER BY t OFFSET $ROWS"
 
 {
 	echo "gpusort 50M-row cases, $(date -u +%FT%TZ), commit ${GS_COMMIT:-$(cat .gpu/commit 2>/dev/null)}; GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null); $(nproc) CPUs; whole-query wall ms from psql, medians"
