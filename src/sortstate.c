@@ -125,13 +125,10 @@ typedef struct GsRun
 	size_t		nrows;
 } GsRun;
 
-/* header of a row on tape; the key and the MinimalTuple follow */
-typedef struct GsTapeRow
-{
-	uint32		tuplen;
-	uint8		lossy;
-} GsTapeRow;
-
+/*
+ * A row on tape: its MinimalTuple's length (uint32) and lossy flag (uint8),
+ * then its key, then the MinimalTuple.
+ */
 #define TAPE_ROW_HDR	(sizeof(uint32) + sizeof(uint8))
 
 /* one input of a merge: an in-memory chunk or a run on tape */
@@ -782,7 +779,9 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 static void
 gs_source_read_tape(GsSortState *s, GsSource *src)
 {
-	GsTapeRow	hdr;
+	size_t		headlen = TAPE_ROW_HDR + s->key_bytes;
+	uint32		len;
+	uint8		flag;
 
 	if (src->left == 0)
 	{
@@ -790,21 +789,22 @@ gs_source_read_tape(GsSortState *s, GsSource *src)
 		return;
 	}
 	src->left--;
-	if (LogicalTapeRead(src->run->tape, &hdr, TAPE_ROW_HDR) != TAPE_ROW_HDR ||
-		LogicalTapeRead(src->run->tape, src->keybuf, s->key_bytes) !=
-		(size_t) s->key_bytes)
+	/* keybuf holds the row's header and key (see gs_run_write) */
+	if (LogicalTapeRead(src->run->tape, src->keybuf, headlen) != headlen)
 		elog(ERROR, "gpusort: unexpected end of a sorted run");
-	if (hdr.tuplen > src->tupbuf_size)
+	memcpy(&len, src->keybuf, sizeof(uint32));
+	memcpy(&flag, src->keybuf + sizeof(uint32), sizeof(uint8));
+	if (len > src->tupbuf_size)
 	{
-		size_t		sz = Max(hdr.tuplen, src->tupbuf_size * 2);
+		size_t		sz = Max(len, src->tupbuf_size * 2);
 
 		src->tupbuf = MemoryContextAllocHuge(s->mergecxt, sz);
 		src->tupbuf_size = sz;
 	}
-	if (LogicalTapeRead(src->run->tape, src->tupbuf, hdr.tuplen) != hdr.tuplen)
+	if (LogicalTapeRead(src->run->tape, src->tupbuf, len) != len)
 		elog(ERROR, "gpusort: unexpected end of a sorted run");
-	src->key = src->keybuf;
-	src->lossy = hdr.lossy != 0;
+	src->key = src->keybuf + TAPE_ROW_HDR;
+	src->lossy = flag != 0;
 	src->tup = (MinimalTuple) src->tupbuf;
 }
 
@@ -823,8 +823,18 @@ gs_source_next(GsSortState *s, GsSource *src)
 		return;
 	}
 	{
-		uint32		row = src->chunk->perm[src->pos];
+		const uint32 *perm = src->chunk->perm;
+		size_t		n = src->chunk->nrows;
+		uint32		row = perm[src->pos];
 
+		/*
+		 * Rows come out in sorted order, so their tuples are scattered over
+		 * the arena: prefetch the pointer, then the tuple, some rows ahead.
+		 */
+		if (src->pos + GATHER_PREFETCH < n)
+			__builtin_prefetch(&s->tuples[perm[src->pos + GATHER_PREFETCH]]);
+		if (src->pos + PREFETCH_DISTANCE < n)
+			__builtin_prefetch(s->tuples[perm[src->pos + PREFETCH_DISTANCE]]);
 		src->key = s->keys + (src->chunk->base + src->pos) * s->key_bytes;
 		src->lossy = gs_row_lossy(s, row);
 		src->tup = s->tuples[row];
@@ -934,7 +944,7 @@ gs_source_open_run(GsSortState *s, GsSource *src, GsRun *run, size_t bufsize)
 {
 	src->run = run;
 	src->left = run->nrows;
-	src->keybuf = MemoryContextAlloc(s->mergecxt, s->key_bytes);
+	src->keybuf = MemoryContextAlloc(s->mergecxt, TAPE_ROW_HDR + s->key_bytes);
 	src->tupbuf_size = 1024;
 	src->tupbuf = MemoryContextAlloc(s->mergecxt, src->tupbuf_size);
 	LogicalTapeRewindForRead(run->tape, bufsize);
@@ -993,13 +1003,16 @@ static void
 gs_run_write(GsSortState *s, GsRun *run, const char *key, bool lossy,
 			 MinimalTuple tup)
 {
-	GsTapeRow	hdr;
+	char		head[TAPE_ROW_HDR + GS_MAX_KEY_BYTES];
+	uint32		len = tup->t_len;
+	uint8		flag = lossy ? 1 : 0;
 
-	hdr.tuplen = tup->t_len;
-	hdr.lossy = lossy ? 1 : 0;
-	LogicalTapeWrite(run->tape, &hdr, TAPE_ROW_HDR);
-	LogicalTapeWrite(run->tape, (void *) key, s->key_bytes);
-	LogicalTapeWrite(run->tape, tup, tup->t_len);
+	/* header and key in one write, the tuple in another */
+	memcpy(head, &len, sizeof(uint32));
+	memcpy(head + sizeof(uint32), &flag, sizeof(uint8));
+	memcpy(head + TAPE_ROW_HDR, key, s->key_bytes);
+	LogicalTapeWrite(run->tape, head, TAPE_ROW_HDR + s->key_bytes);
+	LogicalTapeWrite(run->tape, tup, len);
 	run->nrows++;
 	if ((run->nrows % INTERRUPT_INTERVAL) == 0)
 		CHECK_FOR_INTERRUPTS();
