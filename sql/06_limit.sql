@@ -50,3 +50,10 @@ SELECT * FROM gs_check('SELECT * FROM gs_lim ORDER BY k, id LIMIT 100');
 SELECT * FROM gs_check('SELECT * FROM gs_lim ORDER BY k, id LIMIT 101');
 SELECT * FROM gs_check('SELECT * FROM gs_lim ORDER BY k, id LIMIT 50 OFFSET 60');
 RESET gpusort.topn_limit;
+
+-- WITH TIES asks its child for every row (no top-N bound reaches the sort),
+-- so even a small FETCH FIRST ... WITH TIES is a GpuSort
+SET gpusort.topn_limit = 100;
+EXPLAIN (COSTS OFF) SELECT k FROM gs_lim ORDER BY k FETCH FIRST 3 ROWS WITH TIES;
+SELECT * FROM gs_check('SELECT k FROM gs_lim ORDER BY k FETCH FIRST 3 ROWS WITH TIES');
+RESET gpusort.topn_limit;

@@ -69,6 +69,8 @@ limit_bound(Limit *limit, int64 *nbound)
 
 	if (count == NULL)
 		return BOUND_NONE;		/* OFFSET alone bounds nothing */
+	if (limit->limitOption == LIMIT_OPTION_WITH_TIES)
+		return BOUND_NONE;		/* the Limit asks for every row */
 	if (!IsA(count, Const) || (offset != NULL && !IsA(offset, Const)))
 		return BOUND_UNKNOWN;
 	if (count->constisnull)
