@@ -33,15 +33,8 @@ left() { echo $((DEADLINE - ($(date +%s) - T0))); }
 
 # shellcheck disable=SC1091
 source .gpu/pg-up.sh .gpu/debs -c shared_buffers=32GB
-# PostgreSQL's server headers include ICU's, which fetch-debs.sh does not
-# fetch: carry libicu-dev's .deb in .gpu/debs (apt-get download libicu-dev)
-if [ ! -f /opt/pgroot/usr/include/unicode/ucol.h ]; then
-	for f in .gpu/debs/libicu-dev_*.deb; do
-		[ -f "$f" ] && dpkg -x "$f" /opt/pgroot
-	done
-fi
-export CPATH=/opt/pgroot/usr/include${CPATH:+:$CPATH}
-export LIBRARY_PATH=/opt/pgroot/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}
+# shellcheck disable=SC1091
+source bench/gpu-env.sh
 if ! pgsql -Atc "SELECT 1 FROM pg_extension WHERE extname = 'gpusort'" | grep -q 1; then
 	say "building gpusort"
 	make -j"$(nproc)" PG_CONFIG="$PG_CONFIG" with_llvm=no all &&

@@ -116,15 +116,8 @@ sb=$((mem_gb / 4))
 # the benchmark sets its memory itself (BENCH_SETS)
 source .gpu/pg-up.sh .gpu/debs -c shared_buffers=${sb}GB >"$OUT/pg-up.log" 2>&1 ||
 	{ note "FAIL: pg-up.sh (see pg-up.log)"; exit 1; }
-# PostgreSQL's server headers include ICU's, which fetch-debs.sh does not
-# fetch: carry libicu-dev's .deb in .gpu/debs (apt-get download libicu-dev)
-if [ ! -f /opt/pgroot/usr/include/unicode/ucol.h ]; then
-	for f in .gpu/debs/libicu-dev_*.deb; do
-		[ -f "$f" ] && dpkg -x "$f" /opt/pgroot
-	done
-fi
-export CPATH=/opt/pgroot/usr/include${CPATH:+:$CPATH}
-export LIBRARY_PATH=/opt/pgroot/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}
+# shellcheck disable=SC1091
+source bench/gpu-env.sh
 note "postgres: $(pgsql -Atc 'SELECT version()' 2>&1 | cut -d, -f1)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$OUT/nvidia-smi.txt" 2>&1
 note "gpu: $(head -n 1 "$OUT/nvidia-smi.txt")"

@@ -10,24 +10,12 @@
 # then amcheck must pass and queries through the indexes must return what a
 # sequential scan returns.  Prints "ok" and exits 0 on success.
 #
-# GS_TEST_LIBDIR, when set, is put first in dynamic_library_path (to test a
-# gpusort.so that is not installed).
+# GS_TEST_LIBDIR: see lib.sh.
 set -euo pipefail
 
-if [ "${1:-}" != --in-cluster ]; then
-	pg_config=${PG_CONFIG:-pg_config}
-	major=$("$pg_config" --version | sed -E 's/^[^0-9]*([0-9]+).*/\1/')
-	opts=(-o shared_preload_libraries=gpusort)
-	if [ -n "${GS_TEST_LIBDIR:-}" ]; then
-		opts+=(-o "dynamic_library_path=$GS_TEST_LIBDIR:\$libdir")
-	fi
-	exec pg_virtualenv -t -v "$major" -i '--no-locale -E UTF8' "${opts[@]}" \
-		"$0" --in-cluster "$major"
-fi
-major=$2
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-q() { psql -X -q -v ON_ERROR_STOP=1 -At "$@"; }
+source "$(dirname "$0")/lib.sh"
+gs_reexec_in_cluster "$0" "$@"
+major=$GS_PG_MAJOR
 
 q >/dev/null <<'SQL'
 CREATE EXTENSION amcheck;
