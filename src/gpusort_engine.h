@@ -26,6 +26,31 @@
  * what the sort took, and return GS_ERR_CANCELED.  The callback must not
  * longjmp.
  *
+ * Asynchronous sorts.  sort_submit() starts the same sort as sort() and
+ * returns at once with a ticket; the caller goes on (reading and encoding
+ * the next chunk, say) and later calls sort_wait() for the ticket, which
+ * returns the sort's status, stats and message exactly as sort() would
+ * have.  Until then the engine owns keys[] and perm[]: the caller must
+ * neither read, write nor free them.  At most GS_MAX_INFLIGHT sorts may be
+ * outstanding on one engine; they run in submit order, and an engine may
+ * overlap them (the CUDA engine uploads chunk k+1 while chunk k is being
+ * sorted or downloaded).  sort_wait() must be called for every ticket,
+ * oldest first, unless sort_abort() is called: that stops every outstanding
+ * sort and returns only when the engine no longer touches caller memory;
+ * it never fails, never blocks on anything but the engine's own work, and
+ * is safe in error cleanup.  While sort_wait() waits it polls cancel as
+ * sort() does; an outstanding sort nobody waits for does not see cancel
+ * (the caller notices the cancel itself and calls sort_abort()).
+ *
+ * Failures.  When a sort fails (any status but GS_OK, including
+ * GS_ERR_CANCELED), keys[] still holds the keys as they were given, so the
+ * caller may sort them again on another engine; perm[] is unspecified.
+ *
+ * Threads.  An engine may run sorts on threads of its own.  Such threads
+ * block every signal and never call back into the caller except through
+ * cancel (which is only called from the thread that called sort() or
+ * sort_wait()).
+ *
  * Copyright (c) 2026, gpusort developers
  *
  *-------------------------------------------------------------------------
@@ -42,7 +67,7 @@ extern "C"
 #endif
 
 /* bumped whenever a struct or function below changes shape */
-#define GS_ENGINE_ABI_VERSION 1
+#define GS_ENGINE_ABI_VERSION 2
 
 /* largest key, and the only widths an engine must accept */
 #define GS_MAX_KEY_BYTES 32
@@ -74,6 +99,12 @@ typedef enum gs_status
 									 * of keys[] are unspecified afterwards */
 
 typedef int (*gs_cancel_fn) (void *arg);
+
+/* outstanding asynchronous sorts an engine must accept */
+#define GS_MAX_INFLIGHT 2
+
+/* names one asynchronous sort of one engine; never 0 */
+typedef uint64_t gs_ticket;
 
 /* what one sort call measured; every field is set (0 when not applicable) */
 typedef struct gs_sort_stats
@@ -122,7 +153,9 @@ typedef struct gs_engine_ops
 	 * Key buffers: host memory the caller writes keys into.  A GPU engine
 	 * hands out pinned memory here so keys are written once and copied at
 	 * full bus speed.  keybuf_realloc keeps the first old_bytes of content.
-	 * The caller passes the size back on free.
+	 * The caller passes the size back on free.  A permutation (perm[] of
+	 * sort) may live in such a buffer too, so that a GPU engine can copy it
+	 * back asynchronously.
 	 */
 	gs_status	(*keybuf_alloc) (gs_engine *eng, size_t bytes, void **ptr,
 								 char *errbuf, size_t errlen);
@@ -140,6 +173,22 @@ typedef struct gs_engine_ops
 						 uint32_t *perm, int flags,
 						 gs_cancel_fn cancel, void *cancel_arg,
 						 gs_sort_stats *stats, char *errbuf, size_t errlen);
+
+	/*
+	 * Asynchronous sorts (see above).  sort_submit fails only for a bad
+	 * argument, too many outstanding sorts, or resources it could not get
+	 * (then nothing was started); every failure of the sort itself comes
+	 * from sort_wait.  stats may be NULL.
+	 */
+	gs_status	(*sort_submit) (gs_engine *eng, void *keys, size_t n,
+								int key_bytes, uint32_t *perm, int flags,
+								gs_ticket *ticket,
+								char *errbuf, size_t errlen);
+	gs_status	(*sort_wait) (gs_engine *eng, gs_ticket ticket,
+							  gs_cancel_fn cancel, void *cancel_arg,
+							  gs_sort_stats *stats,
+							  char *errbuf, size_t errlen);
+	void		(*sort_abort) (gs_engine *eng);
 } gs_engine_ops;
 
 /*
