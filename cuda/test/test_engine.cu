@@ -4,15 +4,23 @@
  *	  Correctness test of the CUDA engine through its public ops table,
  *	  against a host reference (std::sort of the same keys).
  *
- * Usage: test_engine [--large] [--quick]
+ * Usage: test_engine [--large] [--quick] [--async]
  *	 --large  also 1e8 and 4e8 rows (needs ~30 GB of device memory)
  *	 --quick  fewer sizes
+ *	 --async  the API and asynchronous cases only
  * Prints one line per failure and "N passed, N failed"; exits 1 on any
  * failure, 77 when there is no usable device.
  *
  * Checks per sort: perm is a permutation of 0..n-1; the keys taken in perm
  * order never decrease; they equal std::sort of the keys (n <= 2M); with
  * GS_SORT_KEYS_OUT, keys[] holds exactly those keys.
+ *
+ * Asynchronous sorts (sort_submit / sort_wait / sort_abort): pairs of
+ * different sizes and widths waited in order, a pipeline of two
+ * outstanding, refused calls (a third submit, a synchronous sort while
+ * sorts are outstanding, waits out of order), submit then abort, cancel
+ * during a wait (a canceled sort must leave keys[] as given), and
+ * synchronous sorts once everything is drained.
  *
  * Copyright (c) 2026, gpusort developers
  *
@@ -230,6 +238,80 @@ report(bool ok, const char *what, int kb, Dist d, size_t n, const char *detail)
 	}
 }
 
+/*
+ * Check one sort's output: perm (n + 1 entries, the last one a guard
+ * holding 0xDEADBEEF) is a permutation of 0..n-1 that puts orig in order,
+ * equal to std::sort's order for n <= 2M; with keys_out, k holds the keys
+ * in that order.  On failure, says why in detail.
+ */
+static bool
+verify(const Keys &orig, const Keys &k, const uint32_t *perm, size_t n,
+	   bool keys_out, char *detail, size_t dlen)
+{
+	/* a permutation? */
+	std::vector<unsigned char> seen(n, 0);
+	bool		ok = true;
+
+	for (size_t i = 0; i < n && ok; i++)
+	{
+		if (perm[i] >= n || seen[perm[i]])
+		{
+			snprintf(detail, dlen, "perm[%zu]=%u is out of range or repeated",
+					 i, perm[i]);
+			ok = false;
+		}
+		else
+			seen[perm[i]] = 1;
+	}
+	if (ok && perm[n] != 0xDEADBEEF)
+	{
+		snprintf(detail, dlen, "wrote past perm[n-1]");
+		ok = false;
+	}
+	/* in order? */
+	for (size_t i = 1; i < n && ok; i++)
+	{
+		if (orig.cmp(perm[i - 1], orig, perm[i]) > 0)
+		{
+			snprintf(detail, dlen, "keys out of order at %zu", i);
+			ok = false;
+		}
+	}
+	/* the same keys as std::sort gives */
+	if (ok && n <= (1u << 21))
+	{
+		std::vector<uint32_t> ref(n);
+
+		for (size_t i = 0; i < n; i++)
+			ref[i] = (uint32_t) i;
+		std::sort(ref.begin(), ref.end(), [&](uint32_t a, uint32_t b) {
+			return orig.cmp(a, orig, b) < 0;
+		});
+		for (size_t i = 0; i < n && ok; i++)
+		{
+			if (orig.cmp(ref[i], orig, perm[i]) != 0)
+			{
+				snprintf(detail, dlen, "differs from std::sort at %zu", i);
+				ok = false;
+			}
+		}
+	}
+	/* sorted keys handed back? */
+	if (ok && keys_out)
+	{
+		for (size_t i = 0; i < n && ok; i++)
+		{
+			if (k.cmp(i, orig, perm[i]) != 0)
+			{
+				snprintf(detail, dlen, "keys[%zu] is not the key of perm[%zu]",
+						 i, i);
+				ok = false;
+			}
+		}
+	}
+	return ok;
+}
+
 /* one sort, fully checked */
 static void
 run_case(int kb, Dist d, size_t n, bool keys_out, uint64_t seed)
@@ -260,67 +342,8 @@ run_case(int kb, Dist d, size_t n, bool keys_out, uint64_t seed)
 		goto out;
 	}
 	{
-		/* a permutation? */
-		std::vector<unsigned char> seen(n, 0);
-		bool		ok = true;
+		bool		ok = verify(orig, k, perm.data(), n, keys_out, detail, sizeof(detail));
 
-		for (size_t i = 0; i < n && ok; i++)
-		{
-			if (perm[i] >= n || seen[perm[i]])
-			{
-				snprintf(detail, sizeof(detail), "perm[%zu]=%u is out of range or repeated",
-						 i, perm[i]);
-				ok = false;
-			}
-			else
-				seen[perm[i]] = 1;
-		}
-		if (ok && perm[n] != 0xDEADBEEF)
-		{
-			snprintf(detail, sizeof(detail), "wrote past perm[n-1]");
-			ok = false;
-		}
-		/* in order? */
-		for (size_t i = 1; i < n && ok; i++)
-		{
-			if (orig.cmp(perm[i - 1], orig, perm[i]) > 0)
-			{
-				snprintf(detail, sizeof(detail), "keys out of order at %zu", i);
-				ok = false;
-			}
-		}
-		/* the same keys as std::sort gives */
-		if (ok && n <= (1u << 21))
-		{
-			std::vector<uint32_t> ref(n);
-
-			for (size_t i = 0; i < n; i++)
-				ref[i] = (uint32_t) i;
-			std::sort(ref.begin(), ref.end(), [&](uint32_t a, uint32_t b) {
-				return orig.cmp(a, orig, b) < 0;
-			});
-			for (size_t i = 0; i < n && ok; i++)
-			{
-				if (orig.cmp(ref[i], orig, perm[i]) != 0)
-				{
-					snprintf(detail, sizeof(detail), "differs from std::sort at %zu", i);
-					ok = false;
-				}
-			}
-		}
-		/* sorted keys handed back? */
-		if (ok && keys_out)
-		{
-			for (size_t i = 0; i < n && ok; i++)
-			{
-				if (k.cmp(i, orig, perm[i]) != 0)
-				{
-					snprintf(detail, sizeof(detail), "keys[%zu] is not the key of perm[%zu]",
-							 i, i);
-					ok = false;
-				}
-			}
-		}
 		report(ok, keys_out ? "sort+keys" : "sort", kb, d, n, detail);
 	}
 out:
@@ -389,11 +412,328 @@ run_api_cases(void)
 	}
 }
 
+/* ---------------------------------------------------------------------
+ * asynchronous sorts
+ * --------------------------------------------------------------------- */
+
+/* one asynchronous sort's inputs: keys in a keybuf, perm pinned or not */
+struct AsyncSort
+{
+	int			kb;
+	size_t		n;
+	Dist		d;
+	bool		keys_out;
+	bool		perm_pinned;
+	void	   *buf;			/* keybuf */
+	Keys		k;
+	Keys		orig;
+	uint32_t   *perm;			/* n + 1 entries */
+	gs_ticket	ticket;
+	bool		ready;
+
+	AsyncSort(int kb_, size_t n_, Dist d_, bool keys_out_, bool perm_pinned_,
+			  uint64_t seed)
+	:	kb(kb_), n(n_), d(d_), keys_out(keys_out_), perm_pinned(perm_pinned_),
+		buf(NULL), perm(NULL), ticket(0), ready(false)
+	{
+		char		errbuf[GS_ERRBUF_SIZE];
+		void	   *pp = NULL;
+
+		k = {kb, n, NULL};
+		orig = {kb, n, NULL};
+		if (ops->keybuf_alloc(eng, n * kb, &buf, errbuf, sizeof(errbuf)) != GS_OK)
+		{
+			report(false, "keybuf_alloc", kb, d, n, errbuf);
+			buf = NULL;
+			return;
+		}
+		if (perm_pinned)
+		{
+			if (ops->keybuf_alloc(eng, (n + 1) * sizeof(uint32_t), &pp, errbuf,
+								  sizeof(errbuf)) != GS_OK)
+			{
+				report(false, "keybuf_alloc", kb, d, n, errbuf);
+				pp = NULL;
+			}
+			perm = (uint32_t *) pp;
+		}
+		else
+			perm = (uint32_t *) malloc((n + 1) * sizeof(uint32_t));
+		if (perm == NULL)
+			return;
+		for (size_t i = 0; i <= n; i++)
+			perm[i] = 0xDEADBEEF;
+		k.data = (unsigned char *) buf;
+		orig.data = (unsigned char *) malloc(n * kb + 1);
+		generate(k, d, seed);
+		memcpy(orig.data, k.data, n * kb);
+		ready = true;
+	}
+	~AsyncSort()
+	{
+		if (buf)
+			ops->keybuf_free(eng, buf, n * kb);
+		if (perm && perm_pinned)
+			ops->keybuf_free(eng, perm, (n + 1) * sizeof(uint32_t));
+		else
+			free(perm);
+		free(orig.data);
+	}
+	gs_status	submit(char *errbuf)
+	{
+		return ops->sort_submit(eng, buf, n, kb, perm,
+								keys_out ? GS_SORT_KEYS_OUT : 0, &ticket,
+								errbuf, GS_ERRBUF_SIZE);
+	}
+	/* check a finished sort */
+	void		check(const char *what)
+	{
+		char		detail[256] = "";
+		bool		ok = verify(orig, k, perm, n, keys_out, detail, sizeof(detail));
+
+		report(ok, what, kb, d, n, detail);
+	}
+	/* keys[] as given? (after a failed sort) */
+	bool		unchanged() const
+	{
+		return n == 0 || memcmp(k.data, orig.data, n * kb) == 0;
+	}
+};
+
+/* wait for s and check it */
+static void
+async_wait_check(AsyncSort &s, const char *what)
+{
+	char		errbuf[GS_ERRBUF_SIZE];
+	gs_sort_stats stats;
+	gs_status	st;
+
+	st = ops->sort_wait(eng, s.ticket, NULL, NULL, &stats, errbuf, sizeof(errbuf));
+	if (st != GS_OK)
+	{
+		report(false, what, s.kb, s.d, s.n, errbuf);
+		return;
+	}
+	s.check(what);
+}
+
+struct PollCount
+{
+	int			fire_after;		/* say "stop" from this poll on */
+	int			polls;
+};
+
+static int
+cancel_after(void *arg)
+{
+	PollCount  *pc = (PollCount *) arg;
+
+	return pc->polls++ >= pc->fire_after;
+}
+
+static void
+run_async_cases(void)
+{
+	char		errbuf[GS_ERRBUF_SIZE];
+	gs_status	st;
+
+	/* abort with nothing outstanding, twice: a no-op */
+	ops->sort_abort(eng);
+	ops->sort_abort(eng);
+
+	/* pairs of different sizes and widths, waited in order */
+	{
+		struct
+		{
+			int			kb1;
+			size_t		n1;
+			int			kb2;
+			size_t		n2;
+		}			pairs[] = {
+			{8, 1000000, 4, 300000},
+			{16, 2000000, 8, 10},
+			{32, 100000, 24, 5000000},
+			{8, 0, 8, 1000},
+			{4, 1, 32, 1000000},
+			{8, 20000000, 8, 20000000},
+			{24, 3000000, 16, 3000000},
+		};
+
+		for (size_t p = 0; p < sizeof(pairs) / sizeof(pairs[0]); p++)
+		{
+			AsyncSort	a(pairs[p].kb1, pairs[p].n1, (Dist) (p % NDIST), p % 2 == 0,
+						  true, 1000 + p);
+			AsyncSort	b(pairs[p].kb2, pairs[p].n2, (Dist) ((p + 5) % NDIST),
+						  p % 3 != 0, p % 2 == 1, 2000 + p);
+
+			if (!a.ready || !b.ready)
+				continue;
+			st = a.submit(errbuf);
+			report(st == GS_OK && a.ticket != 0, "submit", a.kb, a.d, a.n, errbuf);
+			if (st != GS_OK)
+				continue;
+			st = b.submit(errbuf);
+			report(st == GS_OK && b.ticket != 0 && b.ticket != a.ticket, "submit",
+				   b.kb, b.d, b.n, errbuf);
+			if (st != GS_OK)
+			{
+				async_wait_check(a, "async pair");
+				continue;
+			}
+			if (p == 0)
+			{
+				/* a third one, a synchronous sort, a wait out of order: refused */
+				gs_ticket	t3;
+				uint32_t	pm[2];
+				uint64_t	kk[2] = {2, 1};
+
+				st = ops->sort_submit(eng, kk, 2, 8, pm, 0, &t3, errbuf, sizeof(errbuf));
+				report(st == GS_ERR_INVALID, "third submit refused", 8, NDIST, 2,
+					   gs_status_name(st));
+				st = ops->sort(eng, kk, 2, 8, pm, 0, NULL, NULL, NULL, errbuf,
+							   sizeof(errbuf));
+				report(st == GS_ERR_INVALID, "sync sort while async refused", 8, NDIST,
+					   2, gs_status_name(st));
+				st = ops->sort_wait(eng, b.ticket, NULL, NULL, NULL, errbuf,
+									sizeof(errbuf));
+				report(st == GS_ERR_INVALID, "wait out of order refused", 8, NDIST, 2,
+					   gs_status_name(st));
+				st = ops->sort_wait(eng, 12345678, NULL, NULL, NULL, errbuf,
+									sizeof(errbuf));
+				report(st == GS_ERR_INVALID, "wait unknown ticket refused", 8, NDIST, 2,
+					   gs_status_name(st));
+			}
+			async_wait_check(a, "async pair (first)");
+			async_wait_check(b, "async pair (second)");
+		}
+	}
+
+	/* a pipeline: at most two outstanding, each waited before the next submit */
+	{
+		const int	kbs[] = {8, 8, 4, 16, 8, 32, 8, 24};
+		const size_t ns[] = {4000000, 3000000, 5000000, 1000000, 7000000, 500000,
+		2000000, 1500000};
+		const int	N = 8;
+		AsyncSort  *q[N];
+
+		for (int i = 0; i < N; i++)
+		{
+			q[i] = new AsyncSort(kbs[i], ns[i], i % 3 == 0 ? UNIFORM : (Dist) i,
+								 i % 2 == 0, i % 4 != 3, 3000 + i);
+			if (!q[i]->ready)
+				report(false, "pipeline setup", kbs[i], UNIFORM, ns[i], "no memory");
+		}
+		for (int i = 0; i < N; i++)
+		{
+			if (i >= 2)
+				async_wait_check(*q[i - 2], "async pipeline");
+			st = q[i]->submit(errbuf);
+			report(st == GS_OK, "pipeline submit", q[i]->kb, q[i]->d, q[i]->n, errbuf);
+		}
+		async_wait_check(*q[N - 2], "async pipeline");
+		async_wait_check(*q[N - 1], "async pipeline");
+		for (int i = 0; i < N; i++)
+			delete q[i];
+	}
+
+	/* submit + abort, then the engine still works */
+	for (int round = 0; round < 3; round++)
+	{
+		AsyncSort	a(8, 30000000, UNIFORM, true, true, 4000 + round);
+		AsyncSort	b(16, 10000000, ZIPF_10, true, false, 5000 + round);
+		AsyncSort	c(8, 100000, AND2, true, true, 6000 + round);
+
+		if (!a.ready || !b.ready || !c.ready)
+			continue;
+		st = a.submit(errbuf);
+		report(st == GS_OK, "submit before abort", 8, UNIFORM, a.n, errbuf);
+		if (round > 0)
+		{
+			st = b.submit(errbuf);
+			report(st == GS_OK, "submit before abort", 16, ZIPF_10, b.n, errbuf);
+		}
+		if (round == 2)
+		{
+			/* let the first one finish first */
+			struct timespec ts = {0, 200000000};
+
+			nanosleep(&ts, NULL);
+		}
+		ops->sort_abort(eng);
+		ops->sort_abort(eng);
+		st = c.submit(errbuf);
+		report(st == GS_OK, "submit after abort", 8, AND2, c.n, errbuf);
+		if (st == GS_OK)
+			async_wait_check(c, "async after abort");
+	}
+
+	/* cancel during wait: CANCELED with keys[] as given, or a correct sort */
+	{
+		const int	fire[] = {0, 0, 1, 2, 3, 5, 10, 30, 100};
+		int			canceled = 0;
+
+		for (size_t f = 0; f < sizeof(fire) / sizeof(fire[0]); f++)
+		{
+			int			kb = f % 2 ? 16 : 8;
+			AsyncSort	a(kb, 30000000, UNIFORM, true, f % 3 != 2, 7000 + f);
+			AsyncSort	b(8, 2000000, ZIPF_08, true, true, 8000 + f);
+			PollCount	pc = {fire[f], 0};
+			char		what[64];
+
+			if (!a.ready || !b.ready)
+				continue;
+			snprintf(what, sizeof(what), "cancel after %d polls", fire[f]);
+			st = a.submit(errbuf);
+			if (st == GS_OK)
+				st = b.submit(errbuf);
+			if (st != GS_OK)
+			{
+				report(false, what, kb, UNIFORM, a.n, errbuf);
+				ops->sort_abort(eng);
+				continue;
+			}
+			st = ops->sort_wait(eng, a.ticket, cancel_after, &pc, NULL, errbuf,
+								sizeof(errbuf));
+			if (st == GS_ERR_CANCELED)
+			{
+				canceled++;
+				report(a.unchanged(), what, kb, UNIFORM, a.n,
+					   "keys[] changed by a canceled sort");
+			}
+			else if (st == GS_OK)
+				a.check(what);
+			else
+				report(false, what, kb, UNIFORM, a.n, errbuf);
+			/* the one behind it is not canceled */
+			if (f % 2 == 0)
+				async_wait_check(b, "wait after a canceled wait");
+			else
+			{
+				ops->sort_abort(eng);
+				report(true, "abort after a canceled wait", 8, ZIPF_08, b.n, "");
+			}
+		}
+		report(canceled > 0, "some waits canceled", 8, UNIFORM, 30000000,
+			   "no wait came back canceled");
+		printf("async cancel: %d of %zu waits canceled\n", canceled,
+			   sizeof(fire) / sizeof(fire[0]));
+	}
+
+	/* everything drained: synchronous sorts work again */
+	run_case(8, UNIFORM, 3000000, true, 9001);
+	run_case(16, ZIPF_10, 1000000, false, 9002);
+	run_case(4, FEW, 100000, true, 9003);
+
+	printf("async cases done: %d passed, %d failed so far\n", npassed, nfailed);
+	fflush(stdout);
+}
+
 int
 main(int argc, char **argv)
 {
 	bool		large = false,
-				quick = false;
+				quick = false,
+				async_only = false;
 	char		errbuf[GS_ERRBUF_SIZE];
 	gs_status	st;
 	const int	widths[] = {4, 8, 16, 24, 32};
@@ -404,9 +744,11 @@ main(int argc, char **argv)
 			large = true;
 		else if (strcmp(argv[i], "--quick") == 0)
 			quick = true;
+		else if (strcmp(argv[i], "--async") == 0)
+			async_only = true;
 		else
 		{
-			fprintf(stderr, "usage: %s [--large] [--quick]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--large] [--quick] [--async]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -423,6 +765,13 @@ main(int argc, char **argv)
 		return st == GS_ERR_NODEVICE ? 77 : 1;
 	}
 	run_api_cases();
+	run_async_cases();
+	if (async_only)
+	{
+		ops->destroy(eng);
+		printf("%d passed, %d failed\n", npassed, nfailed);
+		return nfailed ? 1 : 0;
+	}
 
 	for (int wi = 0; wi < 5; wi++)
 	{
