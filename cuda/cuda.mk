@@ -8,7 +8,9 @@
 #   make install              also installs it into $(pkglibdir)
 #   make cuda-test            builds cuda/build/test_engine
 #   make cuda-check           builds and runs it (needs a GPU)
-#   make cuda-bench           builds cuda/build/bench_engine
+#   make cuda-bench           builds cuda/build/bench_engine and
+#                             cuda/build/bench_chunked (the chunked sort through
+#                             the engine API, with the CPU engine compiled in)
 
 WITH_CUDA ?= yes
 
@@ -60,10 +62,17 @@ $(CUDA_BUILD)/test_engine: $(CUDA_DIR)/test/test_engine.cu $(CUDA_ENGINE_OBJS) $
 $(CUDA_BUILD)/bench_engine: $(CUDA_DIR)/bench/bench_engine.cu $(CUDA_ENGINE_OBJS) $(CUDA_HEADERS)
 	$(NVCC) $(CUDA_FLAGS) -cudart static -o $@ $< $(CUDA_ENGINE_OBJS)
 
+# the CPU engine is PG-free: compiled on its own into the chunked benchmark
+$(CUDA_BUILD)/engine_cpu_bench.o: $(srcdir)/src/engine_cpu.c $(srcdir)/src/gpusort_engine.h $(CUDA_BUILD)/.dir
+	$(CC) -std=gnu99 -O2 -fPIC -I$(srcdir)/src -c $< -o $@
+
+$(CUDA_BUILD)/bench_chunked: $(CUDA_DIR)/bench/bench_chunked.cu $(CUDA_ENGINE_OBJS) $(CUDA_BUILD)/engine_cpu_bench.o $(CUDA_HEADERS)
+	$(NVCC) $(CUDA_FLAGS) -Xcompiler -pthread -cudart static -o $@ $< $(CUDA_ENGINE_OBJS) $(CUDA_BUILD)/engine_cpu_bench.o
+
 .PHONY: cuda-test cuda-check cuda-bench install-cuda uninstall-cuda clean-cuda
 
 cuda-test: $(CUDA_BUILD)/test_engine
-cuda-bench: $(CUDA_BUILD)/bench_engine
+cuda-bench: $(CUDA_BUILD)/bench_engine $(CUDA_BUILD)/bench_chunked
 cuda-check: $(CUDA_BUILD)/test_engine
 	$(CUDA_BUILD)/test_engine
 

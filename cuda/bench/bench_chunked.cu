@@ -1,0 +1,1038 @@
+/*-------------------------------------------------------------------------
+ *
+ * bench_chunked.cu
+ *	  Engine-level benchmark of a sort larger than the GPU budget (issue 4):
+ *	  chunks sorted through the CUDA engine's public API, double-buffered
+ *	  with sort_submit / sort_wait, then a parallel CPU k-way merge; against
+ *	  a parallel CPU sort built on gpusort's CPU engine, on the same data.
+ *
+ * Usage: bench_chunked [--pairs N] [--budget-mb MB] [--threads T]
+ *			[--chunk-rows N] [--reps R] [--cpu-bits B] [--seed S]
+ *			[--dist uniform|few] [--cpu-only] [--no-cpu-sort] [--out FILE.md]
+ *			[--commit SHA]
+ *
+ * Data: N (default 8e9 / 12, i.e. 8 GB of u64 key + u32 row index pairs)
+ * uniform random u64 keys (--dist few: 16 distinct keys, UINT64_MAX among
+ * them, to test ties) in a pageable array, the "source".  The engine
+ * sorts keys only (8 bytes a row up, 12 bytes a row down: the sorted keys
+ * and the permutation).
+ *
+ * GPU path, as the extension will run it:
+ *	 - chunk rows: the largest n whose two slots' device buffers (the
+ *	   engine keeps one set per slot; hrs::temp_bytes gives the scratch)
+ *	   fit in the budget (default 2048 MB), unless --chunk-rows says;
+ *	 - chunk k is "encoded": copied by T threads from the source into its
+ *	   own pinned keybuf (keybuf_alloc; the perm goes to a pinned keybuf
+ *	   too), while chunks k-1 and k-2 are in the engine; then sort_wait for
+ *	   chunk k-2 and sort_submit of chunk k (GS_SORT_KEYS_OUT);
+ *	 - a CPU merge of the sorted chunks by T threads: the output is cut
+ *	   into T slices at exact ranks (a multi-sequence selection by binary
+ *	   search over the key value), and each thread merges its slice with a
+ *	   loser tree, writing keys and global row indexes.
+ * Pinned buffers are allocated once, before the timed runs (the extension
+ * would keep them too); the engine's device buffers are warm after the
+ * first rep.  Times are medians over R reps (default 3).
+ *
+ * CPU sort: a parallel MSD pass on the top B varying bits (per-thread
+ * histograms, stable scatter of key and row index), then each bucket
+ * sorted by gpusort's CPU engine (src/engine_cpu.c, one bucket per call,
+ * T threads taking buckets from a shared counter), whose permutation maps
+ * the bucket's row indexes.
+ *
+ * Pinned PCIe bandwidth: cudaMemcpyAsync of 1 GB pinned <-> device, each
+ * direction alone and both at once on two streams, median of 5.
+ *
+ * Checks: both outputs sorted, each row index a permutation of 0..N-1 with
+ * source[index[i]] == key[i], and the two key arrays equal.  Exit status 1
+ * on any mismatch.  --cpu-only (automatic without a device) sorts the
+ * chunks with the CPU engine instead, so the merge and the CPU sort can be
+ * tested anywhere.
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "gpusort_engine.h"
+#include "hrs.h"
+
+static int	nthreads;
+
+static double
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static inline uint64_t
+mix(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ull;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
+}
+
+/* run f(t, lo, hi) on T threads over [0, n) cut in equal ranges */
+static void
+parallel_for(size_t n, const std::function<void(int, size_t, size_t)> &f)
+{
+	std::vector<std::thread> th;
+
+	for (int t = 0; t < nthreads; t++)
+	{
+		size_t		lo = n * t / nthreads,
+					hi = n * (t + 1) / nthreads;
+
+		th.emplace_back(f, t, lo, hi);
+	}
+	for (auto &x : th)
+		x.join();
+}
+
+static void
+par_memcpy(void *dst, const void *src, size_t bytes)
+{
+	parallel_for(bytes >> 12, [&](int, size_t lo, size_t hi) {
+		size_t		a = lo << 12,
+					b = hi == (bytes >> 12) ? bytes : hi << 12;
+
+		memcpy((char *) dst + a, (const char *) src + a, b - a);
+	});
+	if ((bytes >> 12) == 0)
+		memcpy(dst, src, bytes);
+}
+
+static double
+median(std::vector<double> v)
+{
+	std::sort(v.begin(), v.end());
+	return v.empty() ? 0 : v[v.size() / 2];
+}
+
+static void
+die(const char *what, gs_status st, const char *errbuf)
+{
+	fprintf(stderr, "%s: %s: %s\n", what, gs_status_text(st), errbuf);
+	exit(1);
+}
+
+/* ---------------------------------------------------------------------
+ * k-way merge of sorted runs
+ * --------------------------------------------------------------------- */
+
+struct Run
+{
+	const uint64_t *keys;		/* sorted */
+	const uint32_t *perm;		/* chunk-local row index of keys[i] */
+	size_t		n;
+	uint64_t	base;			/* global index of the chunk's row 0 */
+};
+
+/* rows of all runs that are <= v (le) or < v (!le) */
+static size_t
+count_rank(const std::vector<Run> &runs, uint64_t v, bool le, std::vector<size_t> *pos)
+{
+	size_t		total = 0;
+
+	for (size_t r = 0; r < runs.size(); r++)
+	{
+		const uint64_t *b = runs[r].keys,
+				   *e = b + runs[r].n;
+		size_t		p = (le ? std::upper_bound(b, e, v) : std::lower_bound(b, e, v)) - b;
+
+		if (pos)
+			(*pos)[r] = p;
+		total += p;
+	}
+	return total;
+}
+
+/* split positions per run such that the first `rank` merged rows are theirs */
+static void
+split_at(const std::vector<Run> &runs, size_t rank, std::vector<size_t> &pos)
+{
+	uint64_t	lo = 0,
+				hi = UINT64_MAX;
+	size_t		less,
+				need;
+
+	pos.assign(runs.size(), 0);
+	if (rank == 0)
+		return;
+	/* smallest v with count(<= v) >= rank */
+	while (lo < hi)
+	{
+		uint64_t	mid = lo + (hi - lo) / 2;
+
+		if (count_rank(runs, mid, true, NULL) >= rank)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	less = count_rank(runs, lo, false, &pos);
+	need = rank - less;
+	/* the rest are keys equal to lo, taken from the runs in order */
+	for (size_t r = 0; r < runs.size() && need > 0; r++)
+	{
+		const uint64_t *b = runs[r].keys;
+		size_t		eq = std::upper_bound(b + pos[r], b + runs[r].n, lo) - (b + pos[r]);
+		size_t		take = std::min(eq, need);
+
+		pos[r] += take;
+		need -= take;
+	}
+}
+
+/*
+ * Merge of one output slice by a loser tree over the runs' head keys.  The
+ * tree compares keys only (equal keys may come out in any order); an
+ * exhausted run's head is UINT64_MAX, so an exhausted run can win only when
+ * every key left is UINT64_MAX, and then the rest is copied as it stands.
+ * The replay is branch-free (a compare and two conditional moves a level);
+ * since it is one long dependent chain per row, each thread merges two
+ * slices in lockstep so that their chains overlap.
+ */
+#define MAX_RUNS 1024
+
+struct Merge
+{
+	int			K2;				/* leaves, a power of two */
+	size_t		left;			/* rows still to write */
+	uint64_t   *ok;				/* output */
+	uint32_t   *oi;
+	uint64_t	wkey;			/* the winner */
+	uint32_t	wrun;
+	const uint64_t *kp[MAX_RUNS];
+	const uint64_t *kend[MAX_RUNS];
+	const uint32_t *pp[MAX_RUNS];
+	uint64_t	base[MAX_RUNS];
+	uint64_t	lkey[MAX_RUNS];	/* losers, nodes 1 .. K2-1 */
+	uint32_t	lrun[MAX_RUNS];
+	bool		done[MAX_RUNS];
+};
+
+static void
+merge_init(Merge *m, const std::vector<Run> &runs, const std::vector<size_t> &lo,
+		   const std::vector<size_t> &hi, uint64_t *out_keys, uint32_t *out_idx)
+{
+	size_t		K = runs.size();
+	std::vector<uint64_t> wk;
+	std::vector<uint32_t> wr;
+
+	m->K2 = 1;
+	while ((size_t) m->K2 < K)
+		m->K2 <<= 1;
+	m->left = 0;
+	m->ok = out_keys;
+	m->oi = out_idx;
+	wk.assign(2 * m->K2, UINT64_MAX);
+	wr.assign(2 * m->K2, 0);
+	for (int r = 0; r < m->K2; r++)
+	{
+		m->kp[r] = m->kend[r] = NULL;
+		m->pp[r] = NULL;
+		m->base[r] = 0;
+		if ((size_t) r < K)
+		{
+			m->kp[r] = runs[r].keys + lo[r];
+			m->kend[r] = runs[r].keys + hi[r];
+			m->pp[r] = runs[r].perm + lo[r];
+			m->base[r] = runs[r].base;
+			m->left += hi[r] - lo[r];
+		}
+		m->done[r] = m->kp[r] == m->kend[r];
+		wk[m->K2 + r] = m->done[r] ? UINT64_MAX : *m->kp[r];
+		wr[m->K2 + r] = r;
+	}
+	for (int t = m->K2 - 1; t >= 1; t--)
+	{
+		bool		a_wins = wk[2 * t] <= wk[2 * t + 1];
+		int			wi = a_wins ? 2 * t : 2 * t + 1,
+					li = a_wins ? 2 * t + 1 : 2 * t;
+
+		wk[t] = wk[wi];
+		wr[t] = wr[wi];
+		m->lkey[t] = wk[li];
+		m->lrun[t] = wr[li];
+	}
+	m->wkey = wk[1];
+	m->wrun = wr[1];
+}
+
+/* the rest once only UINT64_MAX keys are left: copy them run by run */
+static void
+merge_tail(Merge *m)
+{
+	for (int r = 0; r < m->K2 && m->left > 0; r++)
+	{
+		while (m->kp[r] < m->kend[r])
+		{
+			*m->ok++ = *m->kp[r]++;
+			*m->oi++ = (uint32_t) (m->base[r] + *m->pp[r]++);
+			m->left--;
+		}
+	}
+}
+
+/* write one row; false when the slice is done */
+static inline bool
+merge_step(Merge *__restrict m)
+{
+	uint32_t	r = m->wrun;
+	uint64_t   *__restrict lkey = m->lkey;
+	uint32_t   *__restrict lrun = m->lrun;
+	const uint64_t *k;
+	uint64_t	xk;
+	uint32_t	xr = r;
+	size_t		left = m->left;
+
+	if (left == 0)
+		return false;
+	if (m->done[r])
+	{
+		merge_tail(m);
+		return false;
+	}
+	{
+		uint64_t   *__restrict ok = m->ok;
+		uint32_t   *__restrict oi = m->oi;
+		const uint32_t *p = m->pp[r];
+
+		*ok = m->wkey;
+		*oi = (uint32_t) (m->base[r] + *p);
+		m->ok = ok + 1;
+		m->oi = oi + 1;
+		m->pp[r] = p + 1;
+	}
+	m->left = left - 1;
+	k = m->kp[r] + 1;
+	m->kp[r] = k;
+	if (k < m->kend[r])
+		xk = *k;
+	else
+	{
+		xk = UINT64_MAX;
+		m->done[r] = true;
+	}
+	for (int t = (m->K2 + (int) r) >> 1; t >= 1; t >>= 1)
+	{
+		uint64_t	lk = lkey[t];
+		uint32_t	lr = lrun[t];
+		bool		sw = lk < xk;
+
+		lkey[t] = sw ? xk : lk;
+		lrun[t] = sw ? xr : lr;
+		xk = sw ? lk : xk;
+		xr = sw ? lr : xr;
+	}
+	m->wkey = xk;
+	m->wrun = xr;
+	return true;
+}
+
+/* merge two slices in lockstep (b may be NULL) */
+static void
+merge_slices(Merge *a, Merge *b)
+{
+	if (b != NULL)
+	{
+		while (a->left > 0 && b->left > 0)
+		{
+			merge_step(a);
+			merge_step(b);
+		}
+		while (merge_step(b))
+			;
+	}
+	while (merge_step(a))
+		;
+}
+
+static void
+parallel_merge(const std::vector<Run> &runs, size_t n, uint64_t *out_keys,
+			   uint32_t *out_idx)
+{
+	int			S = 2 * nthreads;	/* two slices a thread */
+	std::vector<std::vector<size_t>> cuts(S + 1);
+
+	if (runs.size() > MAX_RUNS)
+	{
+		fprintf(stderr, "more than %d runs\n", MAX_RUNS);
+		exit(1);
+	}
+	/* slice boundaries at equal ranks, found in parallel */
+	parallel_for(S + 1, [&](int, size_t a, size_t b) {
+		for (size_t s = a; s < b; s++)
+			split_at(runs, n * s / S, cuts[s]);
+	});
+	parallel_for(nthreads, [&](int t, size_t, size_t) {
+		Merge	   *m = (Merge *) malloc(2 * sizeof(Merge));
+
+		for (int j = 0; j < 2; j++)
+		{
+			size_t		s = 2 * t + j;
+			size_t		at = n * s / S;
+
+			merge_init(&m[j], runs, cuts[s], cuts[s + 1], out_keys + at, out_idx + at);
+		}
+		merge_slices(&m[0], &m[1]);
+		free(m);
+	});
+}
+
+/* ---------------------------------------------------------------------
+ * the CPU sort: parallel MSD pass, then the CPU engine per bucket
+ * --------------------------------------------------------------------- */
+
+static void
+cpu_sort(const uint64_t *src, size_t n, int bits, uint64_t *out_keys,
+		 uint32_t *out_idx, uint64_t *tmp_keys, uint32_t *tmp_idx,
+		 double *scatter_ms)
+{
+	const gs_engine_ops *cops = gpusort_cpu_engine(GS_ENGINE_ABI_VERSION);
+	std::vector<uint64_t> ors(nthreads, 0);
+	int			shift;
+	size_t		B = (size_t) 1 << bits;
+	std::vector<size_t> hist((size_t) nthreads * B, 0);
+	std::vector<size_t> bstart(B + 1, 0);
+	double		t0 = now_ms();
+
+	if (n == 0)
+		return;
+	/* the bits that vary */
+	parallel_for(n, [&](int t, size_t lo, size_t hi) {
+		uint64_t	o = 0,
+					k0 = src[0];
+
+		for (size_t i = lo; i < hi; i++)
+			o |= src[i] ^ k0;
+		ors[t] = o;
+	});
+	uint64_t	o = 0;
+
+	for (uint64_t x : ors)
+		o |= x;
+	{
+		int			top = o ? 64 - __builtin_clzll(o) : 0;
+
+		shift = top > bits ? top - bits : 0;
+	}
+	uint64_t	dmask = B - 1;
+
+	parallel_for(n, [&](int t, size_t lo, size_t hi) {
+		size_t	   *h = &hist[(size_t) t * B];
+
+		for (size_t i = lo; i < hi; i++)
+			h[(src[i] >> shift) & dmask]++;
+	});
+	/* bucket d, thread t writes from bstart[d] + sum of earlier threads' counts */
+	{
+		size_t		sum = 0;
+
+		for (size_t d = 0; d < B; d++)
+		{
+			bstart[d] = sum;
+			for (int t = 0; t < nthreads; t++)
+			{
+				size_t		c = hist[(size_t) t * B + d];
+
+				hist[(size_t) t * B + d] = sum;
+				sum += c;
+			}
+		}
+		bstart[B] = sum;
+	}
+	parallel_for(n, [&](int t, size_t lo, size_t hi) {
+		size_t	   *h = &hist[(size_t) t * B];
+
+		for (size_t i = lo; i < hi; i++)
+		{
+			uint64_t	k = src[i];
+			size_t		p = h[(k >> shift) & dmask]++;
+
+			tmp_keys[p] = k;
+			tmp_idx[p] = (uint32_t) i;
+		}
+	});
+	*scatter_ms = now_ms() - t0;
+
+	/* buckets to the CPU engine, largest-first is not needed for uniform data */
+	std::atomic<size_t> next(0);
+	std::atomic<int> failed(0);
+
+	parallel_for(nthreads, [&](int, size_t, size_t) {
+		gs_engine  *ce;
+		char		errbuf[GS_ERRBUF_SIZE];
+		std::vector<uint32_t> perm;
+
+		if (cops->create(&ce, errbuf, sizeof(errbuf)) != GS_OK)
+		{
+			failed = 1;
+			return;
+		}
+		for (size_t d; (d = next.fetch_add(1)) < B;)
+		{
+			size_t		a = bstart[d],
+						m = bstart[d + 1] - a;
+			gs_status	st;
+
+			if (m == 0)
+				continue;
+			if (perm.size() < m)
+				perm.resize(m);
+			st = cops->sort(ce, tmp_keys + a, m, 8, perm.data(), GS_SORT_KEYS_OUT,
+							NULL, NULL, NULL, errbuf, sizeof(errbuf));
+			if (st != GS_OK)
+			{
+				fprintf(stderr, "CPU engine: %s\n", errbuf);
+				failed = 1;
+				break;
+			}
+			memcpy(out_keys + a, tmp_keys + a, m * sizeof(uint64_t));
+			for (size_t i = 0; i < m; i++)
+				out_idx[a + i] = tmp_idx[a + perm[i]];
+		}
+		cops->destroy(ce);
+	});
+	if (failed)
+	{
+		fprintf(stderr, "the CPU sort failed\n");
+		exit(1);
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * checks
+ * --------------------------------------------------------------------- */
+
+static bool
+check_sorted(const char *what, const uint64_t *src, size_t n,
+			 const uint64_t *keys, const uint32_t *idx)
+{
+	std::vector<uint64_t> seen((n + 63) / 64 + 1, 0);
+	std::atomic<size_t> bad(0);
+	std::atomic<size_t> first_bad(SIZE_MAX);
+
+	parallel_for(n, [&](int, size_t lo, size_t hi) {
+		size_t		b = 0;
+
+		for (size_t i = lo; i < hi; i++)
+		{
+			uint32_t	x = idx[i];
+			bool		ok = x < n && src[x] == keys[i] &&
+				(i == 0 || keys[i - 1] <= keys[i]);
+
+			if (ok)
+			{
+				uint64_t	bit = 1ull << (x & 63);
+				uint64_t	old = __atomic_fetch_or(&seen[x >> 6], bit, __ATOMIC_RELAXED);
+
+				ok = (old & bit) == 0;
+			}
+			if (!ok)
+			{
+				if (b++ == 0)
+				{
+					size_t		f = first_bad.load();
+
+					while (i < f && !first_bad.compare_exchange_weak(f, i))
+						;
+				}
+			}
+		}
+		bad += b;
+	});
+	if (bad)
+	{
+		size_t		i = first_bad;
+
+		printf("FAIL %s: %zu bad rows, first at %zu (key %llu, index %u)\n", what,
+			   (size_t) bad, i, (unsigned long long) keys[i], idx[i]);
+		return false;
+	}
+	return true;
+}
+
+/* ---------------------------------------------------------------------
+ * main
+ * --------------------------------------------------------------------- */
+
+struct Measure
+{
+	double		h2d_gbs,
+				d2h_gbs,
+				bidir_gbs;
+};
+
+static Measure
+measure_pcie(void *pinned, size_t bytes)
+{
+	void	   *dev;
+	cudaStream_t s[2];
+	cudaEvent_t e[4];
+	std::vector<double> up,
+				down,
+				both;
+	Measure		m;
+
+	if (cudaMalloc(&dev, 2 * bytes) != cudaSuccess)
+	{
+		fprintf(stderr, "cudaMalloc for the bandwidth test failed\n");
+		exit(1);
+	}
+	for (int i = 0; i < 2; i++)
+		cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking);
+	for (int i = 0; i < 4; i++)
+		cudaEventCreate(&e[i]);
+	for (int rep = 0; rep < 6; rep++)
+	{
+		float		ms;
+
+		cudaEventRecord(e[0], s[0]);
+		cudaMemcpyAsync(dev, pinned, bytes, cudaMemcpyHostToDevice, s[0]);
+		cudaEventRecord(e[1], s[0]);
+		cudaEventSynchronize(e[1]);
+		cudaEventElapsedTime(&ms, e[0], e[1]);
+		if (rep > 0)
+			up.push_back(bytes / (ms * 1e6));
+		cudaEventRecord(e[0], s[0]);
+		cudaMemcpyAsync(pinned, dev, bytes, cudaMemcpyDeviceToHost, s[0]);
+		cudaEventRecord(e[1], s[0]);
+		cudaEventSynchronize(e[1]);
+		cudaEventElapsedTime(&ms, e[0], e[1]);
+		if (rep > 0)
+			down.push_back(bytes / (ms * 1e6));
+		/* both directions at once: half the buffer each way */
+		{
+			double		t0 = now_ms();
+
+			cudaMemcpyAsync((char *) dev + bytes, pinned, bytes / 2,
+							cudaMemcpyHostToDevice, s[0]);
+			cudaMemcpyAsync((char *) pinned + bytes / 2, dev, bytes / 2,
+							cudaMemcpyDeviceToHost, s[1]);
+			cudaStreamSynchronize(s[0]);
+			cudaStreamSynchronize(s[1]);
+			if (rep > 0)
+				both.push_back(bytes / ((now_ms() - t0) * 1e6));
+		}
+	}
+	m.h2d_gbs = median(up);
+	m.d2h_gbs = median(down);
+	m.bidir_gbs = median(both);
+	for (int i = 0; i < 2; i++)
+		cudaStreamDestroy(s[i]);
+	for (int i = 0; i < 4; i++)
+		cudaEventDestroy(e[i]);
+	cudaFree(dev);
+	return m;
+}
+
+/* device bytes the engine takes for one sort of n u64 keys (one slot) */
+static size_t
+slot_bytes(size_t n)
+{
+	auto		al = [](size_t x) { return (x + 255) & ~(size_t) 255; };
+
+	return 2 * al(n * 8) + 2 * al(n * 4) + al(hrs::temp_bytes(8, n));
+}
+
+int
+main(int argc, char **argv)
+{
+	size_t		n = 8000000000ull / 12;
+	size_t		budget = 2048ull << 20;
+	size_t		chunk_rows = 0;
+	int			reps = 3;
+	int			cpu_bits = 10;
+	uint64_t	seed = 42;
+	bool		cpu_only = false;
+	bool		no_cpu_sort = false;
+	int			few = 0;			/* --dist few: 16 distinct keys, UINT64_MAX among them */
+	const char *out = NULL;
+	const char *commit = "unknown";
+	char		errbuf[GS_ERRBUF_SIZE];
+	gs_status	st;
+	int			ndev = 0;
+
+	nthreads = (int) std::thread::hardware_concurrency();
+	if (nthreads < 1)
+		nthreads = 1;
+	for (int i = 1; i < argc; i++)
+	{
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (strcmp(a, "--pairs") == 0 && v)
+			n = (size_t) atof(v), i++;
+		else if (strcmp(a, "--budget-mb") == 0 && v)
+			budget = (size_t) (atof(v) * (1 << 20)), i++;
+		else if (strcmp(a, "--threads") == 0 && v)
+			nthreads = atoi(v), i++;
+		else if (strcmp(a, "--chunk-rows") == 0 && v)
+			chunk_rows = (size_t) atof(v), i++;
+		else if (strcmp(a, "--reps") == 0 && v)
+			reps = atoi(v), i++;
+		else if (strcmp(a, "--cpu-bits") == 0 && v)
+			cpu_bits = atoi(v), i++;
+		else if (strcmp(a, "--seed") == 0 && v)
+			seed = strtoull(v, NULL, 10), i++;
+		else if (strcmp(a, "--out") == 0 && v)
+			out = v, i++;
+		else if (strcmp(a, "--commit") == 0 && v)
+			commit = v, i++;
+		else if (strcmp(a, "--cpu-only") == 0)
+			cpu_only = true;
+		else if (strcmp(a, "--no-cpu-sort") == 0)
+			no_cpu_sort = true;
+		else if (strcmp(a, "--dist") == 0 && v && (strcmp(v, "uniform") == 0 ||
+													strcmp(v, "few") == 0))
+			few = strcmp(v, "few") == 0, i++;
+		else
+		{
+			fprintf(stderr,
+					"usage: %s [--pairs N] [--budget-mb MB] [--threads T] [--chunk-rows N]\n"
+					"          [--reps R] [--cpu-bits B] [--seed S] [--dist uniform|few]\n"
+					"          [--cpu-only] [--no-cpu-sort]\n"
+					"          [--out FILE.md] [--commit SHA]\n", argv[0]);
+			return 2;
+		}
+	}
+	if (nthreads < 1 || reps < 1 || cpu_bits < 1 || cpu_bits > 20 || n < 1 ||
+		n > GS_MAX_ROWS)
+	{
+		fprintf(stderr, "bad option value\n");
+		return 2;
+	}
+	if (!cpu_only && (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0))
+	{
+		(void) cudaGetLastError();
+		printf("no CUDA device: running the CPU parts only (--cpu-only)\n");
+		cpu_only = true;
+	}
+
+	/* chunk size: both slots' device buffers within the budget */
+	if (chunk_rows == 0)
+	{
+		size_t		lo = 1,
+					hi = n;
+
+		while (lo < hi)
+		{
+			size_t		mid = lo + (hi - lo + 1) / 2;
+
+			if (2 * slot_bytes(mid) <= budget)
+				lo = mid;
+			else
+				hi = mid - 1;
+		}
+		chunk_rows = lo;
+		/* whole 4 KB pages of keys per chunk, for the copies */
+		if (chunk_rows > 4096 && chunk_rows < n)
+			chunk_rows &= ~(size_t) 511;
+	}
+	size_t		nchunks = (n + chunk_rows - 1) / chunk_rows;
+
+	printf("rows %zu (%.2f GB of u64 key + u32 index), budget %zu MB, chunk %zu rows "
+		   "(%zu MB of device buffers per slot), %zu chunks, %d threads%s\n",
+		   n, n * 12 / 1e9, budget >> 20, chunk_rows, slot_bytes(chunk_rows) >> 20,
+		   nchunks, nthreads, cpu_only ? ", CPU only" : "");
+	fflush(stdout);
+
+	/* source data */
+	double		t0 = now_ms();
+	uint64_t   *src = (uint64_t *) malloc(n * 8);
+	uint64_t   *gkeys = (uint64_t *) malloc(n * 8);
+	uint32_t   *gidx = (uint32_t *) malloc(n * 4);
+
+	if (!src || !gkeys || !gidx)
+	{
+		fprintf(stderr, "out of memory\n");
+		return 1;
+	}
+	parallel_for(n, [&](int, size_t lo, size_t hi) {
+		for (size_t i = lo; i < hi; i++)
+		{
+			uint64_t	x = mix(seed * 0x1000003ull + i);
+
+			if (few)
+				x = x % 16 == 15 ? UINT64_MAX : mix(x % 16);
+			src[i] = x;
+		}
+	});
+	memset(gkeys, 0, n * 8);
+	memset(gidx, 0, n * 4);
+
+	/* engine and pinned buffers */
+	const gs_engine_ops *ops;
+	gs_engine  *eng = NULL;
+	gs_device_info info;
+
+	ops = cpu_only ? gpusort_cpu_engine(GS_ENGINE_ABI_VERSION) :
+		gpusort_cuda_engine(GS_ENGINE_ABI_VERSION);
+	if (ops == NULL)
+	{
+		fprintf(stderr, "engine ABI mismatch\n");
+		return 1;
+	}
+	st = ops->create(&eng, errbuf, sizeof(errbuf));
+	if (st != GS_OK)
+		die("create", st, errbuf);
+	st = ops->device_info(eng, &info, errbuf, sizeof(errbuf));
+	if (st != GS_OK)
+		die("device_info", st, errbuf);
+
+	std::vector<uint64_t *> ckeys(nchunks);
+	std::vector<uint32_t *> cperm(nchunks);
+	std::vector<size_t> crows(nchunks);
+
+	for (size_t c = 0; c < nchunks; c++)
+	{
+		void	   *p;
+
+		crows[c] = std::min(chunk_rows, n - c * chunk_rows);
+		st = ops->keybuf_alloc(eng, crows[c] * 8, &p, errbuf, sizeof(errbuf));
+		if (st != GS_OK)
+			die("keybuf_alloc", st, errbuf);
+		ckeys[c] = (uint64_t *) p;
+		st = ops->keybuf_alloc(eng, crows[c] * 4, &p, errbuf, sizeof(errbuf));
+		if (st != GS_OK)
+			die("keybuf_alloc", st, errbuf);
+		cperm[c] = (uint32_t *) p;
+		/* touch: pinned pages are resident already, pageable ones not */
+		memset(ckeys[c], 0, crows[c] * 8);
+		memset(cperm[c], 0, crows[c] * 4);
+	}
+	double		setup_ms = now_ms() - t0;
+
+	printf("device: %s; data and %zu pinned buffers ready in %.0f ms\n", info.name,
+		   2 * nchunks, setup_ms);
+	fflush(stdout);
+
+	Measure		bw = {0, 0, 0};
+
+	if (!cpu_only)
+	{
+		size_t		bytes = std::min(n * 8, (size_t) 1 << 30);
+		void	   *p;
+
+		st = ops->keybuf_alloc(eng, bytes, &p, errbuf, sizeof(errbuf));
+		if (st != GS_OK)
+			die("keybuf_alloc", st, errbuf);
+		memset(p, 1, bytes);
+		bw = measure_pcie(p, bytes);
+		ops->keybuf_free(eng, p, bytes);
+		printf("pinned PCIe, %zu MB: H2D %.1f GB/s, D2H %.1f GB/s, both at once %.1f GB/s total\n",
+			   bytes >> 20, bw.h2d_gbs, bw.d2h_gbs, bw.bidir_gbs);
+		fflush(stdout);
+	}
+
+	/* the chunked GPU sort, R times */
+	std::vector<double> t_chunked,
+				t_merge,
+				t_whole,
+				t_encode,
+				t_stall;
+	double		sum_up = 0,
+				sum_sort = 0,
+				sum_down = 0;
+	std::vector<Run> runs(nchunks);
+
+	for (int rep = 0; rep < reps; rep++)
+	{
+		std::vector<gs_ticket> tk(nchunks, 0);
+		double		enc = 0,
+					stall = 0;
+		double		ts = now_ms();
+
+		sum_up = sum_sort = sum_down = 0;
+		for (size_t c = 0; c < nchunks; c++)
+		{
+			double		a = now_ms();
+
+			par_memcpy(ckeys[c], src + c * chunk_rows, crows[c] * 8);
+			enc += now_ms() - a;
+			if (cpu_only)
+			{
+				st = ops->sort(eng, ckeys[c], crows[c], 8, cperm[c], GS_SORT_KEYS_OUT,
+							   NULL, NULL, NULL, errbuf, sizeof(errbuf));
+				if (st != GS_OK)
+					die("sort", st, errbuf);
+				continue;
+			}
+			if (c >= 2)
+			{
+				gs_sort_stats ss;
+
+				a = now_ms();
+				st = ops->sort_wait(eng, tk[c - 2], NULL, NULL, &ss, errbuf, sizeof(errbuf));
+				if (st != GS_OK)
+					die("sort_wait", st, errbuf);
+				stall += now_ms() - a;
+				sum_up += ss.upload_ms;
+				sum_sort += ss.sort_ms;
+				sum_down += ss.download_ms;
+			}
+			st = ops->sort_submit(eng, ckeys[c], crows[c], 8, cperm[c], GS_SORT_KEYS_OUT,
+								  &tk[c], errbuf, sizeof(errbuf));
+			if (st != GS_OK)
+				die("sort_submit", st, errbuf);
+		}
+		if (!cpu_only)
+		{
+			for (size_t c = nchunks >= 2 ? nchunks - 2 : 0; c < nchunks; c++)
+			{
+				gs_sort_stats ss;
+				double		a = now_ms();
+
+				st = ops->sort_wait(eng, tk[c], NULL, NULL, &ss, errbuf, sizeof(errbuf));
+				if (st != GS_OK)
+					die("sort_wait", st, errbuf);
+				stall += now_ms() - a;
+				sum_up += ss.upload_ms;
+				sum_sort += ss.sort_ms;
+				sum_down += ss.download_ms;
+			}
+		}
+		double		tc = now_ms();
+
+		for (size_t c = 0; c < nchunks; c++)
+			runs[c] = {ckeys[c], cperm[c], crows[c], (uint64_t) c * chunk_rows};
+		parallel_merge(runs, n, gkeys, gidx);
+
+		double		te = now_ms();
+
+		t_chunked.push_back(tc - ts);
+		t_merge.push_back(te - tc);
+		t_whole.push_back(te - ts);
+		t_encode.push_back(enc);
+		t_stall.push_back(stall);
+		printf("rep %d: chunked %.1f ms (encode %.1f, waits %.1f), merge %.1f ms, whole %.1f ms\n",
+			   rep + 1, tc - ts, enc, stall, te - tc, te - ts);
+		fflush(stdout);
+	}
+
+	bool		ok = check_sorted(cpu_only ? "chunked CPU-engine sort + merge" :
+								  "chunked GPU sort + merge", src, n, gkeys, gidx);
+
+	/* the CPU sort */
+	double		cpu_ms = 0,
+				cpu_scatter_ms = 0;
+
+	if (!no_cpu_sort)
+	{
+		uint64_t   *ckeys_out = (uint64_t *) malloc(n * 8);
+		uint32_t   *cidx_out = (uint32_t *) malloc(n * 4);
+		uint64_t   *tk = (uint64_t *) malloc(n * 8);
+		uint32_t   *ti = (uint32_t *) malloc(n * 4);
+
+		if (!ckeys_out || !cidx_out || !tk || !ti)
+		{
+			fprintf(stderr, "out of memory for the CPU sort\n");
+			return 1;
+		}
+		/* first touch outside the timing, as for the GPU path's buffers */
+		parallel_for(n, [&](int, size_t lo, size_t hi) {
+			memset(ckeys_out + lo, 0, (hi - lo) * 8);
+			memset(tk + lo, 0, (hi - lo) * 8);
+			memset(cidx_out + lo, 0, (hi - lo) * 4);
+			memset(ti + lo, 0, (hi - lo) * 4);
+		});
+		double		a = now_ms();
+
+		cpu_sort(src, n, cpu_bits, ckeys_out, cidx_out, tk, ti, &cpu_scatter_ms);
+		cpu_ms = now_ms() - a;
+		printf("CPU sort: %.1f ms (MSD pass on %d bits %.1f ms, CPU engine on the buckets %.1f ms)\n",
+			   cpu_ms, cpu_bits, cpu_scatter_ms, cpu_ms - cpu_scatter_ms);
+		fflush(stdout);
+		ok &= check_sorted("CPU sort", src, n, ckeys_out, cidx_out);
+		if (memcmp(ckeys_out, gkeys, n * 8) != 0)
+		{
+			printf("FAIL the two sorts' keys differ\n");
+			ok = false;
+		}
+		free(ckeys_out);
+		free(cidx_out);
+		free(tk);
+		free(ti);
+	}
+
+	/* report */
+	double		key_gb = n * 8 / 1e9;
+	double		chunked = median(t_chunked),
+				merge = median(t_merge),
+				whole = median(t_whole);
+	double		thr = key_gb / (chunked / 1e3);
+	char		table[4096];
+	int			len = 0;
+
+#define ROW(...) len += snprintf(table + len, sizeof(table) - len, __VA_ARGS__)
+	ROW("\n| engine-level chunked sort (%s) | value |\n| --- | --- |\n",
+		cpu_only ? "CPU engine, --cpu-only" : info.name);
+	ROW("| rows (u64 key + u32 index) | %zu (%.2f GB; keys %.2f GB) |\n", n, n * 12 / 1e9,
+		key_gb);
+	ROW("| GPU budget / chunk | %zu MB / %zu rows x %zu chunks |\n", budget >> 20,
+		chunk_rows, nchunks);
+	ROW("| CPU threads | %d |\n", nthreads);
+	if (!cpu_only)
+		ROW("| pinned PCIe H2D / D2H / both at once (1 GB, median) | %.1f / %.1f / %.1f GB/s |\n",
+			bw.h2d_gbs, bw.d2h_gbs, bw.bidir_gbs);
+	ROW("| chunked phase (encode + sort, keys out) | %.1f ms = %.1f GB/s of keys |\n",
+		chunked, thr);
+	if (!cpu_only)
+		ROW("| chunked phase / one-way H2D bound | %.0f%% (target >= 60%%) |\n",
+			100.0 * thr / bw.h2d_gbs);
+	ROW("| encode (memcpy into pinned keybufs, %d threads) | %.1f ms |\n", nthreads,
+		median(t_encode));
+	if (!cpu_only)
+		ROW("| per chunk sums: upload / sort / download (events) | %.1f / %.1f / %.1f ms |\n",
+			sum_up, sum_sort, sum_down);
+	ROW("| merge (%zu runs, %d threads, loser tree) | %.1f ms |\n", nchunks, nthreads, merge);
+	ROW("| whole chunked sort | %.1f ms |\n", whole);
+	if (!no_cpu_sort)
+	{
+		ROW("| CPU sort (MSD %d bits + CPU engine, %d threads) | %.1f ms |\n", cpu_bits,
+			nthreads, cpu_ms);
+		ROW("| CPU sort / whole chunked sort | %.2fx (target >= 3x) |\n", cpu_ms / whole);
+	}
+	ROW("| outputs checked | %s |\n", ok ? "sorted, permutations, equal" : "MISMATCH");
+	ROW("\nmedian of %d reps; commit %s; `cuda/build/bench_chunked --pairs %zu --budget-mb %zu%s`\n",
+		reps, commit, n, budget >> 20, cpu_only ? " --cpu-only" : "");
+	printf("%s", table);
+	if (out)
+	{
+		FILE	   *f = fopen(out, "w");
+
+		if (f == NULL || fputs(table + 1, f) < 0 || fclose(f) != 0)
+		{
+			fprintf(stderr, "could not write %s\n", out);
+			return 1;
+		}
+	}
+
+	for (size_t c = 0; c < nchunks; c++)
+	{
+		ops->keybuf_free(eng, ckeys[c], crows[c] * 8);
+		ops->keybuf_free(eng, cperm[c], crows[c] * 4);
+	}
+	ops->destroy(eng);
+	free(src);
+	free(gkeys);
+	free(gidx);
+	return ok ? 0 : 1;
+}
