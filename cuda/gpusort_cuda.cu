@@ -7,9 +7,10 @@
  *	  gpusort_cuda_engine().
  *
  * Nothing here touches CUDA before create(), which is called lazily in a
- * backend.  An instance keeps its context, stream, events, pinned staging
- * and device buffers for reuse by later sorts.  Every failure comes back
- * as a gs_status with text; nothing throws, exits or prints.
+ * backend.  An instance keeps its context, two slots (stream, events,
+ * pinned staging and device buffers, reused by later sorts) and, once an
+ * asynchronous sort was submitted, one worker thread.  Every failure comes
+ * back as a gs_status with text; nothing throws, exits or prints.
  *
  * Copyright (c) 2026, gpusort developers
  *
@@ -687,16 +688,18 @@ job_run(gs_engine *eng, Job *job)
 	{
 		int			slot = 0;
 
-		/* the slot the previous job did not use */
+		/* the slot the previous job did not use, if it is still outstanding */
 		if (!eng->single_slot)
 		{
+			pthread_mutex_lock(&eng->mu);
 			for (int j = 0; j < GS_MAX_INFLIGHT; j++)
 			{
 				Job		   *o = &eng->job[j];
 
-				if (o != job && o->ticket + 1 == job->ticket && o->ticket != 0)
+				if (o != job && o->ticket != 0 && o->ticket + 1 == job->ticket)
 					slot = 1 - o->slot;
 			}
+			pthread_mutex_unlock(&eng->mu);
 		}
 		st = job_upload(eng, job, slot, false);
 		if (st != GS_OK)
