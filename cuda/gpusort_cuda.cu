@@ -37,11 +37,11 @@
  * event, pinned staging and device buffers (kept for reuse like the
  * synchronous path's), so that job k+1 is uploaded on one stream while job
  * k is sorted or downloaded on the other: both PCIe directions are busy at
- * once.  The worker starts job k+1's upload from inside job k's sort, from
- * the callback that hrs::sort polls while it waits for the device (the same
- * one that carries the abort flag), so the upload also overlaps job k's
- * sort.  When the second slot cannot get its device memory, jobs run one at
- * a time on slot 0 from then on.
+ * once.  The worker starts job k+1's upload while it waits for job k's last
+ * kernels (from the callback that wait polls, which also carries the abort
+ * flag), so the upload also overlaps the end of job k's sort.  When the
+ * second slot cannot get its device memory, jobs run one at a time on slot
+ * 0 from then on.
  *
  * A job's state moves QUEUED -> (worker) HOST_DONE: either failed, with
  * keys[] never written, or with its downloads enqueued behind its done
@@ -620,13 +620,23 @@ struct PollArg
 	Job		   *job;
 };
 
-/*
- * The cancel callback of a running job's sort (worker thread): says whether
- * the job was aborted and, while it waits, starts the upload of the job
- * queued behind it into the other slot.
- */
+/* the cancel callback of a running job's sort (worker thread) */
 static int
 worker_poll(void *arg)
+{
+	PollArg    *pa = (PollArg *) arg;
+
+	return job_aborted(pa->job);
+}
+
+/*
+ * The cancel callback while a job's last kernels end (worker thread): as
+ * worker_poll, and it starts the upload of the job queued behind it into
+ * the other slot.  Not earlier, from inside the sort: the sort's own small
+ * host-to-device copies would then queue behind that upload.
+ */
+static int
+worker_poll_tail(void *arg)
 {
 	PollArg    *pa = (PollArg *) arg;
 	gs_engine  *eng = pa->eng;
@@ -730,7 +740,7 @@ job_run(gs_engine *eng, Job *job)
 	job->passes = res.passes;
 	JOB_TRY(cudaEventRecord(job->mark[3], sl->stream), "cudaEventRecord");
 	/* last chance to stop: after this keys[] is being overwritten */
-	st = hrs::wait_event(job->mark[3], worker_poll, &pa, errbuf, errlen);
+	st = hrs::wait_event(job->mark[3], worker_poll_tail, &pa, errbuf, errlen);
 	if (st != GS_OK)
 		goto fail;
 	JOB_TRY(cudaMemcpyAsync(job->perm, a.vals[0], job->n * sizeof(uint32_t),
