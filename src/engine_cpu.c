@@ -7,8 +7,9 @@
  * This engine is always linked into the extension and is the one CI runs,
  * so it must be correct for every input and fast on the common ones.  It
  * includes no PostgreSQL header (it is built standalone by test/engine/),
- * never prints, never longjmps, and is single-threaded: it runs inside a
- * backend.
+ * never prints and never longjmps.  sort() runs on the caller's thread;
+ * asynchronous sorts (sort_submit) run on one worker thread per engine
+ * instance, see "Asynchronous sorts" below.
  *
  * Algorithm.  Each row becomes a record {u64 key word, u32 row index}.  The
  * records are sorted MSD-first with 8-bit digits, scattering between two
@@ -42,10 +43,32 @@
  * Temporary memory is one malloc of 2 * n records (24 bytes a row; 32 for
  * 32-byte keys with GS_SORT_KEYS_OUT), freed before returning on every path.
  *
+ * Failures leave keys[] as given (the engine API promises it, so that the
+ * caller can sort them again elsewhere): the sort only reads the caller's
+ * keys while it works in its own record buffers, and writes keys[] (with
+ * GS_SORT_KEYS_OUT) only after the sort has finished, when nothing can fail
+ * or be canceled any more.  A failed workspace malloc or a cancel returns
+ * before that point.
+ *
+ * Asynchronous sorts.  The first sort_submit() starts one worker thread for
+ * the engine instance, with every signal blocked (it lives in a PostgreSQL
+ * backend, whose signal handlers must run on the main thread).  Submitted
+ * sorts go into a ring of GS_MAX_INFLIGHT job slots and the worker runs them
+ * in submit order with the same code as sort(), so that the backend can read
+ * and encode chunk k+1 on its own core while chunk k is being sorted.  The
+ * worker calls no caller code: its cancel callback only reads the job's
+ * abort flag, which sort_wait() sets when the caller's cancel callback (run
+ * on the caller's thread while it waits) says stop, and sort_abort() sets
+ * for every outstanding job.  The worker is joined in destroy().
+ *
  * Copyright (c) 2026, gpusort developers
  *
  *-------------------------------------------------------------------------
  */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,10 +115,64 @@ typedef struct GS_PACKED gs_rec
 	uint32_t	idx;
 } gs_rec;
 
-/* the engine instance: the CPU engine keeps no state between sorts */
+/*
+ * How often sort_wait() calls the caller's cancel callback while the sort it
+ * waits for runs: every millisecond, which costs nothing next to a sort and
+ * answers a query cancel as fast as sort()'s own checks do.
+ */
+#define GS_CPU_WAIT_POLL_NS		1000000L
+
+/*
+ * Stack of the worker thread.  The sort recurses at most once per digit of
+ * the key (32 levels for 32-byte keys), with about 2 kB of counts a level;
+ * 1 MB leaves ample room (also for sanitizers) without reserving the 8 MB a
+ * default thread stack may take.
+ */
+#define GS_CPU_WORKER_STACK		((size_t) 1 << 20)
+
+typedef enum gs_job_state
+{
+	GS_JOB_FREE = 0,			/* slot not in use */
+	GS_JOB_QUEUED,				/* submitted, the worker has not taken it */
+	GS_JOB_RUNNING,				/* the worker is sorting it */
+	GS_JOB_DONE					/* finished (or discarded), not yet waited */
+} gs_job_state;
+
+/* one asynchronous sort */
+typedef struct gs_cpu_job
+{
+	gs_ticket	ticket;
+	void	   *keys;
+	size_t		n;
+	int			key_bytes;
+	uint32_t   *perm;
+	int			flags;
+	gs_job_state state;
+	int			abort;			/* non-zero: stop; accessed with __atomic */
+	gs_status	status;			/* result, valid in state DONE */
+	gs_sort_stats stats;
+	char		errbuf[GS_ERRBUF_SIZE];
+} gs_cpu_job;
+
+/*
+ * The engine instance.  The sort itself keeps no state between calls; the
+ * rest serves the asynchronous sorts.  lock protects the job slots (state,
+ * status, the slot ring) and quit.  head and nout change only on the
+ * caller's thread (submit, wait, abort) under lock; the worker reads them
+ * under lock, and the caller may read them without it.
+ */
 struct gs_engine
 {
-	int			unused;
+	pthread_mutex_t lock;
+	pthread_cond_t work;		/* to the worker: a job was queued, or quit */
+	pthread_cond_t done;		/* from the worker: a job finished */
+	int			worker_started;
+	int			quit;
+	pthread_t	worker;
+	gs_cpu_job	jobs[GS_MAX_INFLIGHT];
+	int			head;			/* slot of the oldest outstanding job */
+	int			nout;			/* outstanding jobs: submitted, not waited */
+	gs_ticket	last_ticket;
 };
 
 /* everything one sort call needs, passed down the recursion */
@@ -516,21 +593,70 @@ gs_radix_sort(gs_cpu_sort *s, gs_rec *buf, size_t n)
 static gs_status
 cpu_create(gs_engine **out, char *errbuf, size_t errlen)
 {
-	gs_engine  *eng = malloc(sizeof(gs_engine));
+	gs_engine  *eng = calloc(1, sizeof(gs_engine));
+	pthread_condattr_t attr;
+	int			rc;
 
 	if (eng == NULL)
 	{
 		gs_set_error(errbuf, errlen, "out of memory creating the CPU engine");
 		return GS_ERR_NOMEM;
 	}
-	eng->unused = 0;
+	rc = pthread_mutex_init(&eng->lock, NULL);
+	if (rc == 0)
+	{
+		rc = pthread_cond_init(&eng->work, NULL);
+		if (rc != 0)
+			pthread_mutex_destroy(&eng->lock);
+	}
+	if (rc == 0)
+	{
+		/* sort_wait's timed waits run on the monotonic clock */
+		rc = pthread_condattr_init(&attr);
+		if (rc == 0)
+		{
+			rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+			if (rc == 0)
+				rc = pthread_cond_init(&eng->done, &attr);
+			pthread_condattr_destroy(&attr);
+		}
+		if (rc != 0)
+		{
+			pthread_cond_destroy(&eng->work);
+			pthread_mutex_destroy(&eng->lock);
+		}
+	}
+	if (rc != 0)
+	{
+		free(eng);
+		gs_set_error(errbuf, errlen,
+					 "could not initialize the CPU engine's locks: %s",
+					 strerror(rc));
+		return GS_ERR_NOMEM;
+	}
 	*out = eng;
 	return GS_OK;
 }
 
+static void cpu_sort_abort(gs_engine *eng);
+
 static void
 cpu_destroy(gs_engine *eng)
 {
+	if (eng == NULL)
+		return;
+	if (eng->worker_started)
+	{
+		cpu_sort_abort(eng);
+		pthread_mutex_lock(&eng->lock);
+		eng->quit = 1;
+		pthread_cond_signal(&eng->work);
+		pthread_mutex_unlock(&eng->lock);
+		pthread_join(eng->worker, NULL);
+	}
+	pthread_cond_destroy(&eng->done);
+	pthread_cond_destroy(&eng->work);
+	pthread_mutex_destroy(&eng->lock);
 	free(eng);
 }
 
@@ -595,24 +721,11 @@ cpu_keybuf_free(gs_engine *eng, void *ptr, size_t bytes)
 	free(ptr);
 }
 
+/* the argument checks of sort() and sort_submit() */
 static gs_status
-cpu_sort(gs_engine *eng, void *keys, size_t n, int key_bytes,
-		 uint32_t *perm, int flags,
-		 gs_cancel_fn cancel, void *cancel_arg,
-		 gs_sort_stats *stats, char *errbuf, size_t errlen)
+gs_check_args(const void *keys, size_t n, int key_bytes,
+			  const uint32_t *perm, char *errbuf, size_t errlen)
 {
-	double		t0 = gs_now_ms();
-	double		t1;
-	gs_cpu_sort *s;
-	gs_rec	   *buf;
-	void	   *work;			/* buf, as raw memory */
-	size_t		work_bytes;
-	size_t		i;
-
-	(void) eng;
-	if (stats != NULL)
-		memset(stats, 0, sizeof(*stats));
-
 	if (!GS_KEY_BYTES_VALID(key_bytes))
 	{
 		gs_set_error(errbuf, errlen, "unsupported key width %d", key_bytes);
@@ -628,6 +741,30 @@ cpu_sort(gs_engine *eng, void *keys, size_t n, int key_bytes,
 		gs_set_error(errbuf, errlen, "sort called without keys or output");
 		return GS_ERR_INVALID;
 	}
+	return GS_OK;
+}
+
+/*
+ * One sort, on the calling thread: sort() itself, and each job of the
+ * worker thread.  The arguments have been checked.
+ */
+static gs_status
+gs_cpu_sort_keys(void *keys, size_t n, int key_bytes,
+				 uint32_t *perm, int flags,
+				 gs_cancel_fn cancel, void *cancel_arg,
+				 gs_sort_stats *stats, char *errbuf, size_t errlen)
+{
+	double		t0 = gs_now_ms();
+	double		t1;
+	gs_cpu_sort *s;
+	gs_rec	   *buf;
+	void	   *work;			/* buf, as raw memory */
+	size_t		work_bytes;
+	size_t		i;
+
+	if (stats != NULL)
+		memset(stats, 0, sizeof(*stats));
+
 	if (n == 0)
 	{
 		if (stats != NULL)
@@ -664,6 +801,7 @@ cpu_sort(gs_engine *eng, void *keys, size_t n, int key_bytes,
 	s->cancel = cancel;
 	s->cancel_arg = cancel_arg;
 
+	/* keys[] is only read until the sort is complete (see the top) */
 	if (gs_radix_sort(s, buf, n))
 	{
 		free(buf);
@@ -728,6 +866,315 @@ cpu_sort(gs_engine *eng, void *keys, size_t n, int key_bytes,
 	return GS_OK;
 }
 
+static gs_status
+cpu_sort(gs_engine *eng, void *keys, size_t n, int key_bytes,
+		 uint32_t *perm, int flags,
+		 gs_cancel_fn cancel, void *cancel_arg,
+		 gs_sort_stats *stats, char *errbuf, size_t errlen)
+{
+	gs_status	st;
+
+	if (stats != NULL)
+		memset(stats, 0, sizeof(*stats));
+	st = gs_check_args(keys, n, key_bytes, perm, errbuf, errlen);
+	if (st != GS_OK)
+		return st;
+	/* nout only changes on this thread, so no lock is needed to read it */
+	if (eng != NULL && eng->nout > 0)
+	{
+		gs_set_error(errbuf, errlen,
+					 "sort called while %d asynchronous sorts are outstanding",
+					 eng->nout);
+		return GS_ERR_INVALID;
+	}
+	return gs_cpu_sort_keys(keys, n, key_bytes, perm, flags,
+							cancel, cancel_arg, stats, errbuf, errlen);
+}
+
+/* ---------------------------------------------------------------------
+ * asynchronous sorts
+ * --------------------------------------------------------------------- */
+
+/*
+ * The worker's cancel callback: the job's abort flag.  The flag is set by
+ * the caller's thread (gs_job_set_abort) and read by the worker without the
+ * lock, hence atomic; nothing else is published through it.
+ */
+static int
+gs_job_cancel(void *arg)
+{
+	gs_cpu_job *job = arg;
+
+	return __atomic_load_n(&job->abort, __ATOMIC_RELAXED);
+}
+
+static void
+gs_job_set_abort(gs_cpu_job *job)
+{
+	__atomic_store_n(&job->abort, 1, __ATOMIC_RELAXED);
+}
+
+/* the worker thread: run queued jobs in submit order until told to quit */
+static void *
+gs_cpu_worker(void *arg)
+{
+	gs_engine  *eng = arg;
+
+	pthread_mutex_lock(&eng->lock);
+	for (;;)
+	{
+		gs_cpu_job *job = NULL;
+		gs_status	st;
+		int			i;
+
+		/* the oldest queued job; older ones are done or running */
+		for (i = 0; i < eng->nout; i++)
+		{
+			gs_cpu_job *j = &eng->jobs[(eng->head + i) % GS_MAX_INFLIGHT];
+
+			if (j->state == GS_JOB_QUEUED)
+			{
+				job = j;
+				break;
+			}
+		}
+		if (job == NULL)
+		{
+			if (eng->quit)
+				break;
+			pthread_cond_wait(&eng->work, &eng->lock);
+			continue;
+		}
+
+		/*
+		 * Run it unlocked.  The slot's arguments were written before it was
+		 * queued and nobody writes them until it is done; stats and errbuf
+		 * are read only after it is done, under the lock.
+		 */
+		job->state = GS_JOB_RUNNING;
+		pthread_mutex_unlock(&eng->lock);
+		job->errbuf[0] = '\0';
+		st = gs_cpu_sort_keys(job->keys, job->n, job->key_bytes, job->perm,
+							  job->flags, gs_job_cancel, job, &job->stats,
+							  job->errbuf, sizeof(job->errbuf));
+		pthread_mutex_lock(&eng->lock);
+		job->status = st;
+		job->state = GS_JOB_DONE;
+		pthread_cond_broadcast(&eng->done);
+	}
+	pthread_mutex_unlock(&eng->lock);
+	return NULL;
+}
+
+/* start the worker thread with every signal blocked */
+static gs_status
+gs_start_worker(gs_engine *eng, char *errbuf, size_t errlen)
+{
+	pthread_attr_t attr;
+	sigset_t	all,
+				old;
+	size_t		stack = GS_CPU_WORKER_STACK;
+	int			rc;
+
+#ifdef PTHREAD_STACK_MIN
+	if (stack < (size_t) PTHREAD_STACK_MIN)
+		stack = (size_t) PTHREAD_STACK_MIN;
+#endif
+	rc = pthread_attr_init(&attr);
+	if (rc == 0)
+	{
+		(void) pthread_attr_setstacksize(&attr, stack);
+		sigfillset(&all);
+		/* the new thread inherits this mask; ours is restored at once */
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		rc = pthread_create(&eng->worker, &attr, gs_cpu_worker, eng);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		pthread_attr_destroy(&attr);
+	}
+	if (rc != 0)
+	{
+		gs_set_error(errbuf, errlen,
+					 "could not start the CPU engine's sort thread: %s",
+					 strerror(rc));
+		return rc == EAGAIN || rc == ENOMEM ? GS_ERR_NOMEM : GS_ERR_INTERNAL;
+	}
+	eng->worker_started = 1;
+	return GS_OK;
+}
+
+static gs_status
+cpu_sort_submit(gs_engine *eng, void *keys, size_t n, int key_bytes,
+				uint32_t *perm, int flags, gs_ticket *ticket,
+				char *errbuf, size_t errlen)
+{
+	gs_cpu_job *job;
+	gs_status	st;
+
+	if (eng == NULL || ticket == NULL)
+	{
+		gs_set_error(errbuf, errlen,
+					 "sort_submit called without an engine or a ticket");
+		return GS_ERR_INVALID;
+	}
+	st = gs_check_args(keys, n, key_bytes, perm, errbuf, errlen);
+	if (st != GS_OK)
+		return st;
+	if (eng->nout >= GS_MAX_INFLIGHT)
+	{
+		gs_set_error(errbuf, errlen,
+					 "too many outstanding asynchronous sorts (at most %d)",
+					 GS_MAX_INFLIGHT);
+		return GS_ERR_INVALID;
+	}
+	if (!eng->worker_started)
+	{
+		st = gs_start_worker(eng, errbuf, errlen);
+		if (st != GS_OK)
+			return st;
+	}
+
+	pthread_mutex_lock(&eng->lock);
+	job = &eng->jobs[(eng->head + eng->nout) % GS_MAX_INFLIGHT];
+	job->ticket = ++eng->last_ticket;
+	job->keys = keys;
+	job->n = n;
+	job->key_bytes = key_bytes;
+	job->perm = perm;
+	job->flags = flags;
+	job->abort = 0;
+	job->status = GS_ERR_INTERNAL;
+	job->state = GS_JOB_QUEUED;
+	eng->nout++;
+	pthread_cond_signal(&eng->work);
+	pthread_mutex_unlock(&eng->lock);
+
+	*ticket = job->ticket;
+	return GS_OK;
+}
+
+/*
+ * Wait for the oldest outstanding sort.  The caller's cancel callback is
+ * called on this thread about every millisecond; once it says stop, the
+ * job's abort flag tells the worker, which stops at its next check (within
+ * about GS_CPU_CANCEL_INTERVAL records) and reports GS_ERR_CANCELED.  A job
+ * that finished before it saw the flag reports its own result: with
+ * GS_SORT_KEYS_OUT its keys[] is already sorted, so calling that a failure
+ * would break the promise that a failed sort leaves keys[] as given.
+ */
+static gs_status
+cpu_sort_wait(gs_engine *eng, gs_ticket ticket,
+			  gs_cancel_fn cancel, void *cancel_arg,
+			  gs_sort_stats *stats, char *errbuf, size_t errlen)
+{
+	gs_cpu_job *job;
+	gs_status	st;
+	int			stop = 0;
+
+	if (stats != NULL)
+		memset(stats, 0, sizeof(*stats));
+	if (eng == NULL)
+	{
+		gs_set_error(errbuf, errlen, "sort_wait called without an engine");
+		return GS_ERR_INVALID;
+	}
+
+	pthread_mutex_lock(&eng->lock);
+	job = &eng->jobs[eng->head];
+	if (eng->nout == 0 || job->ticket != ticket)
+	{
+		pthread_mutex_unlock(&eng->lock);
+		if (eng->nout == 0)
+			gs_set_error(errbuf, errlen,
+						 "sort_wait for ticket %llu, but no sort is outstanding",
+						 (unsigned long long) ticket);
+		else
+			gs_set_error(errbuf, errlen,
+						 "sort_wait for ticket %llu, but the oldest outstanding sort is ticket %llu",
+						 (unsigned long long) ticket,
+						 (unsigned long long) job->ticket);
+		return GS_ERR_INVALID;
+	}
+
+	while (job->state != GS_JOB_DONE)
+	{
+		struct timespec until;
+
+		if (cancel == NULL || stop)
+		{
+			pthread_cond_wait(&eng->done, &eng->lock);
+			continue;
+		}
+		/* call back into the caller without holding the lock */
+		pthread_mutex_unlock(&eng->lock);
+		if (cancel(cancel_arg) != 0)
+		{
+			stop = 1;
+			gs_job_set_abort(job);
+		}
+		pthread_mutex_lock(&eng->lock);
+		if (stop || job->state == GS_JOB_DONE)
+			continue;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_nsec += GS_CPU_WAIT_POLL_NS;
+		if (until.tv_nsec >= 1000000000L)
+		{
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		(void) pthread_cond_timedwait(&eng->done, &eng->lock, &until);
+	}
+
+	st = job->status;
+	if (stats != NULL)
+		*stats = job->stats;
+	if (st != GS_OK)
+		gs_set_error(errbuf, errlen, "%s", job->errbuf);
+	job->state = GS_JOB_FREE;
+	eng->head = (eng->head + 1) % GS_MAX_INFLIGHT;
+	eng->nout--;
+	pthread_mutex_unlock(&eng->lock);
+	return st;
+}
+
+/*
+ * Stop and discard every outstanding sort.  Queued jobs are dropped before
+ * the worker takes them; a running one is told to stop and waited for (it
+ * checks its flag every GS_CPU_CANCEL_INTERVAL records, so within a few
+ * milliseconds).  Afterwards the worker touches no caller memory.
+ */
+static void
+cpu_sort_abort(gs_engine *eng)
+{
+	int			running;
+	int			i;
+
+	if (eng == NULL || !eng->worker_started)
+		return;
+	pthread_mutex_lock(&eng->lock);
+	for (;;)
+	{
+		running = 0;
+		for (i = 0; i < eng->nout; i++)
+		{
+			gs_cpu_job *job = &eng->jobs[(eng->head + i) % GS_MAX_INFLIGHT];
+
+			gs_job_set_abort(job);
+			if (job->state == GS_JOB_QUEUED)
+				job->state = GS_JOB_DONE;
+			else if (job->state == GS_JOB_RUNNING)
+				running = 1;
+		}
+		if (!running)
+			break;
+		pthread_cond_wait(&eng->done, &eng->lock);
+	}
+	for (i = 0; i < GS_MAX_INFLIGHT; i++)
+		eng->jobs[i].state = GS_JOB_FREE;
+	eng->head = 0;
+	eng->nout = 0;
+	pthread_mutex_unlock(&eng->lock);
+}
+
 static const gs_engine_ops gs_cpu_ops = {
 	.abi_version = GS_ENGINE_ABI_VERSION,
 	.name = "cpu",
@@ -738,6 +1185,9 @@ static const gs_engine_ops gs_cpu_ops = {
 	.keybuf_realloc = cpu_keybuf_realloc,
 	.keybuf_free = cpu_keybuf_free,
 	.sort = cpu_sort,
+	.sort_submit = cpu_sort_submit,
+	.sort_wait = cpu_sort_wait,
+	.sort_abort = cpu_sort_abort,
 };
 
 const gs_engine_ops *
