@@ -9,6 +9,13 @@
  * the engine's small-sort threshold and of one radix digit; distributions
  * cover the digit-skipping and word-advancing paths.
  *
+ * The asynchronous cases (sort_submit / sort_wait / sort_abort) check the
+ * same results through the engine's worker thread, the ticket rules (oldest
+ * first, at most GS_MAX_INFLIGHT), abort and destroy with sorts in flight,
+ * cancel through sort_wait (keys[] unchanged), and that the worker takes no
+ * signals.  Run them under valgrind and ThreadSanitizer too: make valgrind,
+ * make helgrind, make tsan.
+ *
  *	  engine_test			the suite (< 30 s)
  *	  engine_test --big		plus 10M-row cases
  *	  engine_test --quick	small sizes only (for valgrind)
@@ -16,11 +23,17 @@
  * The last line is "N passed, M failed"; the exit status is 1 on failure.
  */
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "gpusort_engine.h"
+
+#define lengthof(a) (sizeof(a) / sizeof((a)[0]))
 
 static int	passed;
 static int	failed;
@@ -428,6 +441,525 @@ test_api(void)
 		  k[0] == 0 && k[3] == 3, "tiny sort");
 }
 
+/* ---------------------------------------------------------------------
+ * asynchronous sorts
+ * --------------------------------------------------------------------- */
+
+/* one asynchronous sort's input, reference and output */
+typedef struct async_case
+{
+	size_t		n;
+	int			kb;
+	int			flags;
+	enum dist	d;
+	unsigned char *keys;
+	unsigned char *orig;		/* keys as generated */
+	unsigned char *ref;			/* keys sorted by qsort */
+	uint32_t   *perm;
+	gs_ticket	ticket;
+} async_case;
+
+static void
+ac_init(async_case *c, size_t n, int kb, enum dist d, int flags)
+{
+	size_t		bytes = n * kb;
+
+	memset(c, 0, sizeof(*c));
+	c->n = n;
+	c->kb = kb;
+	c->d = d;
+	c->flags = flags;
+	c->keys = malloc(bytes + 1);
+	c->orig = malloc(bytes + 1);
+	c->ref = malloc(bytes + 1);
+	c->perm = malloc(n * sizeof(uint32_t) + 1);
+	if (!c->keys || !c->orig || !c->ref || !c->perm)
+	{
+		fprintf(stderr, "out of memory for %zu test rows\n", n);
+		exit(2);
+	}
+	generate(c->keys, n, kb, d, 2);
+	memcpy(c->orig, c->keys, bytes);
+	memcpy(c->ref, c->keys, bytes);
+	cur_key_bytes = kb;
+	qsort(c->ref, n, kb, key_cmp);
+}
+
+static void
+ac_free(async_case *c)
+{
+	free(c->keys);
+	free(c->orig);
+	free(c->ref);
+	free(c->perm);
+}
+
+static int
+ac_keys_unchanged(const async_case *c)
+{
+	return memcmp(c->keys, c->orig, c->n * c->kb) == 0;
+}
+
+/* check a finished sort against the reference, as run_case does */
+static void
+ac_verify(const async_case *c, const char *what)
+{
+	unsigned char *seen = calloc(c->n + 1, 1);
+	size_t		bad_perm = 0,
+				bad_order = 0,
+				bad_keys = 0;
+	size_t		i;
+	int			kb = c->kb;
+
+	for (i = 0; i < c->n; i++)
+	{
+		uint32_t	p = c->perm[i];
+
+		if (p >= c->n || seen[p])
+			bad_perm++;
+		else
+		{
+			seen[p] = 1;
+			if (memcmp(c->orig + (size_t) p * kb, c->ref + i * kb, kb) != 0)
+				bad_order++;
+		}
+		if ((c->flags & GS_SORT_KEYS_OUT) &&
+			memcmp(c->keys + i * kb, c->ref + i * kb, kb) != 0)
+			bad_keys++;
+	}
+	CHECK(bad_perm == 0 && bad_order == 0 && bad_keys == 0,
+		  "%s: n=%zu kb=%d dist=%s flags=%d: %zu bad perm entries, "
+		  "%zu out of order, %zu wrong output keys", what, c->n, kb,
+		  dist_names[c->d], c->flags, bad_perm, bad_order, bad_keys);
+	free(seen);
+}
+
+static gs_status
+ac_submit(gs_engine *e, async_case *c, char *errbuf)
+{
+	errbuf[0] = '\0';
+	return ops->sort_submit(e, c->keys, c->n, c->kb, c->perm, c->flags,
+							&c->ticket, errbuf, GS_ERRBUF_SIZE);
+}
+
+/* wait for c and check it: status OK, stats like sort()'s, right result */
+static void
+ac_wait_ok(gs_engine *e, async_case *c, const char *what)
+{
+	char		errbuf[GS_ERRBUF_SIZE] = "";
+	gs_sort_stats stats;
+	gs_status	st;
+
+	memset(&stats, 0xFF, sizeof(stats));
+	st = ops->sort_wait(e, c->ticket, NULL, NULL, &stats, errbuf,
+						sizeof(errbuf));
+	CHECK(st == GS_OK, "%s: sort_wait n=%zu kb=%d: status %d (%s) %s",
+		  what, c->n, c->kb, st, gs_status_text(st), errbuf);
+	if (st != GS_OK)
+		return;
+	ac_verify(c, what);
+	CHECK(stats.upload_ms == 0 && stats.download_ms == 0 &&
+		  stats.device_bytes == 0 && stats.sort_ms >= 0 &&
+		  stats.total_ms >= stats.sort_ms && stats.passes >= 0 &&
+		  stats.passes <= 8 * nwords_of(c->kb),
+		  "%s: stats not filled: n=%zu sort %.3f total %.3f passes %d",
+		  what, c->n, stats.sort_ms, stats.total_ms, stats.passes);
+}
+
+/* a row count between 0 and max, spread evenly over the orders of magnitude */
+static size_t
+random_n(size_t max)
+{
+	double		u = (double) (rnd() >> 11) / 9007199254740992.0;
+
+	if (rnd() % 16 == 0)
+		return (size_t) (rnd() % 50);
+	return (size_t) exp(u * log((double) max + 1.0)) - 1;
+}
+
+static void
+random_case(async_case *c, size_t maxn)
+{
+	static const int widths[] = {4, 8, 16, 24, 32};
+
+	ac_init(c, random_n(maxn), widths[rnd() % lengthof(widths)],
+			(enum dist) (rnd() % D_NDIST),
+			(rnd() & 1) ? GS_SORT_KEYS_OUT : 0);
+}
+
+/*
+ * Random sizes, widths and distributions, as a chunked sort would submit
+ * them: up to GS_MAX_INFLIGHT in flight, the oldest waited for before the
+ * next is submitted.
+ */
+static void
+test_async_pipeline(int chunks, size_t maxn)
+{
+	async_case ring[GS_MAX_INFLIGHT];
+	char		errbuf[GS_ERRBUF_SIZE];
+	int			submitted = 0,
+				waited = 0;
+
+	while (waited < chunks)
+	{
+		if (submitted < chunks && submitted - waited < GS_MAX_INFLIGHT)
+		{
+			async_case *c = &ring[submitted % GS_MAX_INFLIGHT];
+			gs_status	st;
+
+			random_case(c, maxn);
+			st = ac_submit(eng, c, errbuf);
+			CHECK(st == GS_OK && c->ticket != 0,
+				  "pipeline submit %d: status %d %s", submitted, st, errbuf);
+			if (st != GS_OK)
+			{
+				ac_free(c);
+				return;
+			}
+			submitted++;
+		}
+		else
+		{
+			async_case *c = &ring[waited % GS_MAX_INFLIGHT];
+
+			ac_wait_ok(eng, c, "pipeline");
+			ac_free(c);
+			waited++;
+		}
+	}
+}
+
+/* two in flight, both waited in order; then one at a time, every width */
+static void
+test_async_basic(size_t n)
+{
+	static const int widths[] = {4, 8, 16, 24, 32};
+	async_case a,
+				b;
+	char		errbuf[GS_ERRBUF_SIZE];
+	size_t		wi;
+
+	for (wi = 0; wi < lengthof(widths); wi++)
+	{
+		ac_init(&a, n, widths[wi], D_UNIFORM, GS_SORT_KEYS_OUT);
+		ac_init(&b, n / 3 + 1, widths[(wi + 2) % 5], D_SMALL_RANGE, 0);
+		CHECK(ac_submit(eng, &a, errbuf) == GS_OK, "submit a: %s", errbuf);
+		CHECK(ac_submit(eng, &b, errbuf) == GS_OK, "submit b: %s", errbuf);
+		CHECK(b.ticket != a.ticket && a.ticket != 0 && b.ticket != 0,
+			  "tickets %llu and %llu", (unsigned long long) a.ticket,
+			  (unsigned long long) b.ticket);
+		ac_wait_ok(eng, &a, "two in flight, first");
+		ac_wait_ok(eng, &b, "two in flight, second");
+		ac_free(&a);
+		ac_free(&b);
+
+		ac_init(&a, n, widths[wi], D_FIRST_WORD_CONST, 0);
+		CHECK(ac_submit(eng, &a, errbuf) == GS_OK, "submit: %s", errbuf);
+		ac_wait_ok(eng, &a, "one in flight");
+		ac_free(&a);
+	}
+}
+
+/* the rules: argument checks, ticket order, the in-flight limit, sort() */
+static void
+test_async_errors(void)
+{
+	async_case a,
+				b,
+				c;
+	char		errbuf[GS_ERRBUF_SIZE];
+	gs_ticket	t = 0;
+	gs_status	st;
+	uint64_t	k[4] = {3, 1, 2, 0};
+	uint32_t	perm[4];
+
+	errbuf[0] = '\0';
+	CHECK(ops->sort_wait(eng, 1, NULL, NULL, NULL, errbuf,
+						 sizeof(errbuf)) == GS_ERR_INVALID && errbuf[0],
+		  "wait with nothing outstanding");
+	errbuf[0] = '\0';
+	CHECK(ops->sort_submit(eng, k, 4, 12, perm, 0, &t, errbuf,
+						   sizeof(errbuf)) == GS_ERR_INVALID && errbuf[0] &&
+		  t == 0, "submit of key width 12");
+	CHECK(ops->sort_submit(eng, NULL, 4, 8, perm, 0, &t, errbuf,
+						   sizeof(errbuf)) == GS_ERR_INVALID && t == 0,
+		  "submit of NULL keys");
+	CHECK(ops->sort_submit(eng, k, 4, 8, perm, 0, NULL, errbuf,
+						   sizeof(errbuf)) == GS_ERR_INVALID,
+		  "submit without a ticket");
+	CHECK(ops->sort(eng, k, 4, 8, perm, 0, NULL, NULL, NULL, errbuf,
+					sizeof(errbuf)) == GS_OK, "failed submits left sorts behind");
+
+	ac_init(&a, 20000, 8, D_UNIFORM, GS_SORT_KEYS_OUT);
+	ac_init(&b, 30000, 16, D_ZIPF, GS_SORT_KEYS_OUT);
+	ac_init(&c, 100, 4, D_UNIFORM, 0);
+	CHECK(ac_submit(eng, &a, errbuf) == GS_OK, "submit a: %s", errbuf);
+	CHECK(ac_submit(eng, &b, errbuf) == GS_OK, "submit b: %s", errbuf);
+	st = ac_submit(eng, &c, errbuf);
+	CHECK(st == GS_ERR_INVALID && errbuf[0] && c.ticket == 0,
+		  "submit beyond GS_MAX_INFLIGHT: status %d", st);
+
+	errbuf[0] = '\0';
+	st = ops->sort_wait(eng, b.ticket, NULL, NULL, NULL, errbuf,
+						sizeof(errbuf));
+	CHECK(st == GS_ERR_INVALID && errbuf[0], "wait out of order: status %d",
+		  st);
+	CHECK(ops->sort_wait(eng, 0, NULL, NULL, NULL, errbuf,
+						 sizeof(errbuf)) == GS_ERR_INVALID, "wait for ticket 0");
+	CHECK(ops->sort_wait(eng, b.ticket + 1000, NULL, NULL, NULL, errbuf,
+						 sizeof(errbuf)) == GS_ERR_INVALID,
+		  "wait for an unknown ticket");
+
+	errbuf[0] = '\0';
+	st = ops->sort(eng, k, 4, 8, perm, 0, NULL, NULL, NULL, errbuf,
+				   sizeof(errbuf));
+	CHECK(st == GS_ERR_INVALID && errbuf[0],
+		  "sort() with two sorts outstanding: status %d", st);
+
+	ac_wait_ok(eng, &a, "after the refused calls, a");
+	st = ops->sort(eng, k, 4, 8, perm, 0, NULL, NULL, NULL, errbuf,
+				   sizeof(errbuf));
+	CHECK(st == GS_ERR_INVALID, "sort() with one sort outstanding: %d", st);
+	/* with one slot free again, a third submit is taken */
+	CHECK(ac_submit(eng, &c, errbuf) == GS_OK, "submit c: %s", errbuf);
+	ac_wait_ok(eng, &b, "after the refused calls, b");
+	CHECK(ops->sort_wait(eng, a.ticket, NULL, NULL, NULL, errbuf,
+						 sizeof(errbuf)) == GS_ERR_INVALID,
+		  "second wait for the same ticket");
+	ac_wait_ok(eng, &c, "after the refused calls, c");
+
+	/* drained: sort() works again */
+	k[0] = 3;
+	k[1] = 1;
+	k[2] = 2;
+	k[3] = 0;
+	st = ops->sort(eng, k, 4, 8, perm, GS_SORT_KEYS_OUT, NULL, NULL, NULL,
+				   errbuf, sizeof(errbuf));
+	CHECK(st == GS_OK && perm[0] == 3 && perm[3] == 0 && k[0] == 0 &&
+		  k[3] == 3, "sync sort after draining: status %d", st);
+	ac_free(&a);
+	ac_free(&b);
+	ac_free(&c);
+}
+
+/* sort_abort with nothing, one running and one queued; then a fresh submit */
+static void
+test_async_abort(size_t n)
+{
+	async_case a,
+				b,
+				c;
+	char		errbuf[GS_ERRBUF_SIZE];
+	gs_engine  *e2;
+	int			round;
+
+	/* on an engine that never started its thread, and twice */
+	CHECK(ops->create(&e2, errbuf, sizeof(errbuf)) == GS_OK, "create");
+	ops->sort_abort(e2);
+	ops->sort_abort(e2);
+	ops->destroy(e2);
+	ops->sort_abort(eng);
+
+	for (round = 0; round < 3; round++)
+	{
+		/* round 0 and 2 abort at once; round 1 after a is surely running */
+		ac_init(&a, n, 32, D_UNIFORM, GS_SORT_KEYS_OUT);
+		ac_init(&b, n / 2, 8, D_UNIFORM, round == 1 ? 0 : GS_SORT_KEYS_OUT);
+		CHECK(ac_submit(eng, &a, errbuf) == GS_OK, "submit a: %s", errbuf);
+		CHECK(ac_submit(eng, &b, errbuf) == GS_OK, "submit b: %s", errbuf);
+		if (round == 1)
+		{
+			struct timespec ts = {0, 20 * 1000 * 1000};
+
+			nanosleep(&ts, NULL);
+		}
+		ops->sort_abort(eng);
+
+		/*
+		 * The engine no longer touches them.  A sort that was stopped left
+		 * its keys alone; one that finished first may have sorted them.
+		 */
+		CHECK(ac_keys_unchanged(&a) ||
+			  memcmp(a.keys, a.ref, a.n * a.kb) == 0,
+			  "abort round %d: keys of a neither as given nor sorted", round);
+		CHECK(ac_keys_unchanged(&b) ||
+			  memcmp(b.keys, b.ref, b.n * b.kb) == 0,
+			  "abort round %d: keys of b neither as given nor sorted", round);
+		CHECK(ops->sort_wait(eng, a.ticket, NULL, NULL, NULL, errbuf,
+							 sizeof(errbuf)) == GS_ERR_INVALID &&
+			  ops->sort_wait(eng, b.ticket, NULL, NULL, NULL, errbuf,
+							 sizeof(errbuf)) == GS_ERR_INVALID,
+			  "abort round %d: aborted tickets still waitable", round);
+		ops->sort_abort(eng);
+
+		/* a fresh submit works, and two may be in flight again */
+		ac_init(&c, 5000 + round, 16, D_FEW, GS_SORT_KEYS_OUT);
+		memcpy(a.keys, a.orig, a.n * a.kb);
+		CHECK(ac_submit(eng, &a, errbuf) == GS_OK &&
+			  ac_submit(eng, &c, errbuf) == GS_OK,
+			  "submit after abort: %s", errbuf);
+		ac_wait_ok(eng, &a, "after abort, a");
+		ac_wait_ok(eng, &c, "after abort, c");
+		ac_free(&a);
+		ac_free(&b);
+		ac_free(&c);
+	}
+}
+
+/* cancel callback that records the thread it runs on */
+typedef struct wait_cancel
+{
+	int			calls;
+	int			stop_at;		/* stop at this call; 0: never */
+	int			other_thread;	/* calls made on another thread */
+	pthread_t	self;
+} wait_cancel;
+
+static int
+wait_cancel_cb(void *arg)
+{
+	wait_cancel *w = arg;
+
+	w->calls++;
+	if (!pthread_equal(pthread_self(), w->self))
+		w->other_thread++;
+	return w->stop_at > 0 && w->calls >= w->stop_at;
+}
+
+/*
+ * Cancel through sort_wait: a callback that fires at its first or third
+ * call stops the sort, which reports GS_ERR_CANCELED with keys[] as given
+ * (with GS_SORT_KEYS_OUT); the sort queued behind it is not affected.
+ */
+static void
+test_async_cancel(size_t n)
+{
+	static const int stops[] = {1, 3, 0};
+	char		errbuf[GS_ERRBUF_SIZE];
+	size_t		si;
+
+	for (si = 0; si < lengthof(stops); si++)
+	{
+		async_case a,
+					b;
+		wait_cancel w;
+		gs_sort_stats stats;
+		gs_status	st;
+
+		memset(&w, 0, sizeof(w));
+		w.self = pthread_self();
+		w.stop_at = stops[si];
+		ac_init(&a, n, 32, D_UNIFORM, GS_SORT_KEYS_OUT);
+		ac_init(&b, 3000, 8, D_UNIFORM, GS_SORT_KEYS_OUT);
+		CHECK(ac_submit(eng, &a, errbuf) == GS_OK &&
+			  ac_submit(eng, &b, errbuf) == GS_OK, "submit: %s", errbuf);
+		errbuf[0] = '\0';
+		st = ops->sort_wait(eng, a.ticket, wait_cancel_cb, &w, &stats,
+							errbuf, sizeof(errbuf));
+		if (w.stop_at > 0)
+			CHECK(st == GS_ERR_CANCELED && errbuf[0] != '\0' &&
+				  ac_keys_unchanged(&a) && w.calls == w.stop_at,
+				  "cancel at wait poll %d: status %d (%s), %d calls, keys %s",
+				  w.stop_at, st, errbuf, w.calls,
+				  ac_keys_unchanged(&a) ? "unchanged" : "CHANGED");
+		else
+		{
+			CHECK(st == GS_OK && w.calls >= 1,
+				  "wait with a cancel that never fires: status %d, %d calls",
+				  st, w.calls);
+			if (st == GS_OK)
+				ac_verify(&a, "wait polling cancel");
+		}
+		CHECK(w.other_thread == 0, "cancel called on another thread");
+		ac_wait_ok(eng, &b, "behind a canceled sort");
+		ac_free(&a);
+		ac_free(&b);
+	}
+}
+
+/* destroy with sorts in flight, idle, and never used */
+static void
+test_async_destroy(size_t n)
+{
+	async_case a,
+				b;
+	char		errbuf[GS_ERRBUF_SIZE];
+	gs_engine  *e2;
+
+	ac_init(&a, n, 16, D_UNIFORM, GS_SORT_KEYS_OUT);
+	ac_init(&b, n, 8, D_ZIPF, 0);
+	CHECK(ops->create(&e2, errbuf, sizeof(errbuf)) == GS_OK, "create");
+	CHECK(ac_submit(e2, &a, errbuf) == GS_OK &&
+		  ac_submit(e2, &b, errbuf) == GS_OK, "submit: %s", errbuf);
+	ops->destroy(e2);
+	CHECK(ac_keys_unchanged(&a) || memcmp(a.keys, a.ref, a.n * a.kb) == 0,
+		  "destroy in flight: keys neither as given nor sorted");
+
+	/* an engine whose worker is idle */
+	memcpy(a.keys, a.orig, a.n * a.kb);
+	CHECK(ops->create(&e2, errbuf, sizeof(errbuf)) == GS_OK, "create");
+	CHECK(ac_submit(e2, &a, errbuf) == GS_OK, "submit: %s", errbuf);
+	ac_wait_ok(e2, &a, "on a second engine");
+	ops->destroy(e2);
+	ac_free(&a);
+	ac_free(&b);
+
+	CHECK(ops->create(&e2, errbuf, sizeof(errbuf)) == GS_OK, "create");
+	ops->destroy(e2);
+	ops->destroy(NULL);
+}
+
+static volatile sig_atomic_t sig_count;
+static pthread_t sig_thread;
+
+static void
+sig_handler(int signo)
+{
+	(void) signo;
+	sig_thread = pthread_self();
+	sig_count++;
+}
+
+/*
+ * The worker blocks every signal: with SIGUSR1 blocked on this thread, a
+ * process-directed SIGUSR1 sent while a sort runs stays pending (no thread
+ * takes it) until this thread unblocks it.
+ */
+static void
+test_async_signals(size_t n)
+{
+	async_case a;
+	char		errbuf[GS_ERRBUF_SIZE];
+	struct sigaction sa,
+				old_sa;
+	sigset_t	usr1,
+				old_mask;
+	struct timespec ts = {0, 10 * 1000 * 1000};
+	int			before;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = sig_handler;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, &old_sa);
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+
+	ac_init(&a, n, 32, D_UNIFORM, 0);
+	pthread_sigmask(SIG_BLOCK, &usr1, &old_mask);
+	CHECK(ac_submit(eng, &a, errbuf) == GS_OK, "submit: %s", errbuf);
+	kill(getpid(), SIGUSR1);
+	nanosleep(&ts, NULL);
+	before = sig_count;
+	pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+	CHECK(before == 0 && sig_count == 1 &&
+		  pthread_equal(sig_thread, pthread_self()),
+		  "SIGUSR1 taken by the worker (%d before unblocking, %d after)",
+		  before, (int) sig_count);
+	ac_wait_ok(eng, &a, "while a signal came");
+	sigaction(SIGUSR1, &old_sa, NULL);
+	ac_free(&a);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -501,6 +1033,16 @@ main(int argc, char **argv)
 	}
 
 	test_cancel(quick ? (size_t) 2 << 20 : (size_t) 3 << 20);
+
+	test_async_errors();
+	test_async_basic(quick ? 20000 : 300000);
+	test_async_pipeline(quick ? 24 : 60, quick ? 50000 : 400000);
+	test_async_abort(quick ? (size_t) 1 << 20 : (size_t) 3 << 20);
+	test_async_cancel(quick ? (size_t) 2 << 20 : (size_t) 3 << 20);
+	test_async_destroy(quick ? (size_t) 1 << 20 : (size_t) 2 << 20);
+	test_async_signals(quick ? (size_t) 1 << 20 : (size_t) 2 << 20);
+	/* and the synchronous sort still works after all that */
+	run_case(100000, 16, D_UNIFORM, 0, GS_SORT_KEYS_OUT);
 
 	ops->destroy(eng);
 	printf("%d passed, %d failed\n", passed, failed);
