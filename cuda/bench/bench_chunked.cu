@@ -8,8 +8,8 @@
  *
  * Usage: bench_chunked [--pairs N] [--budget-mb MB] [--threads T]
  *			[--chunk-rows N] [--reps R] [--cpu-bits B] [--seed S]
- *			[--dist uniform|few] [--cpu-only] [--no-cpu-sort] [--out FILE.md]
- *			[--commit SHA]
+ *			[--dist uniform|few] [--cpu-only] [--no-cpu-sort] [--no-ramp]
+ *			[--out FILE.md] [--commit SHA]
  *
  * Data: N (default 8e9 / 12, i.e. 8 GB of u64 key + u32 row index pairs)
  * uniform random u64 keys (--dist few: 16 distinct keys, UINT64_MAX among
@@ -20,7 +20,9 @@
  * GPU path, as the extension will run it:
  *	 - chunk rows: the largest n whose two slots' device buffers (the
  *	   engine keeps one set per slot; hrs::temp_bytes gives the scratch)
- *	   fit in the budget (default 2048 MB), unless --chunk-rows says;
+ *	   fit in the budget (default 2048 MB), unless --chunk-rows says; the
+ *	   first two and last two chunks are 1/4 and 1/2 of that (--no-ramp:
+ *	   all equal), since nothing overlaps the first upload or last download;
  *	 - chunk k is "encoded": copied by T threads from the source into its
  *	   own pinned keybuf (keybuf_alloc; the perm goes to a pinned keybuf
  *	   too), while chunks k-1 and k-2 are in the engine; then sort_wait for
@@ -625,6 +627,7 @@ main(int argc, char **argv)
 	uint64_t	seed = 42;
 	bool		cpu_only = false;
 	bool		no_cpu_sort = false;
+	bool		ramp = true;
 	int			few = 0;			/* --dist few: 16 distinct keys, UINT64_MAX among them */
 	const char *out = NULL;
 	const char *commit = "unknown";
@@ -662,6 +665,8 @@ main(int argc, char **argv)
 			cpu_only = true;
 		else if (strcmp(a, "--no-cpu-sort") == 0)
 			no_cpu_sort = true;
+		else if (strcmp(a, "--no-ramp") == 0)
+			ramp = false;
 		else if (strcmp(a, "--dist") == 0 && v && (strcmp(v, "uniform") == 0 ||
 													strcmp(v, "few") == 0))
 			few = strcmp(v, "few") == 0, i++;
@@ -670,7 +675,7 @@ main(int argc, char **argv)
 			fprintf(stderr,
 					"usage: %s [--pairs N] [--budget-mb MB] [--threads T] [--chunk-rows N]\n"
 					"          [--reps R] [--cpu-bits B] [--seed S] [--dist uniform|few]\n"
-					"          [--cpu-only] [--no-cpu-sort]\n"
+					"          [--cpu-only] [--no-cpu-sort] [--no-ramp]\n"
 					"          [--out FILE.md] [--commit SHA]\n", argv[0]);
 			return 2;
 		}
@@ -708,7 +713,49 @@ main(int argc, char **argv)
 		if (chunk_rows > 4096 && chunk_rows < n)
 			chunk_rows &= ~(size_t) 511;
 	}
-	size_t		nchunks = (n + chunk_rows - 1) / chunk_rows;
+	/*
+	 * Chunk sizes.  With --ramp (the default) the first two chunks are a
+	 * quarter and a half of the full size, and so are the last two: the
+	 * first chunk's encode and upload and the last one's download overlap
+	 * nothing, so they should be short.
+	 */
+	std::vector<size_t> crows,
+				coff;
+	{
+		size_t		left = n;
+		size_t		c = chunk_rows;
+		bool		r = ramp && c >= 4 && n > 3 * c;
+
+		if (r)
+		{
+			crows.push_back(c / 4);
+			crows.push_back(c / 2);
+			left -= c / 4 + c / 2;
+		}
+		while (left > c + c / 2 + c / 4)
+		{
+			crows.push_back(c);
+			left -= c;
+		}
+		if (r && left > c / 2 + c / 4)
+		{
+			crows.push_back(left - c / 2 - c / 4);
+			crows.push_back(c / 2);
+			crows.push_back(c / 4);
+		}
+		else
+		{
+			while (left > c)
+			{
+				crows.push_back(c);
+				left -= c;
+			}
+			crows.push_back(left);
+		}
+		for (size_t i = 0, at = 0; i < crows.size(); at += crows[i], i++)
+			coff.push_back(at);
+	}
+	size_t		nchunks = crows.size();
 
 	printf("rows %zu (%.2f GB of u64 key + u32 index), budget %zu MB, chunk %zu rows "
 		   "(%zu MB of device buffers per slot), %zu chunks, %d threads%s\n",
@@ -761,13 +808,11 @@ main(int argc, char **argv)
 
 	std::vector<uint64_t *> ckeys(nchunks);
 	std::vector<uint32_t *> cperm(nchunks);
-	std::vector<size_t> crows(nchunks);
 
 	for (size_t c = 0; c < nchunks; c++)
 	{
 		void	   *p;
 
-		crows[c] = std::min(chunk_rows, n - c * chunk_rows);
 		st = ops->keybuf_alloc(eng, crows[c] * 8, &p, errbuf, sizeof(errbuf));
 		if (st != GS_OK)
 			die("keybuf_alloc", st, errbuf);
@@ -827,7 +872,7 @@ main(int argc, char **argv)
 		{
 			double		a = now_ms();
 
-			par_memcpy(ckeys[c], src + c * chunk_rows, crows[c] * 8);
+			par_memcpy(ckeys[c], src + coff[c], crows[c] * 8);
 			enc += now_ms() - a;
 			if (cpu_only)
 			{
@@ -874,7 +919,7 @@ main(int argc, char **argv)
 		double		tc = now_ms();
 
 		for (size_t c = 0; c < nchunks; c++)
-			runs[c] = {ckeys[c], cperm[c], crows[c], (uint64_t) c * chunk_rows};
+			runs[c] = {ckeys[c], cperm[c], crows[c], (uint64_t) coff[c]};
 		parallel_merge(runs, n, gkeys, gidx);
 
 		double		te = now_ms();
@@ -948,8 +993,9 @@ main(int argc, char **argv)
 		cpu_only ? "CPU engine, --cpu-only" : info.name);
 	ROW("| rows (u64 key + u32 index) | %zu (%.2f GB; keys %.2f GB) |\n", n, n * 12 / 1e9,
 		key_gb);
-	ROW("| GPU budget / chunk | %zu MB / %zu rows x %zu chunks |\n", budget >> 20,
-		chunk_rows, nchunks);
+	ROW("| GPU budget / chunk | %zu MB / %zu rows, %zu chunks%s |\n", budget >> 20,
+		chunk_rows, nchunks, ramp && nchunks > 3 &&
+		crows[0] < chunk_rows ? " (first and last two: 1/4, 1/2 of it)" : "");
 	ROW("| CPU threads | %d |\n", nthreads);
 	if (!cpu_only)
 		ROW("| pinned PCIe H2D / D2H / both at once (1 GB, median) | %.1f / %.1f / %.1f GB/s |\n",
