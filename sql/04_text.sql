@@ -163,3 +163,15 @@ SELECT * FROM gs_check_cols('gs_chars', ARRAY['v', 'c', 'cu', 'nm', 'c COLLATE "
 SET enable_hashagg = off;
 SELECT * FROM gs_check('SELECT count(*), cu::text FROM gs_chars GROUP BY cu ORDER BY cu');
 RESET enable_hashagg;
+-- rows of 40 kB to 1.6 MB, formed in the query (never TOASTed): the first
+-- ones are larger than the arena's first blocks
+SELECT * FROM gs_check($$SELECT g, length(t), md5(t)
+	FROM (SELECT g, repeat(chr(65 + g % 7), 40000 * (1 + (g * 7) % 40)) || g AS t
+		  FROM generate_series(1, 80) g) s
+	ORDER BY t, g$$);
+SET work_mem = '64kB';
+SELECT * FROM gs_check($$SELECT g, length(t), md5(t)
+	FROM (SELECT g, repeat(chr(65 + g % 7), 40000 * (1 + (g * 7) % 40)) || g AS t
+		  FROM generate_series(1, 80) g) s
+	ORDER BY t DESC, g$$);
+RESET work_mem;
