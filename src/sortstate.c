@@ -118,6 +118,17 @@ typedef struct GsChunk
 								 * base.. base+nrows-1 are sorted in place */
 } GsChunk;
 
+/*
+ * An arena block.  Blocks outlive a batch: the next batch after a spill
+ * fills them again, so their pages are faulted in once per sort rather than
+ * once per batch (which costs as much as copying the rows).
+ */
+typedef struct GsBlock
+{
+	char	   *ptr;
+	size_t		size;
+} GsBlock;
+
 /* a spilled run */
 typedef struct GsRun
 {
@@ -126,15 +137,23 @@ typedef struct GsRun
 } GsRun;
 
 /*
- * A row on tape: its MinimalTuple's length (uint32) and lossy flag (uint8),
- * then its key, then the MinimalTuple.
+ * A row on tape: a uint32 holding its MinimalTuple's length and, in the top
+ * bit, whether its key was encoded lossily; then its key; then the tuple
+ * from MINIMAL_TUPLE_DATA_OFFSET on (its t_len and padding are not
+ * written: the length word restores them).
  */
-#define TAPE_ROW_HDR	(sizeof(uint32) + sizeof(uint8))
+#define TAPE_ROW_HDR	sizeof(uint32)
+#define TAPE_LOSSY_BIT	((uint32) 1 << 31)
+
+/* rows up to this size (header and key included) are written in one piece */
+#define TAPE_SMALL_ROW	256
 
 /* one input of a merge: an in-memory chunk or a run on tape */
 typedef struct GsSource
 {
 	bool		eof;
+	uint64		k0;				/* the key's first word (a 4-byte key
+								 * widened); PG_UINT64_MAX at eof */
 	const char *key;			/* current row */
 	bool		lossy;
 	MinimalTuple tup;
@@ -161,7 +180,7 @@ typedef struct GsMerge
 struct GsSortState
 {
 	MemoryContext cxt;			/* owns everything below */
-	MemoryContext tupcxt;		/* arena blocks */
+	MemoryContext tupcxt;		/* tuples too big for an arena block */
 	MemoryContext mergecxt;		/* merge buffers */
 	GsStatus	status;
 
@@ -206,7 +225,11 @@ struct GsSortState
 	char	   *blk_free;
 	size_t		blk_left;
 	size_t		next_blk_size;
-	int64		arena_bytes;
+	int64		arena_bytes;	/* arena memory this batch has taken */
+	GsBlock    *blocks;			/* every arena block, kept across batches */
+	int			nblocks;
+	int			blocks_cap;
+	int			blk_next;		/* first block this batch has not used */
 	int64		chunk_bytes;	/* chunk permutations */
 	int64		mem_limit;
 	int64		mem_peak;
@@ -530,14 +553,38 @@ gs_arena_alloc(GsSortState *s, Size len)
 	}
 	if (len > s->blk_left)
 	{
-		size_t		blk = s->next_blk_size;
+		GsBlock    *b = NULL;
 
-		s->blk_free = MemoryContextAlloc(s->tupcxt, blk);
-		gs_advise_huge(s->blk_free, blk);
-		s->blk_left = blk;
-		s->arena_bytes += blk;
-		if (s->next_blk_size < ARENA_MAX_BLOCK)
-			s->next_blk_size *= 2;
+		/* a block an earlier batch used, if one is big enough */
+		while (s->blk_next < s->nblocks)
+		{
+			b = &s->blocks[s->blk_next++];
+			if (b->size >= len)
+				break;
+			b = NULL;
+		}
+		if (b == NULL)
+		{
+			size_t		blk = Max(s->next_blk_size, len);
+
+			if (s->nblocks == s->blocks_cap)
+			{
+				s->blocks_cap = Max(16, s->blocks_cap * 2);
+				s->blocks = s->blocks ?
+					repalloc(s->blocks, s->blocks_cap * sizeof(GsBlock)) :
+					MemoryContextAlloc(s->cxt, s->blocks_cap * sizeof(GsBlock));
+			}
+			b = &s->blocks[s->nblocks++];
+			b->ptr = MemoryContextAlloc(s->cxt, blk);
+			b->size = blk;
+			gs_advise_huge(b->ptr, blk);
+			s->blk_next = s->nblocks;
+			if (s->next_blk_size < ARENA_MAX_BLOCK)
+				s->next_blk_size *= 2;
+		}
+		s->blk_free = b->ptr;
+		s->blk_left = b->size;
+		s->arena_bytes += b->size;
 		gs_note_mem(s, 0);
 	}
 	p = s->blk_free;
@@ -776,24 +823,51 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
  * ---------------------------------------------------------------------
  */
 
+/* the first word of a key, as the merge compares it first */
+static inline uint64
+gs_key_word0(const char *key, int key_bytes)
+{
+	if (key_bytes == 4)
+	{
+		uint32		x;
+
+		memcpy(&x, key, 4);
+		return x;
+	}
+	else
+	{
+		uint64		x;
+
+		memcpy(&x, key, 8);
+		return x;
+	}
+}
+
+static inline void
+gs_source_eof(GsSource *src)
+{
+	src->eof = true;
+	src->k0 = PG_UINT64_MAX;
+}
+
 static void
 gs_source_read_tape(GsSortState *s, GsSource *src)
 {
 	size_t		headlen = TAPE_ROW_HDR + s->key_bytes;
+	uint32		word;
 	uint32		len;
-	uint8		flag;
 
 	if (src->left == 0)
 	{
-		src->eof = true;
+		gs_source_eof(src);
 		return;
 	}
 	src->left--;
 	/* keybuf holds the row's header and key (see gs_run_write) */
 	if (LogicalTapeRead(src->run->tape, src->keybuf, headlen) != headlen)
 		elog(ERROR, "gpusort: unexpected end of a sorted run");
-	memcpy(&len, src->keybuf, sizeof(uint32));
-	memcpy(&flag, src->keybuf + sizeof(uint32), sizeof(uint8));
+	memcpy(&word, src->keybuf, sizeof(uint32));
+	len = word & ~TAPE_LOSSY_BIT;
 	if (len > src->tupbuf_size)
 	{
 		size_t		sz = Max(len, src->tupbuf_size * 2);
@@ -801,11 +875,16 @@ gs_source_read_tape(GsSortState *s, GsSource *src)
 		src->tupbuf = MemoryContextAllocHuge(s->mergecxt, sz);
 		src->tupbuf_size = sz;
 	}
-	if (LogicalTapeRead(src->run->tape, src->tupbuf, len) != len)
+	if (LogicalTapeRead(src->run->tape,
+						src->tupbuf + MINIMAL_TUPLE_DATA_OFFSET,
+						len - MINIMAL_TUPLE_DATA_OFFSET) !=
+		len - MINIMAL_TUPLE_DATA_OFFSET)
 		elog(ERROR, "gpusort: unexpected end of a sorted run");
 	src->key = src->keybuf + TAPE_ROW_HDR;
-	src->lossy = flag != 0;
+	src->k0 = gs_key_word0(src->key, s->key_bytes);
+	src->lossy = (word & TAPE_LOSSY_BIT) != 0;
 	src->tup = (MinimalTuple) src->tupbuf;
+	src->tup->t_len = len;
 }
 
 /* move a source to its next row */
@@ -819,7 +898,7 @@ gs_source_next(GsSortState *s, GsSource *src)
 	}
 	if (src->pos >= src->chunk->nrows)
 	{
-		src->eof = true;
+		gs_source_eof(src);
 		return;
 	}
 	{
@@ -836,6 +915,7 @@ gs_source_next(GsSortState *s, GsSource *src)
 		if (src->pos + PREFETCH_DISTANCE < n)
 			__builtin_prefetch(s->tuples[perm[src->pos + PREFETCH_DISTANCE]]);
 		src->key = s->keys + (src->chunk->base + src->pos) * s->key_bytes;
+		src->k0 = gs_key_word0(src->key, s->key_bytes);
 		src->lossy = gs_row_lossy(s, row);
 		src->tup = s->tuples[row];
 		src->pos++;
@@ -843,18 +923,22 @@ gs_source_next(GsSortState *s, GsSource *src)
 }
 
 /* does source a's row come before source b's? */
-static bool
+static inline bool
 gs_source_before(GsSortState *s, GsMerge *m, int a, int b)
 {
 	GsSource   *sa = &m->src[a];
 	GsSource   *sb = &m->src[b];
 	int			c;
 
+	/* most comparisons end at the first word (an eof source's is the max) */
+	if (likely(sa->k0 != sb->k0))
+		return sa->k0 < sb->k0;
 	if (sa->eof)
 		return false;
 	if (sb->eof)
 		return true;
-	c = gs_key_cmp(sa->key, sb->key, s->key_bytes);
+	c = s->key_bytes > 8 ?
+		gs_key_cmp(sa->key + 8, sb->key + 8, s->key_bytes - 8) : 0;
 	if (c == 0 && (!s->exact || sa->lossy || sb->lossy))
 		c = gs_cmp_tuples(s, sa->tup, sb->tup);
 	if (c == 0)
@@ -1003,16 +1087,33 @@ static void
 gs_run_write(GsSortState *s, GsRun *run, const char *key, bool lossy,
 			 MinimalTuple tup)
 {
-	char		head[TAPE_ROW_HDR + GS_MAX_KEY_BYTES];
-	uint32		len = tup->t_len;
-	uint8		flag = lossy ? 1 : 0;
+	union
+	{
+		char		data[TAPE_SMALL_ROW];
+		uint32		align;
+	}			buf;
+	uint32		word = tup->t_len | (lossy ? TAPE_LOSSY_BIT : 0);
+	size_t		headlen = TAPE_ROW_HDR + s->key_bytes;
+	size_t		body = tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
 
-	/* header and key in one write, the tuple in another */
-	memcpy(head, &len, sizeof(uint32));
-	memcpy(head + sizeof(uint32), &flag, sizeof(uint8));
-	memcpy(head + TAPE_ROW_HDR, key, s->key_bytes);
-	LogicalTapeWrite(run->tape, head, TAPE_ROW_HDR + s->key_bytes);
-	LogicalTapeWrite(run->tape, tup, len);
+	/* a tuple of 2GB can't be (MaxAllocHugeSize is larger, t_len not) */
+	Assert(tup->t_len < TAPE_LOSSY_BIT);
+
+	memcpy(buf.data, &word, sizeof(uint32));
+	memcpy(buf.data + TAPE_ROW_HDR, key, s->key_bytes);
+	if (headlen + body <= TAPE_SMALL_ROW)
+	{
+		/* a small row in one write: each write has a fixed cost */
+		memcpy(buf.data + headlen, (char *) tup + MINIMAL_TUPLE_DATA_OFFSET,
+			   body);
+		LogicalTapeWrite(run->tape, buf.data, headlen + body);
+	}
+	else
+	{
+		LogicalTapeWrite(run->tape, buf.data, headlen);
+		LogicalTapeWrite(run->tape, (char *) tup + MINIMAL_TUPLE_DATA_OFFSET,
+						 body);
+	}
 	run->nrows++;
 	if ((run->nrows % INTERRUPT_INTERVAL) == 0)
 		CHECK_FOR_INTERRUPTS();
@@ -1034,8 +1135,7 @@ gs_reset_batch(GsSortState *s)
 	MemoryContextReset(s->tupcxt);
 	s->arena_bytes = 0;
 	s->blk_left = 0;
-	s->next_blk_size = Min(ARENA_FIRST_BLOCK,
-						   TYPEALIGN(1024, s->mem_limit / 8));
+	s->blk_next = 0;
 }
 
 /* sort the batch's last chunk, merge its chunks into a new run on tape */
@@ -1054,6 +1154,30 @@ gs_spill_batch(GsSortState *s)
 
 	INSTR_TIME_SET_CURRENT(t0);
 	run = gs_new_run(s);
+	if (s->nchunks == 1)
+	{
+		/* one chunk: write it in its order, no merge needed */
+		GsChunk    *c = &s->chunks[0];
+		const char *keys = s->keys + c->base * s->key_bytes;
+		size_t		n = c->nrows;
+		size_t		i;
+
+		for (i = 0; i < n; i++)
+		{
+			uint32		row = c->perm[i];
+
+			if (i + GATHER_PREFETCH < n)
+				__builtin_prefetch(&s->tuples[c->perm[i + GATHER_PREFETCH]]);
+			if (i + PREFETCH_DISTANCE < n)
+				__builtin_prefetch(s->tuples[c->perm[i + PREFETCH_DISTANCE]]);
+			gs_run_write(s, run, keys + i * s->key_bytes,
+						 gs_row_lossy(s, row), s->tuples[row]);
+		}
+		s->total_runs++;
+		gs_reset_batch(s);
+		s->spill_ms += gs_elapsed_ms(t0);
+		return;
+	}
 	m = gs_merge_start(s, s->nchunks);
 	for (i = 0; i < s->nchunks; i++)
 	{
