@@ -830,10 +830,13 @@ cuda_sort_submit(gs_engine *eng, void *keys, size_t n, int key_bytes,
 {
 	Job		   *job = NULL;
 	gs_status	st;
+	bool		pinned;
 
 	*ticket = 0;
 	if (!sort_args_valid(keys, n, key_bytes, perm, errbuf, errlen))
 		return GS_ERR_INVALID;
+	/* only pinned keys are uploaded early (a pageable copy would block) */
+	pinned = n > 0 && is_pinned(keys, n * (size_t) key_bytes);
 	if (!eng->worker_started)
 	{
 		st = start_worker(eng, errbuf, errlen);
@@ -856,8 +859,7 @@ cuda_sort_submit(gs_engine *eng, void *keys, size_t n, int key_bytes,
 	job->key_bytes = key_bytes;
 	job->perm = perm;
 	job->flags = flags;
-	/* only pinned keys are uploaded early (a pageable copy would block) */
-	job->keys_pinned = n > 0 && is_pinned(keys, n * (size_t) key_bytes);
+	job->keys_pinned = pinned;
 	job->uploaded = false;
 	job->slot = 0;
 	job->need = n > 0 ? sort_need(n, key_bytes) : 0;
