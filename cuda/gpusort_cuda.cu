@@ -545,6 +545,29 @@ done:
  * asynchronous sorts
  * --------------------------------------------------------------------- */
 
+/*
+ * Copy for an asynchronous job, in pieces: the two slots' streams share the
+ * copy engines, and a sort's small host round trips (a few bytes of counts
+ * each pass) may otherwise queue behind the other slot's whole chunk.
+ */
+#define COPY_PIECE ((size_t) 32 << 20)
+
+static cudaError_t
+copy_pieces(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+			cudaStream_t stream)
+{
+	for (size_t at = 0; at < bytes; at += COPY_PIECE)
+	{
+		size_t		len = bytes - at < COPY_PIECE ? bytes - at : COPY_PIECE;
+		cudaError_t e = cudaMemcpyAsync((char *) dst + at, (const char *) src + at,
+										len, kind, stream);
+
+		if (e != cudaSuccess)
+			return e;
+	}
+	return cudaSuccess;
+}
+
 /* is [p, p + bytes) page-locked host memory (a keybuf, say)? */
 static bool
 is_pinned(const void *p, size_t bytes)
@@ -604,8 +627,8 @@ job_upload(gs_engine *eng, Job *job, int slot, bool quiet)
 	job->slot = slot;
 	e = cudaEventRecord(job->mark[0], sl->stream);
 	if (e == cudaSuccess)
-		e = cudaMemcpyAsync(sl->dmem, job->keys, job->n * (size_t) job->key_bytes,
-							cudaMemcpyHostToDevice, sl->stream);
+		e = copy_pieces(sl->dmem, job->keys, job->n * (size_t) job->key_bytes,
+						cudaMemcpyHostToDevice, sl->stream);
 	if (e == cudaSuccess)
 		e = cudaEventRecord(job->mark[1], sl->stream);
 	if (e != cudaSuccess)
@@ -743,11 +766,11 @@ job_run(gs_engine *eng, Job *job)
 	st = hrs::wait_event(job->mark[3], worker_poll_tail, &pa, errbuf, errlen);
 	if (st != GS_OK)
 		goto fail;
-	JOB_TRY(cudaMemcpyAsync(job->perm, a.vals[0], job->n * sizeof(uint32_t),
-							cudaMemcpyDeviceToHost, sl->stream), "download");
+	JOB_TRY(copy_pieces(job->perm, a.vals[0], job->n * sizeof(uint32_t),
+						cudaMemcpyDeviceToHost, sl->stream), "download");
 	if (a.keys_out)
-		JOB_TRY(cudaMemcpyAsync(job->keys, a.keys[0], job->n * (size_t) job->key_bytes,
-								cudaMemcpyDeviceToHost, sl->stream), "download");
+		JOB_TRY(copy_pieces(job->keys, a.keys[0], job->n * (size_t) job->key_bytes,
+							cudaMemcpyDeviceToHost, sl->stream), "download");
 	e = cudaEventRecord(job->mark[4], sl->stream);
 	if (e != cudaSuccess)
 	{
