@@ -7,8 +7,8 @@
  *	  a parallel CPU sort built on gpusort's CPU engine, on the same data.
  *
  * Usage: bench_chunked [--pairs N] [--budget-mb MB] [--threads T]
- *			[--chunk-rows N] [--reps R] [--cpu-bits B] [--seed S]
- *			[--dist uniform|few] [--cpu-only] [--no-cpu-sort] [--no-ramp]
+ *			[--encode-threads E] [--chunk-rows N] [--reps R] [--cpu-bits B]
+ *			[--seed S] [--dist uniform|few] [--cpu-only] [--no-cpu-sort] [--no-ramp]
  *			[--out FILE.md] [--commit SHA]
  *
  * Data: N (default 8e9 / 12, i.e. 8 GB of u64 key + u32 row index pairs)
@@ -23,7 +23,8 @@
  *	   fit in the budget (default 2048 MB), unless --chunk-rows says; the
  *	   first two and last two chunks are 1/4 and 1/2 of that (--no-ramp:
  *	   all equal), since nothing overlaps the first upload or last download;
- *	 - chunk k is "encoded": copied by T threads from the source into its
+ *	 - chunk k is "encoded": copied by E threads (default T - 1, leaving a
+ *	   core to the engine's worker thread) from the source into its
  *	   own pinned keybuf (keybuf_alloc; the perm goes to a pinned keybuf
  *	   too), while chunks k-1 and k-2 are in the engine; then sort_wait for
  *	   chunk k-2 and sort_submit of chunk k (GS_SORT_KEYS_OUT);
@@ -91,16 +92,16 @@ mix(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-/* run f(t, lo, hi) on T threads over [0, n) cut in equal ranges */
+/* run f(t, lo, hi) on nt threads over [0, n) cut in equal ranges */
 static void
-parallel_for(size_t n, const std::function<void(int, size_t, size_t)> &f)
+parallel_for_n(int nt, size_t n, const std::function<void(int, size_t, size_t)> &f)
 {
 	std::vector<std::thread> th;
 
-	for (int t = 0; t < nthreads; t++)
+	for (int t = 0; t < nt; t++)
 	{
-		size_t		lo = n * t / nthreads,
-					hi = n * (t + 1) / nthreads;
+		size_t		lo = n * t / nt,
+					hi = n * (t + 1) / nt;
 
 		th.emplace_back(f, t, lo, hi);
 	}
@@ -109,16 +110,28 @@ parallel_for(size_t n, const std::function<void(int, size_t, size_t)> &f)
 }
 
 static void
-par_memcpy(void *dst, const void *src, size_t bytes)
+parallel_for(size_t n, const std::function<void(int, size_t, size_t)> &f)
 {
-	parallel_for(bytes >> 12, [&](int, size_t lo, size_t hi) {
+	parallel_for_n(nthreads, n, f);
+}
+
+/* the "encode": a memcpy by nt threads in whole pages */
+static void
+par_memcpy(int nt, void *dst, const void *src, size_t bytes)
+{
+	size_t		pages = bytes >> 12;
+
+	if (pages == 0)
+	{
+		memcpy(dst, src, bytes);
+		return;
+	}
+	parallel_for_n(nt, pages, [&](int, size_t lo, size_t hi) {
 		size_t		a = lo << 12,
-					b = hi == (bytes >> 12) ? bytes : hi << 12;
+					b = hi == pages ? bytes : hi << 12;
 
 		memcpy((char *) dst + a, (const char *) src + a, b - a);
 	});
-	if ((bytes >> 12) == 0)
-		memcpy(dst, src, bytes);
 }
 
 static double
@@ -638,6 +651,7 @@ main(int argc, char **argv)
 	bool		cpu_only = false;
 	bool		no_cpu_sort = false;
 	bool		ramp = true;
+	int			enc_threads = 0;	/* default: T - 1, a core left to the engine's worker */
 	int			few = 0;			/* --dist few: 16 distinct keys, UINT64_MAX among them */
 	const char *out = NULL;
 	const char *commit = "unknown";
@@ -677,19 +691,23 @@ main(int argc, char **argv)
 			no_cpu_sort = true;
 		else if (strcmp(a, "--no-ramp") == 0)
 			ramp = false;
+		else if (strcmp(a, "--encode-threads") == 0 && v)
+			enc_threads = atoi(v), i++;
 		else if (strcmp(a, "--dist") == 0 && v && (strcmp(v, "uniform") == 0 ||
 													strcmp(v, "few") == 0))
 			few = strcmp(v, "few") == 0, i++;
 		else
 		{
 			fprintf(stderr,
-					"usage: %s [--pairs N] [--budget-mb MB] [--threads T] [--chunk-rows N]\n"
-					"          [--reps R] [--cpu-bits B] [--seed S] [--dist uniform|few]\n"
+					"usage: %s [--pairs N] [--budget-mb MB] [--threads T] [--encode-threads E]\n"
+					"          [--chunk-rows N] [--reps R] [--cpu-bits B] [--seed S] [--dist uniform|few]\n"
 					"          [--cpu-only] [--no-cpu-sort] [--no-ramp]\n"
 					"          [--out FILE.md] [--commit SHA]\n", argv[0]);
 			return 2;
 		}
 	}
+	if (enc_threads <= 0)
+		enc_threads = nthreads > 1 ? nthreads - 1 : 1;
 	if (nthreads < 1 || reps < 1 || cpu_bits < 1 || cpu_bits > 20 || n < 1 ||
 		n > GS_MAX_ROWS)
 	{
@@ -882,7 +900,7 @@ main(int argc, char **argv)
 		{
 			double		a = now_ms();
 
-			par_memcpy(ckeys[c], src + coff[c], crows[c] * 8);
+			par_memcpy(enc_threads, ckeys[c], src + coff[c], crows[c] * 8);
 			enc += now_ms() - a;
 			if (cpu_only)
 			{
@@ -1015,7 +1033,7 @@ main(int argc, char **argv)
 	if (!cpu_only)
 		ROW("| chunked phase / one-way H2D bound | %.0f%% (target >= 60%%) |\n",
 			100.0 * thr / bw.h2d_gbs);
-	ROW("| encode (memcpy into pinned keybufs, %d threads) | %.1f ms |\n", nthreads,
+	ROW("| encode (memcpy into pinned keybufs, %d threads) | %.1f ms |\n", enc_threads,
 		median(t_encode));
 	if (!cpu_only)
 		ROW("| per chunk sums: upload / sort / download (events) | %.1f / %.1f / %.1f ms |\n",
