@@ -41,3 +41,14 @@ SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
 SET work_mem = '4MB';
 SELECT * FROM gs_check('SELECT id FROM gs_slow WHERE id <= 1000 ORDER BY one, t DESC, id');
 SELECT id FROM gs_slow WHERE id <= 1000 ORDER BY t DESC, id LIMIT 3;
+
+-- chunks sorted in the background (a tiny GPU budget makes many) while the
+-- input goes on: a cancel, and an error in the input, stop them cleanly
+SET work_mem = '1GB';
+SET gpusort.gpu_memory_limit = '1MB';
+SET statement_timeout = '300ms';
+SELECT g FROM generate_series(1, 5000000) g ORDER BY (g::int8 * 7919) % 5000011 OFFSET 5000000;
+RESET statement_timeout;
+SELECT g FROM generate_series(1, 3000000) g ORDER BY 1 / (2500000 - g), g OFFSET 3000000;
+SELECT * FROM gs_check('SELECT g FROM generate_series(1, 300000) g ORDER BY (g::int8 * 7919) % 300007, g');
+RESET gpusort.gpu_memory_limit;

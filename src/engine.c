@@ -51,6 +51,11 @@ typedef struct GsKeyBuf
 
 static GsKeyBuf *live_bufs = NULL;
 
+/* asynchronous jobs outstanding on an engine, oldest first */
+static GsSortJob *pending_jobs = NULL;
+
+static void gs_engine_stop_all(void);
+
 GsEngine *
 gs_engine_cpu(void)
 {
@@ -241,6 +246,8 @@ gs_keybuf_release(void *arg)
 {
 	GsKeyBuf   *kb = (GsKeyBuf *) arg;
 
+	/* nothing may still be sorting what is about to be freed */
+	gs_engine_stop_all();
 	if (kb->ptr)
 		kb->engine->ops->keybuf_free(kb->engine->eng, kb->ptr, kb->bytes);
 	kb->ptr = NULL;
@@ -316,6 +323,8 @@ gs_keybuf_grow(GsEngine *e, void *ptr, size_t old_bytes, size_t new_bytes)
 	void	   *p = ptr;
 	gs_status	st;
 
+	/* callers wait for their jobs first; this is only a safety net */
+	gs_engine_stop_all();
 	errbuf[0] = '\0';
 	st = kb->engine->ops->keybuf_realloc(kb->engine->eng, &p, old_bytes,
 										 new_bytes, errbuf, sizeof(errbuf));
@@ -331,6 +340,7 @@ gs_keybuf_free(GsEngine *e, void *ptr)
 {
 	GsKeyBuf   *kb = gs_keybuf_find(ptr);
 
+	gs_engine_stop_all();
 	kb->engine->ops->keybuf_free(kb->engine->eng, kb->ptr, kb->bytes);
 	kb->ptr = NULL;
 	/* the list entry goes when its context does */
@@ -358,6 +368,13 @@ gs_engine_sort(GsEngine *e, void *keys, size_t n, int key_bytes,
 	if (n > GS_MAX_ROWS || !GS_KEY_BYTES_VALID(key_bytes))
 		elog(ERROR, "gpusort: invalid sort of %zu rows of %d-byte keys",
 			 n, key_bytes);
+
+	/*
+	 * An engine sorts synchronously only with nothing outstanding.  Jobs
+	 * of another sort (one whose input contains this one) are stopped;
+	 * their waits sort them again.
+	 */
+	gs_engine_stop_all();
 
 	for (;;)
 	{
@@ -397,4 +414,126 @@ gs_engine_sort(GsEngine *e, void *keys, size_t n, int key_bytes,
 		gs_keybuf_oom(n * (size_t) key_bytes, errbuf);
 	elog(ERROR, "gpusort CPU engine failed: %s: %s", gs_status_text(st), errbuf);
 	return NULL;				/* keep compiler quiet */
+}
+
+/*
+ * Stop every outstanding asynchronous job of every engine.  Called before
+ * key buffers are freed or moved, also from memory context cleanup after an
+ * ERROR, so it must not fail.  A stopped job's wait sorts it again.
+ */
+static void
+gs_engine_stop_all(void)
+{
+	GsSortJob  *job;
+
+	if (pending_jobs == NULL)
+		return;
+	if (cpu_ready && cpu_engine.ops->sort_abort)
+		cpu_engine.ops->sort_abort(cpu_engine.eng);
+	if (gpu_engine.ops && gpu_engine.eng && gpu_engine.ops->sort_abort)
+		gpu_engine.ops->sort_abort(gpu_engine.eng);
+	for (job = pending_jobs; job != NULL; job = job->next)
+		job->pending = false;
+	pending_jobs = NULL;
+}
+
+static void
+gs_job_unlink(GsSortJob *job)
+{
+	GsSortJob **p;
+
+	for (p = &pending_jobs; *p != NULL; p = &(*p)->next)
+	{
+		if (*p == job)
+		{
+			*p = job->next;
+			break;
+		}
+	}
+	job->next = NULL;
+	job->pending = false;
+}
+
+void
+gs_engine_submit(GsSortJob *job, GsEngine *e, void *keys, size_t n,
+				 int key_bytes, uint32 *perm, int flags)
+{
+	memset(job, 0, sizeof(*job));
+	job->engine = e;
+	job->keys = keys;
+	job->n = n;
+	job->key_bytes = key_bytes;
+	job->perm = perm;
+	job->flags = flags;
+
+	if (n > GS_MAX_ROWS || !GS_KEY_BYTES_VALID(key_bytes))
+		elog(ERROR, "gpusort: invalid sort of %zu rows of %d-byte keys",
+			 n, key_bytes);
+
+	if (e->ops->sort_submit != NULL)
+	{
+		char		errbuf[GS_ERRBUF_SIZE];
+		gs_status	st;
+
+		errbuf[0] = '\0';
+		st = e->ops->sort_submit(e->eng, keys, n, key_bytes, perm, flags,
+								 &job->ticket, errbuf, sizeof(errbuf));
+		if (st == GS_OK)
+		{
+			GsSortJob **p = &pending_jobs;
+
+			/* append: the list is in submit order */
+			while (*p != NULL)
+				p = &(*p)->next;
+			*p = job;
+			job->pending = true;
+			return;
+		}
+		/* could not start it in the background: sort it now */
+	}
+	job->sorted_by = gs_engine_sort(e, keys, n, key_bytes, perm, flags,
+									&job->stats, &job->fallback);
+	job->done = true;
+}
+
+GsEngine *
+gs_engine_wait(GsSortJob *job, gs_sort_stats *stats, char **fallback)
+{
+	GsEngine   *e = job->engine;
+	char		errbuf[GS_ERRBUF_SIZE];
+	gs_status	st;
+
+	if (job->done)
+	{
+		if (stats)
+			*stats = job->stats;
+		if (fallback && job->fallback)
+			*fallback = job->fallback;
+		return job->sorted_by;
+	}
+	if (!job->pending)
+	{
+		/* stopped by gs_engine_stop_all: its keys are as given */
+		return gs_engine_sort(e, job->keys, job->n, job->key_bytes,
+							  job->perm, job->flags, stats, fallback);
+	}
+
+	errbuf[0] = '\0';
+	if (stats)
+		memset(stats, 0, sizeof(*stats));
+	st = e->ops->sort_wait(e->eng, job->ticket, gs_cancel_requested, NULL,
+						   stats, errbuf, sizeof(errbuf));
+	gs_job_unlink(job);
+	if (st == GS_OK)
+		return e;
+	if (st == GS_ERR_CANCELED)
+		CHECK_FOR_INTERRUPTS();
+
+	/*
+	 * A spurious cancel, or a failure: the keys are as given, so the
+	 * synchronous path sorts them again with all its fallbacks.  A GPU
+	 * fault shows up there too, with its warning.
+	 */
+	return gs_engine_sort(e, job->keys, job->n, job->key_bytes, job->perm,
+						  job->flags, stats, fallback);
 }

@@ -379,8 +379,8 @@ gpusort_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		{
 			explain_indent(es);
 			appendStringInfo(es->str,
-							 "GpuSort Time: load=%.3f ms  sort=%.3f ms (transfer=%.3f ms)  tie-break=%.3f ms (%.0f rows)",
-							 r.load_ms, r.sort_ms, r.transfer_ms,
+							 "GpuSort Time: load=%.3f ms  sort=%.3f ms (transfer=%.3f ms, waited=%.3f ms)  tie-break=%.3f ms (%.0f rows)",
+							 r.load_ms, r.sort_ms, r.transfer_ms, r.wait_ms,
 							 r.tiebreak_ms, r.tiebreak_rows);
 			if (r.runs > 0 || r.chunks > 1)
 				appendStringInfo(es->str, "  spill=%.3f ms  merge=%.3f ms",
@@ -418,6 +418,7 @@ gpusort_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 			ExplainPropertyFloat("GpuSort Load Time", "ms", r.load_ms, 3, es);
 			ExplainPropertyFloat("GpuSort Sort Time", "ms", r.sort_ms, 3, es);
 			ExplainPropertyFloat("GpuSort Transfer Time", "ms", r.transfer_ms, 3, es);
+			ExplainPropertyFloat("GpuSort Sort Wait Time", "ms", r.wait_ms, 3, es);
 			ExplainPropertyFloat("GpuSort Tie-break Time", "ms", r.tiebreak_ms, 3, es);
 			ExplainPropertyFloat("GpuSort Spill Time", "ms", r.spill_ms, 3, es);
 			ExplainPropertyFloat("GpuSort Merge Time", "ms", r.merge_ms, 3, es);

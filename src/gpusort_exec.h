@@ -38,7 +38,8 @@ typedef struct GsSortReport
 	int64		disk_kb;		/* temporary file space */
 	double		tiebreak_rows;	/* rows in runs that needed a tie-break */
 	double		load_ms;		/* reading the child: copy + encode */
-	double		sort_ms;		/* engine calls */
+	double		sort_ms;		/* the engine's time, in the background or not */
+	double		wait_ms;		/* the part of it the sort waited for */
 	double		transfer_ms;	/* host<->device part of sort_ms */
 	double		tiebreak_ms;
 	double		spill_ms;		/* merging chunks and writing runs */

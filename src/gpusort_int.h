@@ -74,6 +74,41 @@ extern GsEngine *gs_engine_sort(GsEngine *e, void *keys, size_t n,
 								int key_bytes, uint32 *perm, int flags,
 								gs_sort_stats *stats, char **fallback);
 
+/*
+ * Asynchronous sorts.  gs_engine_submit starts sorting keys (held in a key
+ * buffer, see above) and returns at once when the engine can sort in the
+ * background; otherwise it sorts right away.  gs_engine_wait finishes the
+ * job: it returns what gs_engine_sort would have (same fallback to the CPU
+ * engine, same cancel handling) and must be called for every job, oldest
+ * first.  The keys and perm of a job must not be touched, moved or freed
+ * until its wait returned; if an ERROR intervenes, freeing any key buffer
+ * (its memory context's cleanup does that) stops every outstanding job
+ * first, and a job stopped that way is sorted again synchronously by its
+ * wait, should one still come.
+ */
+typedef struct GsSortJob
+{
+	GsEngine   *engine;			/* engine the job was given to */
+	void	   *keys;
+	size_t		n;
+	int			key_bytes;
+	uint32	   *perm;
+	int			flags;
+	bool		pending;		/* outstanding on the engine */
+	bool		done;			/* sorted synchronously at submit */
+	gs_ticket	ticket;
+	gs_sort_stats stats;		/* of a synchronous sort */
+	GsEngine   *sorted_by;
+	char	   *fallback;
+	struct GsSortJob *next;		/* list of outstanding jobs */
+} GsSortJob;
+
+extern void gs_engine_submit(GsSortJob *job, GsEngine *e, void *keys,
+							 size_t n, int key_bytes, uint32 *perm,
+							 int flags);
+extern GsEngine *gs_engine_wait(GsSortJob *job, gs_sort_stats *stats,
+								char **fallback);
+
 /* what gpusort_info() reports */
 extern bool gs_cuda_built(void);
 extern bool gs_cuda_loaded(void);
