@@ -14,7 +14,8 @@
 # gpusort, and the table reports medians.  Results: $OUT/gpu50m.md and
 # $OUT/gpu50m.csv.
 #
-# Environment: ROWS (default 50000000), RUNS (default 3), DEADLINE.
+# Environment: ROWS (default 50000000), RUNS (default 3), DEADLINE,
+# SKIP_INDEX=1 (leave out the CREATE INDEX cases).
 
 set -uo pipefail
 T0=$(date +%s)
@@ -96,8 +97,10 @@ pgsql -c "SET work_mem = '16GB'; SET max_parallel_workers_per_gather = 0" \
 
 bench_case "scan only (floor)" 1 "SET work_mem = '16GB'" "SELECT * FROM g50 OFFSET $ROWS" "both sides read the table only"
 bench_case "ORDER BY int8 - in memory" "$RUNS" "SET work_mem = '16GB'" "SELECT * FROM g50 ORDER BY k OFFSET $ROWS"
+[ "${SKIP_INDEX:-0}" = 1 ] ||
 bench_case "CREATE INDEX int8 - serial" 1 "SET maintenance_work_mem = '16GB'; SET max_parallel_maintenance_workers = 0" \
 	"CREATE INDEX g50_k ON g50 (k); DROP INDEX g50_k" "PostgreSQL serial vs gpusort"
+[ "${SKIP_INDEX:-0}" = 1 ] ||
 bench_case "CREATE INDEX int8 - 8 workers" 1 "SET maintenance_work_mem = '16GB'; SET max_parallel_maintenance_workers = 8; ALTER TABLE g50 SET (parallel_workers = 8)" \
 	"CREATE INDEX g50_k ON g50 (k); DROP INDEX g50_k" "both may use 8 workers (gpusort: parallel scan only)"
 pgsql -c "SET work_mem = '64MB'; SET max_parallel_workers_per_gather = 0" \

@@ -162,7 +162,7 @@ fi
 # ---- 4. the CUDA engine's own test and benchmark --------------------------------
 if ! skipped cuda && [ -x cuda/build/test_engine ]; then
 	step "make cuda-check"
-	limited 60 make PG_CONFIG="$PG_CONFIG" with_llvm=no cuda-check >"$OUT/cuda-check.log" 2>&1
+	limited 150 make PG_CONFIG="$PG_CONFIG" with_llvm=no cuda-check >"$OUT/cuda-check.log" 2>&1
 	rc=$?
 	if [ "$rc" -eq 0 ]; then
 		note "cuda-check: ok ($(tail -n 1 "$OUT/cuda-check.log"))"
