@@ -9,7 +9,7 @@
  * Usage: bench_chunked [--pairs N] [--budget-mb MB] [--threads T]
  *			[--encode-threads E] [--chunk-rows N] [--reps R] [--cpu-bits B]
  *			[--seed S] [--dist uniform|few] [--cpu-only] [--no-cpu-sort] [--no-ramp]
- *			[--out FILE.md] [--commit SHA]
+ *			[--merge VARIANT] [--merge-all] [--tile-rows N] [--out FILE.md] [--commit SHA]
  *
  * Data: N (default 8e9 / 12, i.e. 8 GB of u64 key + u32 row index pairs)
  * uniform random u64 keys (--dist few: 16 distinct keys, UINT64_MAX among
@@ -29,12 +29,18 @@
  *	   too), while chunks k-1 and k-2 are in the engine; then sort_wait for
  *	   chunk k-2 and sort_submit of chunk k (GS_SORT_KEYS_OUT);
  *	 - a CPU merge of the sorted chunks by T threads: the output is cut
- *	   into T slices at exact ranks (a multi-sequence selection by binary
- *	   search over the key value), and each thread merges its slice with a
- *	   loser tree, writing keys and global row indexes.
+ *	   into 2T slices at exact ranks (a multi-sequence selection by binary
+ *	   search over the key value), by default cut again into tiles of about
+ *	   256K rows that the threads take from a shared counter, two at a time,
+ *	   each merged with a loser tree that prefetches its runs, writing keys
+ *	   and global row indexes (--merge picks another variant, see below;
+ *	   --merge-all times each of them after the reps on the same sorted
+ *	   chunks, checks each output, and adds a table with a row per variant,
+ *	   and one for the default variant on T/2 threads).
  * Pinned buffers are allocated once, before the timed runs (the extension
  * would keep them too); the engine's device buffers are warm after the
- * first rep.  Times are medians over R reps (default 3).
+ * first rep.  The source and the merge output are allocated with
+ * MADV_HUGEPAGE and touched before the timings.  Times are medians over R reps (default 3).
  *
  * CPU sort: a parallel MSD pass on the top B varying bits (per-thread
  * histograms, stable scatter of key and row index), then each bucket
@@ -60,6 +66,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
@@ -131,6 +139,31 @@ par_memcpy(int nt, void *dst, const void *src, size_t bytes)
 					b = hi == pages ? bytes : hi << 12;
 
 		memcpy((char *) dst + a, (const char *) src + a, b - a);
+	});
+}
+
+/*
+ * A large array: 2 MB aligned and marked for transparent huge pages, so
+ * that the merge's many streams do not each walk 4 kB page tables.
+ */
+static void *
+big_alloc(size_t bytes)
+{
+	size_t		huge = 2u << 20;
+	size_t		sz = (bytes + huge - 1) & ~(huge - 1);
+	void	   *p = aligned_alloc(huge, sz > 0 ? sz : huge);
+
+	if (p != NULL)
+		(void) madvise(p, sz, MADV_HUGEPAGE);
+	return p;
+}
+
+/* fill by T threads (first touch of fresh pages outside the timings) */
+static void
+par_memset(void *p, int c, size_t bytes)
+{
+	parallel_for_n(nthreads, bytes, [&](int, size_t lo, size_t hi) {
+		memset((char *) p + lo, c, hi - lo);
 	});
 }
 
@@ -221,13 +254,63 @@ split_at(const std::vector<Run> &runs, size_t rank, std::vector<size_t> &pos)
  * 128-bit compare orders by key, then run; an exhausted run's node is
  * UINT64_MAX with DONE in the run bits, after every real key (the counts
  * are exact, so it never wins).  The replay is branch-free; since it is one
- * long dependent chain per row, each thread merges two slices in lockstep
- * so that their chains overlap (measured 1.7x faster than one slice at a
- * time on 17 runs; four slices in lockstep were slower again).
+ * long dependent chain per row, a thread merges two slices in lockstep so
+ * that their chains overlap (measured 1.7x faster than one slice at a time
+ * on 17 runs; four slices in lockstep were slower again).
+ *
+ * Variants (--merge; --merge-all times each on the same runs):
+ *	 pair	   2T slices at exact ranks, two a thread in lockstep (the first
+ *			   version);
+ *	 pair-pf   the same, and each step prefetches its run's keys and perm a
+ *			   few cache lines ahead: with 18 runs a thread reads 2 x 18 x 2
+ *			   streams at once, more than the hardware prefetchers follow,
+ *			   and the next key is on the dependent chain;
+ *	 one-pf	   T slices, one a thread, with the prefetch;
+ *	 tiles	   each of the 2T exact-rank slices cut again into tiles of
+ *			   about --tile-rows rows (default 256K) at sampled splitter
+ *			   keys (a lower bound per run), taken two at a time in
+ *			   lockstep by the threads from a shared counter, with the
+ *			   prefetch: no thread waits for a slow one at the end, and the
+ *			   two tiles of a pair read neighbouring windows of each run;
+ *	 tiles-nt  the same with non-temporal stores of the output (no reads
+ *			   for ownership of the 8 GB written);
+ *	 cascade   tiles of a quarter of that, each merged in two levels: groups
+ *			   of at most 6 runs into a per-thread buffer (L2-sized), then
+ *			   the groups; fewer streams at once, twice the stores;
+ *	 tiles64   the tiles with 64-bit nodes (below).
  */
 typedef unsigned __int128 Node;
 
 #define DONE 0x80000000u
+#define PF_KEYS 16				/* keys ahead to prefetch: two cache lines */
+#define PF_PERM 32				/* perm entries ahead: two cache lines */
+
+enum MergeVariant
+{
+	MV_PAIR,
+	MV_PAIR_PF,
+	MV_ONE_PF,
+	MV_TILES,
+	MV_TILES_NT,
+	MV_CASCADE,
+	MV_TILES64,
+	MV_COUNT
+};
+
+static const char *const merge_names[MV_COUNT] = {
+	"pair", "pair-pf", "one-pf", "tiles", "tiles-nt", "cascade", "tiles64"
+};
+
+static size_t tile_rows = 256 * 1024;
+
+static int
+merge_variant(const char *name)
+{
+	for (int i = 0; i < MV_COUNT; i++)
+		if (strcmp(merge_names[i], name) == 0)
+			return i;
+	return -1;
+}
 
 static inline Node
 make_node(uint64_t key, uint32_t run)
@@ -247,13 +330,12 @@ struct Merge
 	std::vector<const uint32_t *> pp;	/* next perm entry */
 	std::vector<uint64_t> base;
 	std::vector<Node> loser;	/* nodes 1 .. K2-1 */
+	std::vector<Node> win;		/* scratch of init */
 
-	void		init(const std::vector<Run> &runs, const std::vector<size_t> &lo,
-					 const std::vector<size_t> &hi, uint64_t *ok, uint32_t *oi)
+	/* runs[0 .. K-1], rows lo[r] .. hi[r] - 1 of each */
+	void		init(const Run *runs, size_t K, const size_t *lo, const size_t *hi,
+					 uint64_t *ok, uint32_t *oi)
 	{
-		size_t		K = runs.size();
-		std::vector<Node> win;
-
 		K2 = 1;
 		while (K2 < K)
 			K2 <<= 1;
@@ -292,6 +374,7 @@ struct Merge
 };
 
 /* write the winner w at *ok / *oi, replay its run's next key, return the new winner */
+template <bool PF, bool NT>
 static inline Node
 merge_step(Node w, const uint64_t **kp, const uint64_t *const *kend,
 		   const uint32_t **pp, const uint64_t *base, Node *L, size_t K2,
@@ -299,12 +382,29 @@ merge_step(Node w, const uint64_t **kp, const uint64_t *const *kend,
 {
 	uint32_t	r = (uint32_t) w & ~DONE;
 	const uint64_t *k = kp[r] + 1;
+	const uint32_t *p = pp[r];
+	uint64_t	key = (uint64_t) (w >> 32);
+	uint32_t	idx = (uint32_t) (base[r] + *p);
 	Node		x;
 
-	*ok = (uint64_t) (w >> 32);
-	*oi = (uint32_t) (base[r] + *pp[r]);
-	pp[r]++;
+	if (NT)
+	{
+		_mm_stream_si64((long long *) ok, (long long) key);
+		_mm_stream_si32((int *) oi, (int) idx);
+	}
+	else
+	{
+		*ok = key;
+		*oi = idx;
+	}
+	pp[r] = p + 1;
 	kp[r] = k;
+	if (PF)
+	{
+		/* past a run's end this only names an address; it never faults */
+		__builtin_prefetch(k + PF_KEYS);
+		__builtin_prefetch(p + PF_PERM);
+	}
 	x = k < kend[r] ? make_node(*k, r) : make_node(UINT64_MAX, r | DONE);
 	for (size_t t = (K2 + r) >> 1; t >= 1; t >>= 1)
 	{
@@ -317,7 +417,20 @@ merge_step(Node w, const uint64_t **kp, const uint64_t *const *kend,
 	return x;
 }
 
+#define STEP(m, i) \
+	merge_step<PF, NT>(m.w, m.kp.data(), m.kend.data(), m.pp.data(), m.base.data(), \
+					   m.loser.data(), m.K2, m.out_keys + (i), m.out_idx + (i))
+
+template <bool PF, bool NT>
+static void
+merge_one(Merge &a)
+{
+	for (size_t i = 0; i < a.count; i++)
+		a.w = STEP(a, i);
+}
+
 /* merge slices a and b, in lockstep while both have rows left */
+template <bool PF, bool NT>
 static void
 merge_pair(Merge &a, Merge &b)
 {
@@ -333,45 +446,520 @@ merge_pair(Merge &a, Merge &b)
 			   *Lb = b.loser.data();
 	Node		wa = a.w,
 				wb = b.w;
-	size_t		K2 = a.K2;
+	size_t		K2a = a.K2,
+				K2b = b.K2;
 	size_t		both = std::min(a.count, b.count),
 				i;
 
 	for (i = 0; i < both; i++)
 	{
-		wa = merge_step(wa, kpa, kea, ppa, ba, La, K2, a.out_keys + i, a.out_idx + i);
-		wb = merge_step(wb, kpb, keb, ppb, bb, Lb, K2, b.out_keys + i, b.out_idx + i);
+		wa = merge_step<PF, NT>(wa, kpa, kea, ppa, ba, La, K2a, a.out_keys + i, a.out_idx + i);
+		wb = merge_step<PF, NT>(wb, kpb, keb, ppb, bb, Lb, K2b, b.out_keys + i, b.out_idx + i);
 	}
 	for (size_t j = i; j < a.count; j++)
-		wa = merge_step(wa, kpa, kea, ppa, ba, La, K2, a.out_keys + j, a.out_idx + j);
+		wa = merge_step<PF, NT>(wa, kpa, kea, ppa, ba, La, K2a, a.out_keys + j, a.out_idx + j);
 	for (size_t j = i; j < b.count; j++)
-		wb = merge_step(wb, kpb, keb, ppb, bb, Lb, K2, b.out_keys + j, b.out_idx + j);
+		wb = merge_step<PF, NT>(wb, kpb, keb, ppb, bb, Lb, K2b, b.out_keys + j, b.out_idx + j);
+	a.w = wa;
+	b.w = wb;
 }
 
+/* exact-rank cuts of the output into S slices: cuts[s] for s = 0 .. S */
 static void
-parallel_merge(const std::vector<Run> &runs, size_t n, uint64_t *out_keys,
-			   uint32_t *out_idx)
+split_slices(const std::vector<Run> &runs, size_t n, int S,
+			 std::vector<std::vector<size_t>> &cuts)
 {
-	int			S = 2 * nthreads;	/* two slices a thread */
-	std::vector<std::vector<size_t>> cuts(S + 1);
-
-	/* slice boundaries at equal ranks, found in parallel */
+	cuts.assign(S + 1, std::vector<size_t>());
 	parallel_for(S + 1, [&](int, size_t a, size_t b) {
 		for (size_t s = a; s < b; s++)
 			split_at(runs, n * s / S, cuts[s]);
 	});
+}
+
+/* static slices: `per` (1 or 2) a thread */
+template <bool PF>
+static void
+merge_static(const std::vector<Run> &runs, size_t n, int per, uint64_t *out_keys,
+			 uint32_t *out_idx, double *split_ms)
+{
+	int			S = per * nthreads;
+	size_t		K = runs.size();
+	std::vector<std::vector<size_t>> cuts;
+	double		t0 = now_ms();
+
+	split_slices(runs, n, S, cuts);
+	*split_ms = now_ms() - t0;
 	parallel_for(nthreads, [&](int t, size_t, size_t) {
 		Merge		m[2];
 
-		for (int j = 0; j < 2; j++)
+		for (int j = 0; j < per; j++)
 		{
-			size_t		s = 2 * t + j;
+			size_t		s = (size_t) per * t + j;
 			size_t		at = n * s / S;
 
-			m[j].init(runs, cuts[s], cuts[s + 1], out_keys + at, out_idx + at);
+			m[j].init(runs.data(), K, cuts[s].data(), cuts[s + 1].data(),
+					  out_keys + at, out_idx + at);
 		}
-		merge_pair(m[0], m[1]);
+		if (per == 2)
+			merge_pair<PF, false>(m[0], m[1]);
+		else
+			merge_one<PF, false>(m[0]);
 	});
+}
+
+/*
+ * Tiles: the 2T exact-rank slices (exact, so that ties of one key spread
+ * over slices) cut again at splitter keys sampled evenly from every run's
+ * window; a boundary is each run's lower bound of the splitter within its
+ * window.  bnd holds the boundaries one after the other, K positions each;
+ * tile i is bnd[i] .. bnd[i + 1], written at the sum of bnd[i]'s positions.
+ */
+static size_t
+make_tiles(const std::vector<Run> &runs, size_t n, size_t rows_per_tile,
+		   std::vector<size_t> &bnd)
+{
+	int			S = 2 * nthreads;
+	size_t		K = runs.size();
+	std::vector<std::vector<size_t>> cuts,
+				inner(S);
+
+	split_slices(runs, n, S, cuts);
+	parallel_for(S, [&](int, size_t a, size_t b) {
+		for (size_t s = a; s < b; s++)
+		{
+			size_t		rows = n * (s + 1) / S - n * s / S;
+			size_t		m = (rows + rows_per_tile - 1) / rows_per_tile;
+			std::vector<uint64_t> smp;
+
+			if (m <= 1)
+				continue;
+			for (size_t r = 0; r < K; r++)
+			{
+				size_t		lo = cuts[s][r],
+							win = cuts[s + 1][r] - lo;
+
+				if (win == 0)
+					continue;
+				for (size_t j = 1; j < m; j++)
+					smp.push_back(runs[r].keys[lo + win * j / m]);
+			}
+			std::sort(smp.begin(), smp.end());
+			for (size_t j = 1; j < m; j++)
+			{
+				uint64_t	v = smp[smp.size() * j / m];
+
+				for (size_t r = 0; r < K; r++)
+				{
+					const uint64_t *b0 = runs[r].keys;
+
+					inner[s].push_back(std::lower_bound(b0 + cuts[s][r],
+														b0 + cuts[s + 1][r], v) - b0);
+				}
+			}
+		}
+	});
+	bnd.clear();
+	for (int s = 0; s < S; s++)
+	{
+		bnd.insert(bnd.end(), cuts[s].begin(), cuts[s].end());
+		bnd.insert(bnd.end(), inner[s].begin(), inner[s].end());
+	}
+	bnd.insert(bnd.end(), cuts[S].begin(), cuts[S].end());
+	return bnd.size() / K - 1;
+}
+
+static size_t
+tile_at(const size_t *b, size_t K)
+{
+	size_t		at = 0;
+
+	for (size_t r = 0; r < K; r++)
+		at += b[r];
+	return at;
+}
+
+template <bool NT>
+static void
+merge_tiles(const std::vector<Run> &runs, size_t n, uint64_t *out_keys,
+			uint32_t *out_idx, double *split_ms)
+{
+	size_t		K = runs.size();
+	std::vector<size_t> bnd;
+	double		t0 = now_ms();
+	size_t		ntiles = make_tiles(runs, n, tile_rows, bnd);
+	std::atomic<size_t> next(0);
+
+	*split_ms = now_ms() - t0;
+	parallel_for(nthreads, [&](int, size_t, size_t) {
+		Merge		m[2];
+
+		for (size_t i; (i = next.fetch_add(2)) < ntiles;)
+		{
+			size_t		cnt = std::min((size_t) 2, ntiles - i);
+
+			for (size_t j = 0; j < cnt; j++)
+			{
+				const size_t *b = &bnd[(i + j) * K];
+				size_t		at = tile_at(b, K);
+
+				m[j].init(runs.data(), K, b, b + K, out_keys + at, out_idx + at);
+			}
+			if (cnt == 2)
+				merge_pair<true, NT>(m[0], m[1]);
+			else
+				merge_one<true, NT>(m[0]);
+		}
+		if (NT)
+			_mm_sfence();
+	});
+}
+
+/*
+ * Two-level merge of a tile pair: runs in G groups of at most 6; tile j's
+ * group g goes to tmp[j] (keys and global row indexes, a run of base 0),
+ * the two tiles' group g in lockstep, then the G group runs of each tile
+ * to the output.  A tile more than four times the planned size (many ties
+ * of one key) is merged in one level instead.
+ */
+struct CascadeBuf
+{
+	std::vector<uint64_t> keys;
+	std::vector<uint32_t> idx;
+	std::vector<Run> gruns;
+	std::vector<size_t> glo,
+				ghi;
+};
+
+static void
+merge_cascade(const std::vector<Run> &runs, size_t n, uint64_t *out_keys,
+			  uint32_t *out_idx, double *split_ms)
+{
+	size_t		K = runs.size();
+	size_t		G = (K + 5) / 6;
+	size_t		ctile = std::max(tile_rows / 4, (size_t) 4096);
+	std::vector<size_t> bnd;
+	double		t0 = now_ms();
+	size_t		ntiles = make_tiles(runs, n, ctile, bnd);
+	std::atomic<size_t> next(0);
+
+	*split_ms = now_ms() - t0;
+	parallel_for(nthreads, [&](int, size_t, size_t) {
+		Merge		m[2];
+		CascadeBuf	cb[2];
+
+		for (size_t i; (i = next.fetch_add(2)) < ntiles;)
+		{
+			size_t		cnt = std::min((size_t) 2, ntiles - i);
+			bool		flat = G < 2;
+
+			for (size_t j = 0; j < cnt; j++)
+			{
+				const size_t *b = &bnd[(i + j) * K];
+
+				if (tile_at(b + K, K) - tile_at(b, K) > 4 * ctile)
+					flat = true;
+			}
+			if (flat)
+			{
+				for (size_t j = 0; j < cnt; j++)
+				{
+					const size_t *b = &bnd[(i + j) * K];
+					size_t		at = tile_at(b, K);
+
+					m[j].init(runs.data(), K, b, b + K, out_keys + at, out_idx + at);
+				}
+				if (cnt == 2)
+					merge_pair<true, false>(m[0], m[1]);
+				else
+					merge_one<true, false>(m[0]);
+				continue;
+			}
+			/* level 1: group g of each tile into its buffer */
+			for (size_t j = 0; j < cnt; j++)
+			{
+				const size_t *b = &bnd[(i + j) * K];
+				size_t		rows = tile_at(b + K, K) - tile_at(b, K);
+
+				if (cb[j].keys.size() < rows)
+				{
+					cb[j].keys.resize(rows);
+					cb[j].idx.resize(rows);
+				}
+				cb[j].gruns.assign(G, Run());
+				cb[j].glo.assign(G, 0);
+				cb[j].ghi.assign(G, 0);
+			}
+			std::vector<size_t> off(cnt, 0);
+
+			for (size_t g = 0; g < G; g++)
+			{
+				size_t		r0 = K * g / G,
+							r1 = K * (g + 1) / G;
+
+				for (size_t j = 0; j < cnt; j++)
+				{
+					const size_t *b = &bnd[(i + j) * K];
+					size_t		rows = tile_at(b + K + r0, r1 - r0) - tile_at(b + r0, r1 - r0);
+
+					m[j].init(runs.data() + r0, r1 - r0, b + r0, b + K + r0,
+							  cb[j].keys.data() + off[j], cb[j].idx.data() + off[j]);
+					cb[j].gruns[g] = {cb[j].keys.data() + off[j], cb[j].idx.data() + off[j],
+						rows, 0};
+					cb[j].ghi[g] = rows;
+					off[j] += rows;
+				}
+				if (cnt == 2)
+					merge_pair<true, false>(m[0], m[1]);
+				else
+					merge_one<true, false>(m[0]);
+			}
+			/* level 2: the groups to the output */
+			for (size_t j = 0; j < cnt; j++)
+			{
+				size_t		at = tile_at(&bnd[(i + j) * K], K);
+
+				m[j].init(cb[j].gruns.data(), G, cb[j].glo.data(), cb[j].ghi.data(),
+						  out_keys + at, out_idx + at);
+			}
+			if (cnt == 2)
+				merge_pair<true, false>(m[0], m[1]);
+			else
+				merge_one<true, false>(m[0]);
+		}
+	});
+}
+
+/*
+ * tiles64: the tiles with 64-bit nodes: the loser tree keeps keys and run
+ * numbers in two arrays and compares keys only (ties in any order), so a
+ * level costs one 64-bit compare and two moves instead of a 128-bit compare
+ * and four.  An exhausted run's key is UINT64_MAX, which must never tie
+ * with a real key: each run's rows with key UINT64_MAX (the end of its
+ * window) are left out of the tree and copied after the merged rows.
+ */
+struct Merge64
+{
+	size_t		K2;
+	size_t		count;			/* rows merged through the tree */
+	uint64_t   *out_keys;
+	uint32_t   *out_idx;
+	uint64_t	wk;				/* the winner: key, run */
+	uint32_t	wr;
+	std::vector<const uint64_t *> kp,
+				kend;
+	std::vector<const uint32_t *> pp;
+	std::vector<uint64_t> base;
+	std::vector<uint64_t> lk;	/* losers 1 .. K2-1: keys, runs */
+	std::vector<uint32_t> lr;
+	std::vector<uint64_t> vk;	/* scratch of init */
+	std::vector<uint32_t> vr;
+	const Run  *runs;
+	const size_t *hi;
+
+	void		init(const Run *rs, size_t K, const size_t *lo, const size_t *h,
+					 uint64_t *ok, uint32_t *oi)
+	{
+		runs = rs;
+		hi = h;
+		K2 = 1;
+		while (K2 < K)
+			K2 <<= 1;
+		count = 0;
+		out_keys = ok;
+		out_idx = oi;
+		kp.assign(K2, NULL);
+		kend.assign(K2, NULL);
+		pp.assign(K2, NULL);
+		base.assign(K2, 0);
+		lk.assign(K2, 0);
+		lr.assign(K2, 0);
+		vk.assign(2 * K2, UINT64_MAX);
+		vr.assign(2 * K2, 0);
+		for (size_t r = 0; r < K2; r++)
+		{
+			vr[K2 + r] = (uint32_t) r;
+			if (r >= K)
+				continue;
+			kp[r] = rs[r].keys + lo[r];
+			kend[r] = std::lower_bound(kp[r], rs[r].keys + h[r], UINT64_MAX);
+			pp[r] = rs[r].perm + lo[r];
+			base[r] = rs[r].base;
+			count += kend[r] - kp[r];
+			if (kp[r] < kend[r])
+				vk[K2 + r] = *kp[r];
+		}
+		for (size_t t = K2 - 1; t >= 1; t--)
+		{
+			bool		a_wins = !(vk[2 * t + 1] < vk[2 * t]);
+			size_t		wi = a_wins ? 2 * t : 2 * t + 1,
+						li = a_wins ? 2 * t + 1 : 2 * t;
+
+			lk[t] = vk[li];
+			lr[t] = vr[li];
+			vk[t] = vk[wi];
+			vr[t] = vr[wi];
+		}
+		wk = vk[1];
+		wr = vr[1];
+	}
+
+	/* after the tree: the rows with key UINT64_MAX, run by run */
+	void		finish(size_t K)
+	{
+		size_t		i = count;
+
+		for (size_t r = 0; r < K; r++)
+		{
+			const uint64_t *e = runs[r].keys + hi[r];
+
+			for (const uint64_t *k = kend[r]; k < e; k++, i++)
+			{
+				out_keys[i] = UINT64_MAX;
+				out_idx[i] = (uint32_t) (base[r] + *pp[r]);
+				pp[r]++;
+			}
+		}
+	}
+};
+
+struct Step64
+{
+	const uint64_t **kp;
+	const uint64_t *const *kend;
+	const uint32_t **pp;
+	const uint64_t *base;
+	uint64_t   *LK;
+	uint32_t   *LR;
+	size_t		K2;
+	uint64_t   *ok;
+	uint32_t   *oi;
+	uint64_t	wk;
+	uint32_t	wr;
+
+	Step64(Merge64 &m) : kp(m.kp.data()), kend(m.kend.data()), pp(m.pp.data()),
+		base(m.base.data()), LK(m.lk.data()), LR(m.lr.data()), K2(m.K2),
+		ok(m.out_keys), oi(m.out_idx), wk(m.wk), wr(m.wr)
+	{
+	}
+
+	inline void step(size_t i)
+	{
+		uint32_t	r = wr;
+		const uint64_t *k = kp[r] + 1;
+		const uint32_t *p = pp[r];
+		uint64_t	xk;
+		uint32_t	xr = r;
+
+		ok[i] = wk;
+		oi[i] = (uint32_t) (base[r] + *p);
+		pp[r] = p + 1;
+		kp[r] = k;
+		__builtin_prefetch(k + PF_KEYS);
+		__builtin_prefetch(p + PF_PERM);
+		xk = k < kend[r] ? *k : UINT64_MAX;
+		for (size_t t = (K2 + r) >> 1; t >= 1; t >>= 1)
+		{
+			/* masks, not ternaries: the compiler must not make this a branch */
+			uint64_t	l = LK[t];
+			uint32_t	lrr = LR[t];
+			uint64_t	mk = (uint64_t) 0 - (uint64_t) (l < xk);
+			uint64_t	dk = (l ^ xk) & mk;
+			uint32_t	dr = (lrr ^ xr) & (uint32_t) mk;
+
+			LK[t] = l ^ dk;
+			LR[t] = lrr ^ dr;
+			xk ^= dk;
+			xr ^= dr;
+		}
+		wk = xk;
+		wr = xr;
+	}
+};
+
+static void
+merge64_pair(Merge64 *a, Merge64 *b, size_t K)
+{
+	Step64		sa(*a);
+	size_t		i = 0;
+
+	if (b != NULL)
+	{
+		Step64		sb(*b);
+		size_t		both = std::min(a->count, b->count);
+
+		for (; i < both; i++)
+		{
+			sa.step(i);
+			sb.step(i);
+		}
+		for (size_t j = i; j < b->count; j++)
+			sb.step(j);
+		b->finish(K);
+	}
+	for (; i < a->count; i++)
+		sa.step(i);
+	a->finish(K);
+}
+
+static void
+merge_tiles64(const std::vector<Run> &runs, size_t n, uint64_t *out_keys,
+			  uint32_t *out_idx, double *split_ms)
+{
+	size_t		K = runs.size();
+	std::vector<size_t> bnd;
+	double		t0 = now_ms();
+	size_t		ntiles = make_tiles(runs, n, tile_rows, bnd);
+	std::atomic<size_t> next(0);
+
+	*split_ms = now_ms() - t0;
+	parallel_for(nthreads, [&](int, size_t, size_t) {
+		Merge64		m[2];
+
+		for (size_t i; (i = next.fetch_add(2)) < ntiles;)
+		{
+			size_t		cnt = std::min((size_t) 2, ntiles - i);
+
+			for (size_t j = 0; j < cnt; j++)
+			{
+				const size_t *b = &bnd[(i + j) * K];
+				size_t		at = tile_at(b, K);
+
+				m[j].init(runs.data(), K, b, b + K, out_keys + at, out_idx + at);
+			}
+			merge64_pair(&m[0], cnt == 2 ? &m[1] : NULL, K);
+		}
+	});
+}
+
+/* the merge of the sorted runs into out_*; *split_ms: the part spent cutting */
+static void
+parallel_merge(int variant, const std::vector<Run> &runs, size_t n,
+			   uint64_t *out_keys, uint32_t *out_idx, double *split_ms)
+{
+	switch (variant)
+	{
+		case MV_PAIR:
+			merge_static<false>(runs, n, 2, out_keys, out_idx, split_ms);
+			break;
+		case MV_PAIR_PF:
+			merge_static<true>(runs, n, 2, out_keys, out_idx, split_ms);
+			break;
+		case MV_ONE_PF:
+			merge_static<true>(runs, n, 1, out_keys, out_idx, split_ms);
+			break;
+		case MV_TILES:
+			merge_tiles<false>(runs, n, out_keys, out_idx, split_ms);
+			break;
+		case MV_TILES_NT:
+			merge_tiles<true>(runs, n, out_keys, out_idx, split_ms);
+			break;
+		case MV_CASCADE:
+			merge_cascade(runs, n, out_keys, out_idx, split_ms);
+			break;
+		default:
+			merge_tiles64(runs, n, out_keys, out_idx, split_ms);
+			break;
+	}
 }
 
 /* ---------------------------------------------------------------------
@@ -653,6 +1241,8 @@ main(int argc, char **argv)
 	bool		ramp = true;
 	int			enc_threads = 0;	/* default: T - 1, a core left to the engine's worker */
 	int			few = 0;			/* --dist few: 16 distinct keys, UINT64_MAX among them */
+	int			variant = MV_TILES;
+	bool		merge_all = false;
 	const char *out = NULL;
 	const char *commit = "unknown";
 	char		errbuf[GS_ERRBUF_SIZE];
@@ -693,6 +1283,12 @@ main(int argc, char **argv)
 			ramp = false;
 		else if (strcmp(a, "--encode-threads") == 0 && v)
 			enc_threads = atoi(v), i++;
+		else if (strcmp(a, "--tile-rows") == 0 && v)
+			tile_rows = (size_t) atof(v), i++;
+		else if (strcmp(a, "--merge-all") == 0)
+			merge_all = true;
+		else if (strcmp(a, "--merge") == 0 && v && merge_variant(v) >= 0)
+			variant = merge_variant(v), i++;
 		else if (strcmp(a, "--dist") == 0 && v && (strcmp(v, "uniform") == 0 ||
 													strcmp(v, "few") == 0))
 			few = strcmp(v, "few") == 0, i++;
@@ -702,14 +1298,15 @@ main(int argc, char **argv)
 					"usage: %s [--pairs N] [--budget-mb MB] [--threads T] [--encode-threads E]\n"
 					"          [--chunk-rows N] [--reps R] [--cpu-bits B] [--seed S] [--dist uniform|few]\n"
 					"          [--cpu-only] [--no-cpu-sort] [--no-ramp]\n"
-					"          [--out FILE.md] [--commit SHA]\n", argv[0]);
+					"          [--merge pair|pair-pf|one-pf|tiles|tiles-nt|cascade|tiles64] [--merge-all]\n"
+					"          [--tile-rows N] [--out FILE.md] [--commit SHA]\n", argv[0]);
 			return 2;
 		}
 	}
 	if (enc_threads <= 0)
 		enc_threads = nthreads > 1 ? nthreads - 1 : 1;
 	if (nthreads < 1 || reps < 1 || cpu_bits < 1 || cpu_bits > 20 || n < 1 ||
-		n > GS_MAX_ROWS)
+		n > GS_MAX_ROWS || tile_rows < 1024)
 	{
 		fprintf(stderr, "bad option value\n");
 		return 2;
@@ -793,9 +1390,9 @@ main(int argc, char **argv)
 
 	/* source data */
 	double		t0 = now_ms();
-	uint64_t   *src = (uint64_t *) malloc(n * 8);
-	uint64_t   *gkeys = (uint64_t *) malloc(n * 8);
-	uint32_t   *gidx = (uint32_t *) malloc(n * 4);
+	uint64_t   *src = (uint64_t *) big_alloc(n * 8);
+	uint64_t   *gkeys = (uint64_t *) big_alloc(n * 8);
+	uint32_t   *gidx = (uint32_t *) big_alloc(n * 4);
 
 	if (!src || !gkeys || !gidx)
 	{
@@ -812,8 +1409,8 @@ main(int argc, char **argv)
 			src[i] = x;
 		}
 	});
-	memset(gkeys, 0, n * 8);
-	memset(gidx, 0, n * 4);
+	par_memset(gkeys, 0, n * 8);
+	par_memset(gidx, 0, n * 4);
 
 	/* engine and pinned buffers */
 	const gs_engine_ops *ops;
@@ -882,7 +1479,8 @@ main(int argc, char **argv)
 				t_merge,
 				t_whole,
 				t_encode,
-				t_stall;
+				t_stall,
+				t_split;
 	double		sum_up = 0,
 				sum_sort = 0,
 				sum_down = 0;
@@ -948,22 +1546,88 @@ main(int argc, char **argv)
 
 		for (size_t c = 0; c < nchunks; c++)
 			runs[c] = {ckeys[c], cperm[c], crows[c], (uint64_t) coff[c]};
-		parallel_merge(runs, n, gkeys, gidx);
+		double		split_ms;
+
+		parallel_merge(variant, runs, n, gkeys, gidx, &split_ms);
 
 		double		te = now_ms();
+
+		t_split.push_back(split_ms);
 
 		t_chunked.push_back(tc - ts);
 		t_merge.push_back(te - tc);
 		t_whole.push_back(te - ts);
 		t_encode.push_back(enc);
 		t_stall.push_back(stall);
-		printf("rep %d: chunked %.1f ms (encode %.1f, waits %.1f), merge %.1f ms, whole %.1f ms\n",
-			   rep + 1, tc - ts, enc, stall, te - tc, te - ts);
+		printf("rep %d: chunked %.1f ms (encode %.1f, waits %.1f), merge %.1f ms (%s; cuts %.1f), whole %.1f ms\n",
+			   rep + 1, tc - ts, enc, stall, te - tc, merge_names[variant], split_ms, te - ts);
 		fflush(stdout);
 	}
 
 	bool		ok = check_sorted(cpu_only ? "chunked CPU-engine sort + merge" :
 								  "chunked GPU sort + merge", src, n, gkeys, gidx);
+
+	/*
+	 * --merge-all: every merge variant R times on the runs of the last rep,
+	 * into the same (already touched) output, which is first filled with
+	 * ones so that a row a variant fails to write cannot pass the check.
+	 */
+	char		mtable[4096];
+	int			mlen = 0;
+
+	mtable[0] = 0;
+	if (merge_all)
+	{
+		mlen += snprintf(mtable + mlen, sizeof(mtable) - mlen,
+						 "\n| merge variant (%zu runs, %d threads) | median ms | min / max ms | of it cuts ms | ns/row/thread | check |\n"
+						 "| --- | --- | --- | --- | --- | --- |\n", nchunks, nthreads);
+		/* the last row: the default variant on half the threads (hyperthreads?) */
+		for (int row = 0; row <= MV_COUNT; row++)
+		{
+			int			mv = row < MV_COUNT ? row : variant;
+			int			saved = nthreads;
+			std::vector<double> tm,
+						tsp;
+			bool		mok;
+			char		name[64];
+
+			if (row == MV_COUNT)
+			{
+				if (nthreads < 2)
+					break;
+				nthreads /= 2;
+				snprintf(name, sizeof(name), "%s on %d threads", merge_names[mv], nthreads);
+			}
+			else
+				snprintf(name, sizeof(name), "%s%s", merge_names[mv],
+						 mv == variant ? " (default)" : "");
+
+			par_memset(gkeys, 0xff, n * 8);
+			par_memset(gidx, 0xff, n * 4);
+			for (int rep = 0; rep < reps; rep++)
+			{
+				double		split_ms,
+							a = now_ms();
+
+				parallel_merge(mv, runs, n, gkeys, gidx, &split_ms);
+				tm.push_back(now_ms() - a);
+				tsp.push_back(split_ms);
+			}
+			std::sort(tm.begin(), tm.end());
+			mlen += snprintf(mtable + mlen, sizeof(mtable) - mlen,
+							 "| %s | %.1f | %.1f / %.1f | %.1f | %.1f |",
+							 name, median(tm), tm.front(), tm.back(), median(tsp),
+							 median(tm) * 1e6 * nthreads / n);
+			nthreads = saved;
+			mok = check_sorted(name, src, n, gkeys, gidx);
+			ok &= mok;
+			mlen += snprintf(mtable + mlen, sizeof(mtable) - mlen, " %s |\n",
+							 mok ? "ok" : "FAIL");
+			printf("merge %s: %.1f ms (min %.1f, max %.1f; cuts %.1f)%s\n", name,
+				   median(tm), tm.front(), tm.back(), median(tsp), mok ? "" : " FAILED");
+			fflush(stdout);
+		}
+	}
 
 	/* the CPU sort */
 	double		cpu_ms = 0,
@@ -971,10 +1635,10 @@ main(int argc, char **argv)
 
 	if (!no_cpu_sort)
 	{
-		uint64_t   *ckeys_out = (uint64_t *) malloc(n * 8);
-		uint32_t   *cidx_out = (uint32_t *) malloc(n * 4);
-		uint64_t   *tk = (uint64_t *) malloc(n * 8);
-		uint32_t   *ti = (uint32_t *) malloc(n * 4);
+		uint64_t   *ckeys_out = (uint64_t *) big_alloc(n * 8);
+		uint32_t   *cidx_out = (uint32_t *) big_alloc(n * 4);
+		uint64_t   *tk = (uint64_t *) big_alloc(n * 8);
+		uint32_t   *ti = (uint32_t *) big_alloc(n * 4);
 
 		if (!ckeys_out || !cidx_out || !tk || !ti)
 		{
@@ -1013,7 +1677,7 @@ main(int argc, char **argv)
 				merge = median(t_merge),
 				whole = median(t_whole);
 	double		thr = key_gb / (chunked / 1e3);
-	char		table[4096];
+	char		table[8192];
 	int			len = 0;
 
 #define ROW(...) len += snprintf(table + len, sizeof(table) - len, __VA_ARGS__)
@@ -1038,7 +1702,8 @@ main(int argc, char **argv)
 	if (!cpu_only)
 		ROW("| per chunk sums: upload / sort / download (events) | %.1f / %.1f / %.1f ms |\n",
 			sum_up, sum_sort, sum_down);
-	ROW("| merge (%zu runs, %d threads, loser tree) | %.1f ms |\n", nchunks, nthreads, merge);
+	ROW("| merge (%zu runs, %d threads, loser tree, --merge %s) | %.1f ms |\n", nchunks,
+		nthreads, merge_names[variant], merge);
 	ROW("| whole chunked sort | %.1f ms |\n", whole);
 	if (!no_cpu_sort)
 	{
@@ -1047,8 +1712,10 @@ main(int argc, char **argv)
 		ROW("| CPU sort / whole chunked sort | %.2fx (target >= 3x) |\n", cpu_ms / whole);
 	}
 	ROW("| outputs checked | %s |\n", ok ? "sorted, permutations, equal" : "MISMATCH");
-	ROW("\nmedian of %d reps; commit %s; `cuda/build/bench_chunked --pairs %zu --budget-mb %zu%s`\n",
-		reps, commit, n, budget >> 20, cpu_only ? " --cpu-only" : "");
+	ROW("%s", mtable);
+	ROW("\nmedian of %d reps; commit %s; `cuda/build/bench_chunked --pairs %zu --budget-mb %zu%s%s`\n",
+		reps, commit, n, budget >> 20, cpu_only ? " --cpu-only" : "",
+		merge_all ? " --merge-all" : "");
 	printf("%s", table);
 	if (out)
 	{
