@@ -167,3 +167,22 @@ RESET gpusort.enabled;
 RESET temp_file_limit;
 SET work_mem = '4MB';
 SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
+
+-- keys at the very top of the key space (int8's maximum encodes as all
+-- ones, the word an exhausted run compares as) and many duplicates, in many
+-- runs and chunks, both directions, with a tie-breaking second column
+CREATE TABLE gs_edge AS
+SELECT g AS id,
+	   CASE g % 4 WHEN 0 THEN 9223372036854775807 WHEN 1 THEN -9223372036854775808
+				  WHEN 2 THEN 9223372036854775806 ELSE (g * 7919) % 13 END::int8 AS k,
+	   md5(g::text) COLLATE "C" AS t
+FROM generate_series(1, 40000) g;
+SET work_mem = '64kB';
+SELECT * FROM gs_check('SELECT id, k FROM gs_edge ORDER BY k, id');
+SELECT * FROM gs_check('SELECT id, k FROM gs_edge ORDER BY k DESC, t');
+SELECT * FROM gs_check('SELECT k, t FROM gs_edge ORDER BY k NULLS FIRST, t DESC');
+SET work_mem = '4MB';
+SET gpusort.gpu_memory_limit = '64kB';
+SELECT * FROM gs_check('SELECT id, k FROM gs_edge ORDER BY k, id');
+SELECT * FROM gs_check('SELECT id, k FROM gs_edge ORDER BY k DESC, t');
+RESET gpusort.gpu_memory_limit;

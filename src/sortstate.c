@@ -178,6 +178,8 @@ typedef struct GsMerge
 	int			nsrc;
 	GsSource   *src;
 	int		   *tree;			/* tree[0] winner, tree[1..nsrc-1] losers */
+	uint64	   *tree_k0;		/* each loser's first key word, so that a
+								 * replay reads only the tree */
 	int			pending;		/* source to advance before the next row,
 								 * -1 if none */
 } GsMerge;
@@ -1042,6 +1044,8 @@ gs_merge_start(GsSortState *s, int nsrc)
 	m->nsrc = nsrc;
 	m->src = MemoryContextAllocZero(s->mergecxt, nsrc * sizeof(GsSource));
 	m->tree = MemoryContextAllocZero(s->mergecxt, Max(nsrc, 1) * sizeof(int));
+	m->tree_k0 = MemoryContextAllocZero(s->mergecxt,
+										Max(nsrc, 1) * sizeof(uint64));
 	m->pending = -1;
 	return m;
 }
@@ -1050,26 +1054,45 @@ gs_merge_start(GsSortState *s, int nsrc)
 static void
 gs_merge_ready(GsSortState *s, GsMerge *m)
 {
+	int			i;
+
 	m->tree[0] = (m->nsrc == 1) ? 0 : gs_merge_build(s, m, 1);
+	for (i = 1; i < m->nsrc; i++)
+		m->tree_k0[i] = m->src[m->tree[i]].k0;
 }
 
-/* the winner moved on: replay its path to the root */
+/*
+ * The winner moved on: replay its path to the root.  Random keys make the
+ * comparison at each level a coin toss, so the common case (first words
+ * differ) is a branch-free select on the words kept in the tree; equal
+ * words take the full comparison.
+ */
 static void
 gs_merge_replay(GsSortState *s, GsMerge *m)
 {
 	int			w = m->tree[0];
+	uint64		wk;
 	int			node;
 
 	gs_source_next(s, &m->src[w]);
+	wk = m->src[w].k0;
 	for (node = (w + m->nsrc) / 2; node >= 1; node /= 2)
 	{
-		if (gs_source_before(s, m, m->tree[node], w))
-		{
-			int			t = m->tree[node];
+		int			l = m->tree[node];
+		uint64		lk = m->tree_k0[node];
+		bool		swap = lk < wk;
+		uint64		mask;
+		int			imask;
 
-			m->tree[node] = w;
-			w = t;
-		}
+		if (unlikely(lk == wk))
+			swap = gs_source_before(s, m, l, w);
+		/* masks rather than ?:, which the compiler turns into branches */
+		mask = (uint64) 0 - (uint64) swap;
+		imask = (int) (uint32) mask;
+		m->tree[node] = l ^ ((l ^ w) & imask);
+		m->tree_k0[node] = lk ^ ((lk ^ wk) & mask);
+		w ^= (l ^ w) & imask;
+		wk ^= (lk ^ wk) & mask;
 	}
 	m->tree[0] = w;
 }
