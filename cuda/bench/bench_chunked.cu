@@ -32,8 +32,9 @@
  *	   into 2T slices at exact ranks (a multi-sequence selection by binary
  *	   search over the key value), by default cut again into tiles of about
  *	   256K rows that the threads take from a shared counter, two at a time,
- *	   each merged with a loser tree that prefetches its runs, writing keys
- *	   and global row indexes (--merge picks another variant, see below;
+ *	   each merged with a loser tree of 64-bit keys that prefetches its
+ *	   runs, writing keys and global row indexes (--merge tiles64; --merge
+ *	   picks another variant, see below;
  *	   --merge-all times each of them after the reps on the same sorted
  *	   chunks, checks each output, and adds a table with a row per variant,
  *	   and one for the default variant on T/2 threads).
@@ -277,7 +278,8 @@ split_at(const std::vector<Run> &runs, size_t rank, std::vector<size_t> &pos)
  *	 cascade   tiles of a quarter of that, each merged in two levels: groups
  *			   of at most 6 runs into a per-thread buffer (L2-sized), then
  *			   the groups; fewer streams at once, twice the stores;
- *	 tiles64   the tiles with 64-bit nodes (below).
+ *	 tiles64   the tiles with 64-bit nodes (below); tiles64-nt: and
+ *			   non-temporal stores.
  */
 typedef unsigned __int128 Node;
 
@@ -294,11 +296,12 @@ enum MergeVariant
 	MV_TILES_NT,
 	MV_CASCADE,
 	MV_TILES64,
+	MV_TILES64_NT,
 	MV_COUNT
 };
 
 static const char *const merge_names[MV_COUNT] = {
-	"pair", "pair-pf", "one-pf", "tiles", "tiles-nt", "cascade", "tiles64"
+	"pair", "pair-pf", "one-pf", "tiles", "tiles-nt", "cascade", "tiles64", "tiles64-nt"
 };
 
 static size_t tile_rows = 256 * 1024;
@@ -822,6 +825,7 @@ struct Merge64
 	}
 };
 
+template <bool NT>
 struct Step64
 {
 	const uint64_t **kp;
@@ -850,8 +854,16 @@ struct Step64
 		uint64_t	xk;
 		uint32_t	xr = r;
 
-		ok[i] = wk;
-		oi[i] = (uint32_t) (base[r] + *p);
+		if (NT)
+		{
+			_mm_stream_si64((long long *) (ok + i), (long long) wk);
+			_mm_stream_si32((int *) (oi + i), (int) (base[r] + *p));
+		}
+		else
+		{
+			ok[i] = wk;
+			oi[i] = (uint32_t) (base[r] + *p);
+		}
 		pp[r] = p + 1;
 		kp[r] = k;
 		__builtin_prefetch(k + PF_KEYS);
@@ -876,15 +888,16 @@ struct Step64
 	}
 };
 
+template <bool NT>
 static void
 merge64_pair(Merge64 *a, Merge64 *b, size_t K)
 {
-	Step64		sa(*a);
+	Step64<NT>	sa(*a);
 	size_t		i = 0;
 
 	if (b != NULL)
 	{
-		Step64		sb(*b);
+		Step64<NT>	sb(*b);
 		size_t		both = std::min(a->count, b->count);
 
 		for (; i < both; i++)
@@ -901,6 +914,7 @@ merge64_pair(Merge64 *a, Merge64 *b, size_t K)
 	a->finish(K);
 }
 
+template <bool NT>
 static void
 merge_tiles64(const std::vector<Run> &runs, size_t n, uint64_t *out_keys,
 			  uint32_t *out_idx, double *split_ms)
@@ -926,8 +940,10 @@ merge_tiles64(const std::vector<Run> &runs, size_t n, uint64_t *out_keys,
 
 				m[j].init(runs.data(), K, b, b + K, out_keys + at, out_idx + at);
 			}
-			merge64_pair(&m[0], cnt == 2 ? &m[1] : NULL, K);
+			merge64_pair<NT>(&m[0], cnt == 2 ? &m[1] : NULL, K);
 		}
+		if (NT)
+			_mm_sfence();
 	});
 }
 
@@ -956,8 +972,11 @@ parallel_merge(int variant, const std::vector<Run> &runs, size_t n,
 		case MV_CASCADE:
 			merge_cascade(runs, n, out_keys, out_idx, split_ms);
 			break;
+		case MV_TILES64:
+			merge_tiles64<false>(runs, n, out_keys, out_idx, split_ms);
+			break;
 		default:
-			merge_tiles64(runs, n, out_keys, out_idx, split_ms);
+			merge_tiles64<true>(runs, n, out_keys, out_idx, split_ms);
 			break;
 	}
 }
@@ -1241,7 +1260,7 @@ main(int argc, char **argv)
 	bool		ramp = true;
 	int			enc_threads = 0;	/* default: T - 1, a core left to the engine's worker */
 	int			few = 0;			/* --dist few: 16 distinct keys, UINT64_MAX among them */
-	int			variant = MV_TILES;
+	int			variant = MV_TILES64;
 	bool		merge_all = false;
 	const char *out = NULL;
 	const char *commit = "unknown";
@@ -1298,7 +1317,7 @@ main(int argc, char **argv)
 					"usage: %s [--pairs N] [--budget-mb MB] [--threads T] [--encode-threads E]\n"
 					"          [--chunk-rows N] [--reps R] [--cpu-bits B] [--seed S] [--dist uniform|few]\n"
 					"          [--cpu-only] [--no-cpu-sort] [--no-ramp]\n"
-					"          [--merge pair|pair-pf|one-pf|tiles|tiles-nt|cascade|tiles64] [--merge-all]\n"
+					"          [--merge pair|pair-pf|one-pf|tiles|tiles-nt|cascade|tiles64|tiles64-nt] [--merge-all]\n"
 					"          [--tile-rows N] [--out FILE.md] [--commit SHA]\n", argv[0]);
 			return 2;
 		}
