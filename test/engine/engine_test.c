@@ -19,6 +19,8 @@
  *	  engine_test			the suite (< 30 s)
  *	  engine_test --big		plus 10M-row cases
  *	  engine_test --quick	small sizes only (for valgrind)
+ *	  engine_test --async	only the asynchronous cases (for thread checkers;
+ *							with --quick, small sizes)
  *
  * The last line is "N passed, M failed"; the exit status is 1 on failure.
  */
@@ -829,7 +831,10 @@ wait_cancel_cb(void *arg)
 /*
  * Cancel through sort_wait: a callback that fires at its first or third
  * call stops the sort, which reports GS_ERR_CANCELED with keys[] as given
- * (with GS_SORT_KEYS_OUT); the sort queued behind it is not affected.
+ * (with GS_SORT_KEYS_OUT); the sort queued behind it is not affected.  The
+ * sort is large (hundreds of ms) so that the callback fires while it runs,
+ * but a heavily loaded machine (or valgrind, which runs one thread at a
+ * time) may let it finish first: then it must simply have succeeded.
  */
 static void
 test_async_cancel(size_t n)
@@ -837,6 +842,7 @@ test_async_cancel(size_t n)
 	static const int stops[] = {1, 3, 0};
 	char		errbuf[GS_ERRBUF_SIZE];
 	size_t		si;
+	int			canceled = 0;
 
 	for (si = 0; si < lengthof(stops); si++)
 	{
@@ -856,25 +862,32 @@ test_async_cancel(size_t n)
 		errbuf[0] = '\0';
 		st = ops->sort_wait(eng, a.ticket, wait_cancel_cb, &w, &stats,
 							errbuf, sizeof(errbuf));
-		if (w.stop_at > 0)
-			CHECK(st == GS_ERR_CANCELED && errbuf[0] != '\0' &&
-				  ac_keys_unchanged(&a) && w.calls == w.stop_at,
-				  "cancel at wait poll %d: status %d (%s), %d calls, keys %s",
-				  w.stop_at, st, errbuf, w.calls,
+		if (st == GS_ERR_CANCELED)
+		{
+			canceled++;
+			CHECK(w.stop_at > 0 && w.calls == w.stop_at &&
+				  errbuf[0] != '\0' && ac_keys_unchanged(&a) &&
+				  stats.total_ms == 0,
+				  "cancel at wait poll %d: %d calls, message \"%s\", keys %s",
+				  w.stop_at, w.calls, errbuf,
 				  ac_keys_unchanged(&a) ? "unchanged" : "CHANGED");
+		}
 		else
 		{
-			CHECK(st == GS_OK && w.calls >= 1,
-				  "wait with a cancel that never fires: status %d, %d calls",
-				  st, w.calls);
+			CHECK(st == GS_OK, "wait polling cancel (stop at %d): status %d "
+				  "(%s)", w.stop_at, st, errbuf);
 			if (st == GS_OK)
 				ac_verify(&a, "wait polling cancel");
+			if (w.stop_at > 0)
+				printf("note: the sort finished before cancel call %d "
+					   "(%d calls)\n", w.stop_at, w.calls);
 		}
 		CHECK(w.other_thread == 0, "cancel called on another thread");
 		ac_wait_ok(eng, &b, "behind a canceled sort");
 		ac_free(&a);
 		ac_free(&b);
 	}
+	CHECK(canceled > 0, "no sort was canceled through sort_wait");
 }
 
 /* destroy with sorts in flight, idle, and never used */
@@ -967,7 +980,8 @@ main(int argc, char **argv)
 	size_t		sizes[64];
 	int			nsizes = 0;
 	int			big = 0,
-				quick = 0;
+				quick = 0,
+				async_only = 0;
 	int			i,
 				wi,
 				d,
@@ -980,9 +994,11 @@ main(int argc, char **argv)
 			big = 1;
 		else if (strcmp(argv[i], "--quick") == 0)
 			quick = 1;
+		else if (strcmp(argv[i], "--async") == 0)
+			async_only = 1;
 		else
 		{
-			fprintf(stderr, "usage: %s [--big|--quick]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--big|--quick] [--async]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -1006,6 +1022,8 @@ main(int argc, char **argv)
 		sizes[nsizes++] = 1000000;
 	if (big)
 		sizes[nsizes++] = 10000000;
+	if (async_only)
+		nsizes = 0;
 
 	for (i = 0; i < nsizes; i++)
 	{
@@ -1032,7 +1050,8 @@ main(int argc, char **argv)
 		}
 	}
 
-	test_cancel(quick ? (size_t) 2 << 20 : (size_t) 3 << 20);
+	if (!async_only)
+		test_cancel(quick ? (size_t) 2 << 20 : (size_t) 3 << 20);
 
 	test_async_errors();
 	test_async_basic(quick ? 20000 : 300000);
