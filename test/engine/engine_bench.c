@@ -3,6 +3,7 @@
  *	  Throughput of the CPU sort engine against libc qsort on the same keys.
  *
  *	  engine_bench [rows] [repetitions]		(default 10000000 rows, 5)
+ *	  engine_bench --pipeline [rows] [chunk rows] [repetitions] [rounds]
  *
  * For each input the keys are regenerated (untimed) before every run; the
  * engine sort produces the permutation (and, in the KEYS_OUT rows, the
@@ -10,6 +11,13 @@
  * the key array itself with a word-by-word comparator.  Prints the median
  * wall time, the rate in M rows/s, and the median CPU time of the process
  * (steadier than wall time on a shared machine).
+ *
+ * --pipeline measures what sort_submit is for: rows are produced chunk by
+ * chunk (a stand-in for a backend reading and encoding tuples) and each
+ * chunk sorted, once serially (produce, sort(), produce, sort(), ...) and
+ * once with the next chunk produced while the engine's worker sorts the
+ * previous one (GS_MAX_INFLIGHT buffers).  rounds (default 8) sets the
+ * producer's cost per row: hash rounds of a few ns each.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +118,146 @@ generate(uint64_t *keys64, size_t n, const bench_input *in)
 	}
 }
 
+/*
+ * The producer: fill a chunk with 8-byte keys at roughly the cost of
+ * encoding a tuple's key in a backend (a few hash rounds per row).
+ */
+static int	produce_rounds = 8;
+
+static void
+produce(uint64_t *keys, size_t n)
+{
+	size_t		i;
+
+	for (i = 0; i < n; i++)
+	{
+		uint64_t	v = rnd();
+		int			r;
+
+		for (r = 0; r < produce_rounds; r++)
+			v = (v ^ (v >> 29)) * 0xBF58476D1CE4E5B9ull;
+		keys[i] = v;
+	}
+}
+
+static int
+pipeline_bench(size_t n, size_t chunk, int reps)
+{
+	const gs_engine_ops *ops = gpusort_cpu_engine(GS_ENGINE_ABI_VERSION);
+	gs_engine  *eng;
+	char		errbuf[GS_ERRBUF_SIZE];
+	uint64_t   *buf[GS_MAX_INFLIGHT];
+	uint32_t   *perm[GS_MAX_INFLIGHT];
+	gs_ticket	tk[GS_MAX_INFLIGHT];
+	double	   *t_prod = malloc(reps * sizeof(double));
+	double	   *t_sort = malloc(reps * sizeof(double));
+	double	   *t_ser = malloc(reps * sizeof(double));
+	double	   *t_pipe = malloc(reps * sizeof(double));
+	double	   *t_wait = malloc(reps * sizeof(double));
+	double	   *t_wsort = malloc(reps * sizeof(double));
+	size_t		nchunks = (n + chunk - 1) / chunk;
+	int			r,
+				b;
+
+	if (ops == NULL || ops->create(&eng, errbuf, sizeof(errbuf)) != GS_OK)
+		return 1;
+	for (b = 0; b < GS_MAX_INFLIGHT; b++)
+	{
+		buf[b] = malloc(chunk * sizeof(uint64_t));
+		perm[b] = malloc(chunk * sizeof(uint32_t));
+		if (buf[b] == NULL || perm[b] == NULL)
+			return 1;
+	}
+	for (r = 0; r < reps; r++)
+	{
+		double		t0,
+					prod = 0,
+					sort = 0,
+					waited = 0,
+					wsort = 0;
+		size_t		k;
+
+		/* serial: produce a chunk, sort it, next */
+		rng_state = 1000 + r;
+		t0 = now_ms();
+		for (k = 0; k < nchunks; k++)
+		{
+			size_t		m = k + 1 < nchunks ? chunk : n - k * chunk;
+			double		t1 = now_ms(),
+						t2;
+
+			produce(buf[0], m);
+			t2 = now_ms();
+			if (ops->sort(eng, buf[0], m, 8, perm[0], 0, NULL, NULL, NULL,
+						  errbuf, sizeof(errbuf)) != GS_OK)
+				return 1;
+			prod += t2 - t1;
+			sort += now_ms() - t2;
+		}
+		t_ser[r] = now_ms() - t0;
+		t_prod[r] = prod;
+		t_sort[r] = sort;
+
+		/* pipelined: produce chunk k while chunk k-1 sorts */
+		rng_state = 1000 + r;
+		t0 = now_ms();
+		for (k = 0; k < nchunks + GS_MAX_INFLIGHT; k++)
+		{
+			b = (int) (k % GS_MAX_INFLIGHT);
+			if (k >= GS_MAX_INFLIGHT && k - GS_MAX_INFLIGHT < nchunks)
+			{
+				gs_sort_stats st;
+				double		t1 = now_ms();
+
+				if (ops->sort_wait(eng, tk[b], NULL, NULL, &st, errbuf,
+								   sizeof(errbuf)) != GS_OK)
+					return 1;
+				waited += now_ms() - t1;
+				wsort += st.total_ms;
+			}
+			if (k < nchunks)
+			{
+				size_t		m = k + 1 < nchunks ? chunk : n - k * chunk;
+
+				produce(buf[b], m);
+				if (ops->sort_submit(eng, buf[b], m, 8, perm[b], 0, &tk[b],
+									 errbuf, sizeof(errbuf)) != GS_OK)
+					return 1;
+			}
+		}
+		t_pipe[r] = now_ms() - t0;
+		t_wait[r] = waited;
+		t_wsort[r] = wsort;
+	}
+	qsort(t_prod, reps, sizeof(double), dbl_cmp);
+	qsort(t_sort, reps, sizeof(double), dbl_cmp);
+	qsort(t_ser, reps, sizeof(double), dbl_cmp);
+	qsort(t_pipe, reps, sizeof(double), dbl_cmp);
+	qsort(t_wait, reps, sizeof(double), dbl_cmp);
+	qsort(t_wsort, reps, sizeof(double), dbl_cmp);
+	printf("%zu rows of int8-like keys in chunks of %zu, %d hash rounds a "
+		   "row, median of %d\n", n, chunk, produce_rounds, reps);
+	printf("| produce ms | sort ms | serial ms | pipelined ms | speedup | pipelined: sorts ms | waited ms |\n");
+	printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+	printf("| %.0f | %.0f | %.0f | %.0f | %.2fx | %.0f | %.0f |\n",
+		   t_prod[reps / 2], t_sort[reps / 2], t_ser[reps / 2],
+		   t_pipe[reps / 2], t_ser[reps / 2] / t_pipe[reps / 2],
+		   t_wsort[reps / 2], t_wait[reps / 2]);
+	ops->destroy(eng);
+	for (b = 0; b < GS_MAX_INFLIGHT; b++)
+	{
+		free(buf[b]);
+		free(perm[b]);
+	}
+	free(t_prod);
+	free(t_sort);
+	free(t_ser);
+	free(t_pipe);
+	free(t_wait);
+	free(t_wsort);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -136,6 +284,27 @@ main(int argc, char **argv)
 	double	   *c_q = malloc(reps * sizeof(double));
 	size_t		ii;
 
+	if (argc > 1 && strcmp(argv[1], "--pipeline") == 0)
+	{
+		size_t		pn = argc > 2 ? strtoull(argv[2], NULL, 10) : 10000000;
+		size_t		pc = argc > 3 ? strtoull(argv[3], NULL, 10) : 1000000;
+		int			pr = argc > 4 ? atoi(argv[4]) : 5;
+
+		if (argc > 5)
+			produce_rounds = atoi(argv[5]);
+
+		if (pn == 0 || pc == 0 || pr < 1)
+		{
+			fprintf(stderr, "bad --pipeline arguments\n");
+			return 1;
+		}
+		free(perm);
+		free(t_eng);
+		free(t_q);
+		free(c_eng);
+		free(c_q);
+		return pipeline_bench(pn, pc, pr);
+	}
 	if (reps < 1 || ops == NULL || perm == NULL ||
 		ops->create(&eng, errbuf, sizeof(errbuf)) != GS_OK)
 	{
