@@ -15,7 +15,8 @@
 # $OUT/gpu50m.csv.
 #
 # Environment: ROWS (default 50000000), RUNS (default 3), DEADLINE,
-# SKIP_INDEX=1 (leave out the CREATE INDEX cases).
+# SKIP_INDEX=1 (leave out the CREATE INDEX cases), ONLY (a bash regex: only
+# the cases whose name matches).
 
 set -uo pipefail
 T0=$(date +%s)
@@ -74,6 +75,9 @@ echo "case,rows,postgres_ms,gpusort_ms,speedup,runs,note" >"$CSV"
 bench_case()
 {
 	local name=$1 runs=$2 sets=$3 q=$4 note=${5:-} i pg=() gs=() p g
+	if [ -n "${ONLY:-}" ] && ! [[ $name =~ $ONLY ]]; then
+		return
+	fi
 	if [ "$(left)" -le 0 ]; then
 		say "skip $name: deadline"
 		return
@@ -92,6 +96,7 @@ bench_case()
 }
 
 # what a GpuSort did, for the record
+[ -n "${ONLY:-}" ] ||
 pgsql -c "SET work_mem = '16GB'; SET max_parallel_workers_per_gather = 0" \
 	-c "EXPLAIN (ANALYZE) SELECT * FROM g50 ORDER BY k OFFSET $ROWS" >"$OUT/explain-inmem.txt" 2>&1
 
