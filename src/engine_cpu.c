@@ -63,7 +63,10 @@
  * worker calls no caller code: its cancel callback only reads the job's
  * abort flag, which sort_wait() sets when the caller's cancel callback (run
  * on the caller's thread while it waits) says stop, and sort_abort() sets
- * for every outstanding job.  The worker is joined in destroy().
+ * for every outstanding job.  The worker is joined in destroy().  On 2
+ * cores, 10M int8 keys produced and sorted in 1M-row chunks (engine_bench
+ * --pipeline): 1.7x faster than producing and sorting in turn when the two
+ * cost the same, 1.14x when producing costs a quarter of the sort.
  *
  * Copyright (c) 2026, gpusort developers
  *
