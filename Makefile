@@ -23,7 +23,9 @@ REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
 REGRESS_OPTS = --load-extension=gpusort
 
 PG_CPPFLAGS = -I$(srcdir)/src
-SHLIB_LINK = -ldl -licui18n -licuuc -lm
+# the CPU engine sorts chunks on a worker thread of its own
+PG_CFLAGS = -pthread
+SHLIB_LINK = -ldl -licui18n -licuuc -lm -pthread
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)

@@ -266,8 +266,8 @@ struct GsSortState
 	int			merge_passes;
 	double		load_ms;
 	double		sort_ms;		/* submitting and waiting for the engine */
-	double		engine_ms;		/* the engine's own time, maybe in the
-								 * background */
+	double		engine_ms;		/* the engine's own work (transfers and
+								 * sort), maybe in the background */
 	double		transfer_ms;
 	double		tiebreak_ms;
 	double		tiebreak_rows;
@@ -744,7 +744,7 @@ gs_finish_chunk(GsSortState *s, GsChunk *c)
 	s->sort_engine = gs_engine_wait(job, &st, &s->fallback);
 	c->job = -1;
 	s->transfer_ms += st.upload_ms + st.download_ms;
-	s->engine_ms += st.total_ms;
+	s->engine_ms += st.upload_ms + st.sort_ms + st.download_ms;
 	for (i = 0; i < c->nrows; i++)
 		c->perm[i] += (uint32) c->base;
 	s->sort_ms += gs_elapsed_ms(t0);
