@@ -95,7 +95,17 @@
  * holds ~4MB, so one pass merges ~512MB and two passes ~64GB.  Below
  * MERGE_MIN_ORDER runs per pass the passes themselves cost more than the
  * few buffers over a tiny work_mem.  Larger buffers than MERGE_MAX_BUFFER
- * buy nothing on sequential temp-file reads.
+ * buy nothing on sequential temp-file reads.  Half of a run's buffer is the
+ * tape's, half our read-ahead (gs_source_fill): with 128 runs (50M rows,
+ * work_mem 64MB, H100 machine) reading rows straight from the tapes' buffers
+ * took a cache miss a row and the final merge ~13 s under EXPLAIN ANALYZE;
+ * through the read-ahead with a prefetch of each run's next row, 6.7 s.
+ *
+ * Chunks in flight: two (GS_MAX_INFLIGHT, the engine API's limit).  With
+ * 18 chunks of 50M int8 keys on the H100 the backend waited 56 ms in all
+ * for 190 ms of engine work (transfers and sorts), so a second chunk in
+ * flight already hides nearly all of it; a third would cost another chunk's
+ * device buffers for at most those 56 ms.
  */
 #define MERGE_MIN_BUFFER	(4 * BLCKSZ)
 #define MERGE_MIN_ORDER		6
