@@ -120,3 +120,16 @@ CREATE TYPE gs_mood AS ENUM ('sad', 'ok', 'happy');
 ALTER TYPE gs_mood ADD VALUE 'meh' BEFORE 'ok';
 SELECT * FROM gs_check('SELECT m, id FROM (SELECT (enum_range(NULL::gs_mood))[1 + k % 4] AS m, id FROM gs_g) s ORDER BY m DESC, id');
 SELECT DISTINCT (enum_range(NULL::gs_mood))[1 + k % 4] AS m FROM gs_g ORDER BY 1;
+
+-- gpusort.cpu_threads: the gather of a large in-memory sort (1.2M rows, over
+-- the size where it goes parallel) on one and on several threads
+SET gpusort.cpu_threads = 0;
+SET gpusort.cpu_threads = 65;
+SET work_mem = '256MB';
+SET gpusort.cpu_threads = 1;
+SELECT * FROM gs_check('SELECT g, (g::int8 * 7919) % 1200007 AS k FROM generate_series(1, 1200000) g ORDER BY 2 DESC, 1');
+SET gpusort.cpu_threads = 5;
+SELECT * FROM gs_check('SELECT g, (g::int8 * 7919) % 1200007 AS k FROM generate_series(1, 1200000) g ORDER BY 2 DESC, 1');
+SELECT * FROM gs_check('SELECT md5(g::text) COLLATE "C" AS t, g FROM generate_series(1, 1200000) g ORDER BY 1 OFFSET 600000 LIMIT 20');
+RESET gpusort.cpu_threads;
+RESET work_mem;

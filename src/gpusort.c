@@ -24,6 +24,7 @@ PG_MODULE_MAGIC;
 #define GS_GPU_MIN_ROWS_DEFAULT	200000
 #define GS_TOPN_LIMIT_DEFAULT	10000
 #define GS_MAX_KEY_BYTES_DEFAULT 32
+#define GS_CPU_THREADS_DEFAULT	4
 
 bool		gpusort_enabled = true;
 int			gpusort_engine_choice = GS_ENGINE_AUTO;
@@ -32,6 +33,7 @@ int			gpusort_gpu_min_rows = GS_GPU_MIN_ROWS_DEFAULT;
 int			gpusort_max_key_bytes = GS_MAX_KEY_BYTES_DEFAULT;
 int			gpusort_topn_limit = GS_TOPN_LIMIT_DEFAULT;
 int			gpusort_gpu_memory_limit_kb = 0;
+int			gpusort_cpu_threads = GS_CPU_THREADS_DEFAULT;
 char	   *gpusort_cuda_library = NULL;
 
 static const struct config_enum_entry engine_options[] = {
@@ -129,6 +131,17 @@ _PG_init(void)
 							0, INT_MAX,
 							PGC_USERSET,
 							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("gpusort.cpu_threads",
+							"Sets how many threads one sort may use for its CPU-side passes over the rows.",
+							"Gathering the rows of a large sort into sorted order is spread over "
+							"this many threads. 1 keeps every pass in the backend's own thread.",
+							&gpusort_cpu_threads,
+							GS_CPU_THREADS_DEFAULT,
+							1, 64,
+							PGC_USERSET,
+							0,
 							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("gpusort.cuda_library",

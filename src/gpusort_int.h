@@ -29,6 +29,7 @@ extern int	gpusort_gpu_min_rows;
 extern int	gpusort_max_key_bytes;
 extern int	gpusort_topn_limit;
 extern int	gpusort_gpu_memory_limit_kb;
+extern int	gpusort_cpu_threads;
 extern char *gpusort_cuda_library;
 
 /* ---- engines (engine.c) ---- */

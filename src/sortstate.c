@@ -32,6 +32,8 @@
  */
 #include "postgres.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 
 #include "access/htup_details.h"
@@ -81,6 +83,13 @@
 
 /* rows ahead whose pointer is prefetched while gathering sorted order */
 #define GATHER_PREFETCH		16
+
+/*
+ * Gathering row pointers into sorted order (one random read a row) is
+ * spread over gpusort.cpu_threads threads from this many rows on; below,
+ * starting threads costs more than it saves.
+ */
+#define PAR_GATHER_MIN_ROWS	(1024 * 1024)
 
 /* how often long loops of ours check for interrupts (rows) */
 #define INTERRUPT_INTERVAL	65536
@@ -1357,6 +1366,96 @@ gs_spill_batch(GsSortState *s)
 	s->spill_ms += gs_elapsed_ms(t0);
 }
 
+/*
+ * Parallel gather: sorted[i] = tuples[perm[i]] for a slice of i.  The
+ * threads touch nothing but these arrays (no PostgreSQL call, no palloc),
+ * block every signal, and are joined before the caller goes on.
+ */
+typedef struct GsGatherSlice
+{
+	MinimalTuple *sorted;
+	MinimalTuple *tuples;
+	const uint32 *perm;
+	size_t		from;
+	size_t		to;
+	pthread_t	thread;
+	bool		started;
+} GsGatherSlice;
+
+static void
+gs_gather_range(MinimalTuple *sorted, MinimalTuple *tuples,
+				const uint32 *perm, size_t from, size_t to)
+{
+	size_t		i;
+
+	for (i = from; i < to; i++)
+	{
+		/*
+		 * The loads are independent, so their cache misses overlap;
+		 * emitting through the permutation would take one dependent miss
+		 * per row.
+		 */
+		if (i + GATHER_PREFETCH < to)
+			__builtin_prefetch(&tuples[perm[i + GATHER_PREFETCH]]);
+		sorted[i] = tuples[perm[i]];
+	}
+}
+
+static void *
+gs_gather_thread(void *arg)
+{
+	GsGatherSlice *g = (GsGatherSlice *) arg;
+
+	gs_gather_range(g->sorted, g->tuples, g->perm, g->from, g->to);
+	return NULL;
+}
+
+static void
+gs_gather(MinimalTuple *sorted, MinimalTuple *tuples, const uint32 *perm,
+		  size_t n)
+{
+	int			nthreads = Min(gpusort_cpu_threads, 64);
+	GsGatherSlice slices[64];
+	sigset_t	all;
+	sigset_t	old;
+	int			t;
+
+	if (n < PAR_GATHER_MIN_ROWS || nthreads <= 1)
+	{
+		gs_gather_range(sorted, tuples, perm, 0, n);
+		return;
+	}
+
+	/* the threads take no signal: the backend's handlers stay its own */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (t = 0; t < nthreads; t++)
+	{
+		GsGatherSlice *g = &slices[t];
+
+		g->sorted = sorted;
+		g->tuples = tuples;
+		g->perm = perm;
+		g->from = n * t / nthreads;
+		g->to = n * (t + 1) / nthreads;
+		/* slice 0 is the backend's own; a thread that won't start, too */
+		g->started = t > 0 &&
+			pthread_create(&g->thread, NULL, gs_gather_thread, g) == 0;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+
+	for (t = 0; t < nthreads; t++)
+	{
+		if (!slices[t].started)
+			gs_gather_thread(&slices[t]);
+	}
+	for (t = 0; t < nthreads; t++)
+	{
+		if (slices[t].started)
+			pthread_join(slices[t].thread, NULL);
+	}
+}
+
 /* all rows are in and fit in memory: merge chunks into sorted[] */
 static void
 gs_merge_chunks_to_array(GsSortState *s)
@@ -1371,19 +1470,8 @@ gs_merge_chunks_to_array(GsSortState *s)
 
 	if (s->nchunks == 1)
 	{
-		/*
-		 * Gather the row pointers into sorted order once.  The loads are
-		 * independent, so their cache misses overlap; emitting through the
-		 * permutation would take one dependent miss per row.
-		 */
-		uint32	   *perm = s->chunks[0].perm;
-
-		for (i = 0; i < n; i++)
-		{
-			if (i + GATHER_PREFETCH < n)
-				__builtin_prefetch(&s->tuples[perm[i + GATHER_PREFETCH]]);
-			s->sorted[i] = s->tuples[perm[i]];
-		}
+		/* gather the row pointers into sorted order once */
+		gs_gather(s->sorted, s->tuples, s->chunks[0].perm, n);
 	}
 	else if (s->nchunks > 1)
 	{
