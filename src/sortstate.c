@@ -1462,17 +1462,11 @@ gs_merge_chunks_to_array(GsSortState *s)
 {
 	size_t		n = s->nrows;
 	size_t		i = 0;
-
-	s->sorted = MemoryContextAllocHuge(s->cxt, Max(n, 1) * sizeof(MinimalTuple));
-	gs_advise_huge(s->sorted, n * sizeof(MinimalTuple));
-	gs_note_mem(s, (int64) n * sizeof(MinimalTuple));
-	s->nsorted = n;
+	uint32	   *order = NULL;	/* batch rows in sorted order */
+	uint32	   *rows = NULL;
 
 	if (s->nchunks == 1)
-	{
-		/* gather the row pointers into sorted order once */
-		gs_gather(s->sorted, s->tuples, s->chunks[0].perm, n);
-	}
+		order = s->chunks[0].perm;
 	else if (s->nchunks > 1)
 	{
 		GsMerge    *m = gs_merge_start(s, s->nchunks);
@@ -1482,13 +1476,13 @@ gs_merge_chunks_to_array(GsSortState *s)
 
 		/*
 		 * Merge the chunks' keys and row numbers, which are read in order,
-		 * into the first half of sorted[]; then gather the row pointers
-		 * from the back (a pointer takes the place of two row numbers
-		 * already used), with prefetch, as for one chunk.  Touching each
-		 * tuple pointer during the merge itself would cost a cache miss a
-		 * row that nothing overlaps.
+		 * into an array of row numbers; the tuple pointers are gathered
+		 * afterwards, as for one chunk.  Touching each tuple pointer during
+		 * the merge itself would cost a cache miss a row that nothing
+		 * overlaps.
 		 */
-		uint32	   *rows = (uint32 *) s->sorted;
+		rows = MemoryContextAllocHuge(s->cxt, Max(n, 1) * sizeof(uint32));
+		gs_note_mem(s, (int64) n * sizeof(uint32));
 
 		INSTR_TIME_SET_CURRENT(t0);
 		for (c = 0; c < s->nchunks; c++)
@@ -1504,24 +1498,37 @@ gs_merge_chunks_to_array(GsSortState *s)
 				CHECK_FOR_INTERRUPTS();
 		}
 		Assert(i == n);
-		while (i-- > 0)
-		{
-			if (i >= GATHER_PREFETCH)
-				__builtin_prefetch(&s->tuples[rows[i - GATHER_PREFETCH]]);
-			s->sorted[i] = s->tuples[rows[i]];
-		}
 		MemoryContextReset(s->mergecxt);
 		s->merge_ms += gs_elapsed_ms(t0);
+		order = rows;
 	}
 
-	/* keys, permutations and the arrival-order array are done with */
+	/* the keys are done with, and so are the chunks' orders when merged */
+	gs_keybuf_free(s->keys_engine, s->keys);
+	s->keys = NULL;
+	if (rows)
+	{
+		for (i = 0; i < (size_t) s->nchunks; i++)
+			pfree(s->chunks[i].perm);
+		s->nchunks = 0;
+	}
+
+	/* gather the row pointers into sorted order once */
+	s->sorted = MemoryContextAllocHuge(s->cxt, Max(n, 1) * sizeof(MinimalTuple));
+	gs_advise_huge(s->sorted, n * sizeof(MinimalTuple));
+	gs_note_mem(s, (int64) n * sizeof(MinimalTuple));
+	s->nsorted = n;
+	if (order)
+		gs_gather(s->sorted, s->tuples, order, n);
+
+	/* permutations and the arrival-order array are done with */
+	if (rows)
+		pfree(rows);
 	for (i = 0; i < (size_t) s->nchunks; i++)
 		pfree(s->chunks[i].perm);
 	s->nchunks = 0;
 	pfree(s->tuples);
 	s->tuples = NULL;
-	gs_keybuf_free(s->keys_engine, s->keys);
-	s->keys = NULL;
 }
 
 /* merge runs in passes until one merge can produce the result */
