@@ -164,15 +164,21 @@ engine_release(gs_engine *eng)
 	free(eng);
 }
 
-#define ENG_TRY(call, what) \
+/*
+ * Run a CUDA call; on failure set st (with the error's text in errbuf) and
+ * jump to label.  The users below name their label.
+ */
+#define CUDA_TRY_OR(label, call, what) \
 	do { \
 		cudaError_t e_ = (call); \
 		if (e_ != cudaSuccess) \
 		{ \
 			st = hrs::cuda_status(e_, (what), errbuf, errlen); \
-			goto fail; \
+			goto label; \
 		} \
 	} while (0)
+
+#define ENG_TRY(call, what) CUDA_TRY_OR(fail, call, what)
 
 static gs_status
 cuda_create(gs_engine **out, char *errbuf, size_t errlen)
@@ -483,15 +489,7 @@ cuda_sort(gs_engine *eng, void *keys, size_t n, int key_bytes,
 	a.cancel = cancel;
 	a.cancel_arg = cancel_arg;
 
-#define SORT_TRY(call, what) \
-	do { \
-		cudaError_t e_ = (call); \
-		if (e_ != cudaSuccess) \
-		{ \
-			st = hrs::cuda_status(e_, (what), errbuf, errlen); \
-			goto done; \
-		} \
-	} while (0)
+#define SORT_TRY(call, what) CUDA_TRY_OR(done, call, what)
 
 	SORT_TRY(cudaEventRecord(eng->mark[0], sl->stream), "cudaEventRecord");
 	SORT_TRY(cudaMemcpyAsync(a.keys[0], keys, n * (size_t) key_bytes,
@@ -746,15 +744,7 @@ job_run(gs_engine *eng, Job *job)
 	a.cancel = worker_poll;
 	a.cancel_arg = &pa;
 
-#define JOB_TRY(call, what) \
-	do { \
-		cudaError_t e_ = (call); \
-		if (e_ != cudaSuccess) \
-		{ \
-			st = hrs::cuda_status(e_, (what), errbuf, errlen); \
-			goto fail; \
-		} \
-	} while (0)
+#define JOB_TRY(call, what) CUDA_TRY_OR(fail, call, what)
 
 	JOB_TRY(cudaEventRecord(job->mark[2], sl->stream), "cudaEventRecord");
 	st = hrs::sort(a, &res, errbuf, errlen);
