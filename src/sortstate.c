@@ -349,35 +349,27 @@ gs_note_mem(GsSortState *s, int64 extra)
 		s->mem_peak = m;
 }
 
-/* compare two keys as the engine does */
+/*
+ * Compare the words of two keys after the first (the merge compares the
+ * first words itself, see gs_key_word0); only keys wider than 8 bytes have
+ * such words.  Words are native uint64, most significant first.
+ */
 static inline int
-gs_key_cmp(const char *a, const char *b, int key_bytes)
+gs_key_cmp_rest(const char *a, const char *b, int key_bytes)
 {
-	if (key_bytes == 4)
+	int			w;
+
+	for (w = 8; w < key_bytes; w += 8)
 	{
-		uint32		x;
-		uint32		y;
+		uint64		x;
+		uint64		y;
 
-		memcpy(&x, a, 4);
-		memcpy(&y, b, 4);
-		return (x > y) - (x < y);
+		memcpy(&x, a + w, 8);
+		memcpy(&y, b + w, 8);
+		if (x != y)
+			return x < y ? -1 : 1;
 	}
-	else
-	{
-		int			w;
-
-		for (w = 0; w < key_bytes; w += 8)
-		{
-			uint64		x;
-			uint64		y;
-
-			memcpy(&x, a + w, 8);
-			memcpy(&y, b + w, 8);
-			if (x != y)
-				return x < y ? -1 : 1;
-		}
-		return 0;
-	}
+	return 0;
 }
 
 /* PostgreSQL's order of two rows, over every sort column */
@@ -912,6 +904,20 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
  * ---------------------------------------------------------------------
  */
 
+/*
+ * Rows taken in sorted order have their tuples scattered over the arena:
+ * prefetch the pointer of a row some way ahead of row i of order[], then
+ * the tuple of a nearer one (whose pointer came in by now).
+ */
+static inline void
+gs_prefetch_row(GsSortState *s, const uint32 *order, size_t i, size_t n)
+{
+	if (i + GATHER_PREFETCH < n)
+		__builtin_prefetch(&s->tuples[order[i + GATHER_PREFETCH]]);
+	if (i + PREFETCH_DISTANCE < n)
+		__builtin_prefetch(s->tuples[order[i + PREFETCH_DISTANCE]]);
+}
+
 /* the first word of a key, as the merge compares it first */
 static inline uint64
 gs_key_word0(const char *key, int key_bytes)
@@ -1046,15 +1052,7 @@ gs_source_next(GsSortState *s, GsSource *src)
 
 		if (src->want_tup)
 		{
-			/*
-			 * Rows come out in sorted order, so their tuples are scattered
-			 * over the arena: prefetch the pointer, then the tuple, some
-			 * rows ahead.
-			 */
-			if (src->pos + GATHER_PREFETCH < n)
-				__builtin_prefetch(&s->tuples[perm[src->pos + GATHER_PREFETCH]]);
-			if (src->pos + PREFETCH_DISTANCE < n)
-				__builtin_prefetch(s->tuples[perm[src->pos + PREFETCH_DISTANCE]]);
+			gs_prefetch_row(s, perm, src->pos, n);
 			src->tup = s->tuples[row];
 		}
 		src->key = s->keys + (src->chunk->base + src->pos) * s->key_bytes;
@@ -1080,8 +1078,7 @@ gs_source_before(GsSortState *s, GsMerge *m, int a, int b)
 		return false;
 	if (sb->eof)
 		return true;
-	c = s->key_bytes > 8 ?
-		gs_key_cmp(sa->key + 8, sb->key + 8, s->key_bytes - 8) : 0;
+	c = gs_key_cmp_rest(sa->key, sb->key, s->key_bytes);
 	if (c == 0 && (!s->exact || sa->lossy || sb->lossy))
 		c = gs_cmp_tuples(s, sa->tup ? sa->tup : s->tuples[sa->row],
 						  sb->tup ? sb->tup : s->tuples[sb->row]);
@@ -1338,10 +1335,7 @@ gs_spill_batch(GsSortState *s)
 		{
 			uint32		row = c->perm[i];
 
-			if (i + GATHER_PREFETCH < n)
-				__builtin_prefetch(&s->tuples[c->perm[i + GATHER_PREFETCH]]);
-			if (i + PREFETCH_DISTANCE < n)
-				__builtin_prefetch(s->tuples[c->perm[i + PREFETCH_DISTANCE]]);
+			gs_prefetch_row(s, c->perm, i, n);
 			gs_run_write(s, run, keys + i * s->key_bytes,
 						 gs_row_lossy(s, row), s->tuples[row]);
 		}
