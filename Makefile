@@ -15,6 +15,7 @@ OBJS = \
 	src/planner.o \
 	src/exec.o \
 	src/sortstate.o \
+	src/spill.o \
 	src/keys_sql.o \
 	$(patsubst %.c,%.o,$(wildcard src/index*.c))
 

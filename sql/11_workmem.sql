@@ -186,3 +186,36 @@ SET gpusort.gpu_memory_limit = '64kB';
 SELECT * FROM gs_check('SELECT id, k FROM gs_edge ORDER BY k, id');
 SELECT * FROM gs_check('SELECT id, k FROM gs_edge ORDER BY k DESC, t');
 RESET gpusort.gpu_memory_limit;
+
+-- the final merge on threads (keys that alone decide the order, with no
+-- row encoded lossily): one thread (merged in the backend instead), two and
+-- three threads (runs split unevenly), equal keys spread over many runs and
+-- threads; and whether the threads were used
+SET work_mem = '64kB';
+CREATE FUNCTION gs_merge_threads(q text) RETURNS boolean
+LANGUAGE sql AS $fn$
+	SELECT count(*) > 0 FROM gs_explain_analyze(q) l WHERE l ~ 'Merge Threads'
+$fn$;
+SET gpusort.cpu_threads = 1;
+SELECT * FROM gs_check('SELECT k, id FROM gs_big ORDER BY k, id');
+SELECT gs_merge_threads('SELECT k, id FROM gs_big ORDER BY k, id');
+SET gpusort.cpu_threads = 2;
+SELECT * FROM gs_check('SELECT k % 100 FROM gs_big ORDER BY 1 DESC');
+SELECT gs_merge_threads('SELECT k % 100 FROM gs_big ORDER BY 1 DESC');
+SET gpusort.cpu_threads = 3;
+SELECT * FROM gs_check('SELECT k % 7, id FROM gs_big ORDER BY 1, 2 DESC');
+RESET gpusort.cpu_threads;
+SELECT * FROM gs_check('SELECT ts, id FROM gs_big ORDER BY ts DESC, id');
+SELECT * FROM gs_check('SELECT t, id FROM gs_big ORDER BY t, id');
+-- keys that may be encoded lossily (int8's extremes share a key with their
+-- neighbours) are merged in the backend, with PostgreSQL's comparators
+SELECT * FROM gs_check('SELECT k FROM gs_edge ORDER BY k');
+SELECT gs_merge_threads('SELECT k FROM gs_edge ORDER BY k');
+-- rows of up to 3.8 kB: a few to a stream block at this work_mem
+SELECT * FROM gs_check($q$SELECT g, md5(x), length(x) FROM (SELECT g, repeat(md5(g::text), 1 + g % 120) AS x FROM generate_series(1, 3000) g) s ORDER BY g DESC$q$);
+SELECT gs_merge_threads($q$SELECT g, x FROM (SELECT g, repeat(md5(g::text), 1 + g % 120) AS x FROM generate_series(1, 3000) g) s ORDER BY g DESC$q$);
+-- and one of 38 kB among them, too large for a block: merged in the backend
+SELECT * FROM gs_check($q$SELECT g, md5(x), length(x) FROM (SELECT g, repeat(md5(g::text), CASE WHEN g = 1500 THEN 1200 ELSE 1 + g % 120 END) AS x FROM generate_series(1, 3000) g) s ORDER BY g$q$);
+SELECT gs_merge_threads($q$SELECT g, x FROM (SELECT g, repeat(md5(g::text), CASE WHEN g = 1500 THEN 1200 ELSE 1 + g % 120 END) AS x FROM generate_series(1, 3000) g) s ORDER BY g$q$);
+SET work_mem = '4MB';
+SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();

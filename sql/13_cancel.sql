@@ -37,6 +37,21 @@ SELECT id FROM gs_slow ORDER BY t DESC OFFSET 300000;
 RESET statement_timeout;
 SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
 
+-- the final merge of a spilled sort on threads (exact keys): a cancel
+-- while rows are taken slowly, an error above the sort, and a cursor closed
+-- half-way all stop the threads and remove the temporary file
+SET work_mem = '1MB';
+SET statement_timeout = '500ms';
+SELECT g, pg_sleep(0.001) FROM (SELECT g FROM generate_series(1, 300000) g ORDER BY (g::int8 * 7919) % 300007) s;
+RESET statement_timeout;
+SELECT 1 / (g - 150000) FROM (SELECT g FROM generate_series(1, 300000) g ORDER BY (g::int8 * 7919) % 300007 OFFSET 0) s;
+BEGIN;
+DECLARE gs_mc CURSOR FOR SELECT g FROM generate_series(1, 300000) g ORDER BY (g::int8 * 7919) % 300007;
+FETCH 3 FROM gs_mc;
+CLOSE gs_mc;
+COMMIT;
+SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
+
 -- the next queries work
 SET work_mem = '4MB';
 SELECT * FROM gs_check('SELECT id FROM gs_slow WHERE id <= 1000 ORDER BY one, t DESC, id');

@@ -372,8 +372,11 @@ gpusort_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		if (r.chunks > 1 || r.runs > 0)
 		{
 			explain_indent(es);
-			appendStringInfo(es->str, "GpuSort Chunks: %d  Runs: %d  Merge Passes: %d\n",
+			appendStringInfo(es->str, "GpuSort Chunks: %d  Runs: %d  Merge Passes: %d",
 							 r.chunks, r.runs, r.merge_passes);
+			if (r.streams > 0)
+				appendStringInfo(es->str, "  Merge Threads: %d", r.streams);
+			appendStringInfoChar(es->str, '\n');
 		}
 		if (es->timing)
 		{
@@ -413,6 +416,7 @@ gpusort_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		ExplainPropertyInteger("GpuSort Chunks", NULL, r.chunks, es);
 		ExplainPropertyInteger("GpuSort Runs", NULL, r.runs, es);
 		ExplainPropertyInteger("GpuSort Merge Passes", NULL, r.merge_passes, es);
+		ExplainPropertyInteger("GpuSort Merge Threads", NULL, r.streams, es);
 		if (es->timing)
 		{
 			ExplainPropertyFloat("GpuSort Load Time", "ms", r.load_ms, 3, es);

@@ -135,11 +135,12 @@ _PG_init(void)
 
 	DefineCustomIntVariable("gpusort.cpu_threads",
 							"Sets how many threads one sort may use for its CPU-side passes over the rows.",
-							"Gathering the rows of a large sort into sorted order is spread over "
-							"this many threads. 1 keeps every pass in the backend's own thread.",
+							"Gathering the rows of a large sort into sorted order, writing its runs "
+							"to disk and merging them are spread over this many threads. "
+							"1 keeps every pass in the backend's own thread.",
 							&gpusort_cpu_threads,
 							GS_CPU_THREADS_DEFAULT,
-							1, 64,
+							1, GS_CPU_THREADS_MAX,
 							PGC_USERSET,
 							0,
 							NULL, NULL, NULL);

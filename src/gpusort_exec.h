@@ -35,6 +35,7 @@ typedef struct GsSortReport
 	int			chunks;			/* engine sorts */
 	int			runs;			/* runs spilled to temporary files */
 	int			merge_passes;	/* passes over spilled runs */
+	int			streams;		/* threads of the final merge, 0 if none */
 	int64		disk_kb;		/* temporary file space */
 	double		tiebreak_rows;	/* rows in runs that needed a tie-break */
 	double		load_ms;		/* reading the child: copy + encode */

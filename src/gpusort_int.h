@@ -30,6 +30,9 @@ extern int	gpusort_max_key_bytes;
 extern int	gpusort_topn_limit;
 extern int	gpusort_gpu_memory_limit_kb;
 extern int	gpusort_cpu_threads;
+
+/* the most threads gpusort.cpu_threads allows */
+#define GS_CPU_THREADS_MAX	64
 extern char *gpusort_cuda_library;
 
 /* ---- engines (engine.c) ---- */

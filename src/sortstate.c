@@ -40,7 +40,6 @@
 #include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
-#include "utils/logtape.h"
 #include "utils/memutils.h"
 #include "utils/sortsupport.h"
 #include "utils/tuplestore.h"
@@ -48,6 +47,7 @@
 #include "gpusort_exec.h"
 #include "gpusort_int.h"
 #include "gpusort_keys.h"
+#include "gpusort_spill.h"
 
 /*
  * Arena blocks start small (sorts of a few rows stay cheap) and double up
@@ -98,17 +98,29 @@
 #define COMPARE_INTERRUPT_INTERVAL 1024
 
 /*
- * Reading a run from tape: each run being merged gets a read buffer of
+ * Reading a run from disk: each run being merged gets a read buffer of
  * work_mem / merge order, at least MERGE_MIN_BUFFER.  So work_mem bounds
  * the merge order: 4MB gives 128 runs per pass; each run of a 4MB sort
  * holds ~4MB, so one pass merges ~512MB and two passes ~64GB.  Below
  * MERGE_MIN_ORDER runs per pass the passes themselves cost more than the
  * few buffers over a tiny work_mem.  Larger buffers than MERGE_MAX_BUFFER
- * buy nothing on sequential temp-file reads.  Half of a run's buffer is the
- * tape's, half our read-ahead (gs_source_fill): with 128 runs (50M rows,
- * work_mem 64MB, H100 machine) reading rows straight from the tapes' buffers
- * took a cache miss a row and the final merge ~13 s under EXPLAIN ANALYZE;
- * through the read-ahead with a prefetch of each run's next row, 6.7 s.
+ * buy nothing on sequential temp-file reads.  With 128 runs (50M rows,
+ * work_mem 64MB, H100 machine) reading rows straight from PostgreSQL's tape
+ * buffers took a cache miss a row and the final merge ~13 s under EXPLAIN
+ * ANALYZE; through a read buffer per run with a prefetch of each run's next
+ * row, 6.7 s.  What remained was one core doing all of the merge, and one
+ * core writing every run (4.5-6.3 s for the 3.1 GB of those runs): hence
+ * the threads below.
+ *
+ * Writing a run: the batch's rows are split into up to gpusort.cpu_threads
+ * slices of at least SPILL_PART_MIN_ROWS rows, each written by a thread
+ * through a SPILL_WRITE_BUFFER buffer (one system call per buffer).
+ *
+ * The final merge, when the keys alone decide the order (exact keys) and
+ * gpusort.cpu_threads allows: the runs are split into that many groups,
+ * each merged by a thread into a stream of rows (spill.c), and the backend
+ * merges the streams.  Half of work_mem goes to the streams' blocks, half
+ * to the runs' read buffers.
  *
  * Chunks in flight: two (GS_MAX_INFLIGHT, the engine API's limit).  With
  * 18 chunks of 50M int8 keys on the H100 the backend waited 56 ms in all
@@ -119,6 +131,8 @@
 #define MERGE_MIN_BUFFER	(4 * BLCKSZ)
 #define MERGE_MIN_ORDER		6
 #define MERGE_MAX_BUFFER	(1024 * 1024)
+#define SPILL_WRITE_BUFFER	(256 * 1024)
+#define SPILL_PART_MIN_ROWS	16384
 
 typedef enum GsStatus
 {
@@ -151,26 +165,7 @@ typedef struct GsBlock
 	size_t		size;
 } GsBlock;
 
-/* a spilled run */
-typedef struct GsRun
-{
-	LogicalTape *tape;
-	size_t		nrows;
-} GsRun;
-
-/*
- * A row on tape: a uint32 holding its MinimalTuple's length and, in the top
- * bit, whether its key was encoded lossily; then its key; then the tuple
- * from MINIMAL_TUPLE_DATA_OFFSET on (its t_len and padding are not
- * written: the length word restores them).
- */
-#define TAPE_ROW_HDR	sizeof(uint32)
-#define TAPE_LOSSY_BIT	((uint32) 1 << 31)
-
-/* rows up to this size (header and key included) are written in one piece */
-#define TAPE_SMALL_ROW	256
-
-/* one input of a merge: an in-memory chunk or a run on tape */
+/* one input of a merge: an in-memory chunk, a run on disk, or a stream */
 typedef struct GsSource
 {
 	bool		eof;
@@ -184,9 +179,12 @@ typedef struct GsSource
 	size_t		pos;
 	uint32		row;			/* batch row of the current row */
 	bool		want_tup;		/* fetch tuples as rows come (else lazily) */
-	/* tape */
+	/* run on disk */
 	GsRun	   *run;
 	size_t		left;			/* rows not yet read */
+	int64		fpos;			/* file offset of the next bytes to read */
+	int64		fend;			/* end of the run */
+	int64		given_back;		/* disk space before this was given back */
 	char	   *keybuf;			/* header and key of the current row */
 	char	   *tupbuf;			/* MAXALIGNed */
 	size_t		tupbuf_size;
@@ -195,6 +193,8 @@ typedef struct GsSource
 	size_t		rbuf_size;
 	size_t		rpos;
 	size_t		rlen;
+	/* stream: runs merged by a thread (spill.c) */
+	GsStream   *stream;
 } GsSource;
 
 typedef struct GsMerge
@@ -267,8 +267,9 @@ struct GsSortState
 	int64		mem_limit;
 	int64		mem_peak;
 
-	/* runs on tape */
-	LogicalTapeSet *lts;
+	/* runs on disk */
+	GsTempFile *file;
+	uint32		max_tuple_len;	/* of any row so far */
 	GsRun	   *runs;
 	int			nruns;
 	int			runs_cap;
@@ -288,6 +289,7 @@ struct GsSortState
 	int			total_chunks;
 	int			total_runs;
 	int			merge_passes;
+	int			nstreams;		/* threads of the final merge */
 	double		load_ms;
 	double		sort_ms;		/* submitting and waiting for the engine */
 	double		engine_ms;		/* the engine's own work (transfers and
@@ -887,6 +889,7 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 		s->any_lossy = true;
 	}
 	s->tuples[n] = gs_copy_row(s, slot);
+	s->max_tuple_len = Max(s->max_tuple_len, s->tuples[n]->t_len);
 	s->nrows = n + 1;
 	s->total_rows += 1;
 
@@ -945,13 +948,30 @@ gs_source_eof(GsSource *src)
 	src->k0 = PG_UINT64_MAX;
 }
 
+/* read up to len more bytes of a source's run into dst; how many were read */
+static size_t
+gs_source_read(GsSortState *s, GsSource *src, char *dst, size_t len)
+{
+	size_t		n = (size_t) Min((int64) len, src->fend - src->fpos);
+	int			err;
+
+	if (n == 0)
+		return 0;
+	err = gs_temp_pread(s->file, dst, n, src->fpos);
+	if (err)
+		gs_temp_error(s->file, err, false);
+	src->fpos += n;
+	return n;
+}
+
 /*
  * Make the read-ahead hold at least need (<= rbuf_size) bytes; false if the
- * run ends before.  Reading a run through a buffer of our own, rather than
- * row by row from the tape's, lets the merge prefetch each run's next row.
+ * run ends before.  Reading a run through a buffer of its own lets the
+ * merge prefetch each run's next row.  What was read before the buffer's
+ * bytes is not needed again: its disk space is given back.
  */
 static bool
-gs_source_fill(GsSource *src, size_t need)
+gs_source_fill(GsSortState *s, GsSource *src, size_t need)
 {
 	size_t		have = src->rlen - src->rpos;
 
@@ -961,13 +981,15 @@ gs_source_fill(GsSource *src, size_t need)
 		memmove(src->rbuf, src->rbuf + src->rpos, have);
 	src->rpos = 0;
 	src->rlen = have;
-	src->rlen += LogicalTapeRead(src->run->tape, src->rbuf + have,
-								 src->rbuf_size - have);
+	src->rlen += gs_source_read(s, src, src->rbuf + have,
+								src->rbuf_size - have);
+	src->given_back = gs_temp_discard(s->file, src->given_back,
+									  src->fpos - src->rlen);
 	return src->rlen >= need;
 }
 
 static void
-gs_source_read_tape(GsSortState *s, GsSource *src)
+gs_source_read_run(GsSortState *s, GsSource *src)
 {
 	size_t		headlen = TAPE_ROW_HDR + s->key_bytes;
 	uint32		word;
@@ -981,7 +1003,7 @@ gs_source_read_tape(GsSortState *s, GsSource *src)
 	}
 	src->left--;
 	/* keybuf holds the row's header and key (see gs_run_write) */
-	if (!gs_source_fill(src, headlen))
+	if (!gs_source_fill(s, src, headlen))
 		elog(ERROR, "gpusort: unexpected end of a sorted run");
 	memcpy(src->keybuf, src->rbuf + src->rpos, headlen);
 	src->rpos += headlen;
@@ -997,7 +1019,7 @@ gs_source_read_tape(GsSortState *s, GsSource *src)
 	}
 	if (body <= src->rbuf_size)
 	{
-		if (!gs_source_fill(src, body))
+		if (!gs_source_fill(s, src, body))
 			elog(ERROR, "gpusort: unexpected end of a sorted run");
 		memcpy(src->tupbuf + MINIMAL_TUPLE_DATA_OFFSET,
 			   src->rbuf + src->rpos, body);
@@ -1011,10 +1033,12 @@ gs_source_read_tape(GsSortState *s, GsSource *src)
 		memcpy(src->tupbuf + MINIMAL_TUPLE_DATA_OFFSET,
 			   src->rbuf + src->rpos, have);
 		src->rpos = src->rlen = 0;
-		if (LogicalTapeRead(src->run->tape,
-							src->tupbuf + MINIMAL_TUPLE_DATA_OFFSET + have,
-							body - have) != body - have)
+		if (gs_source_read(s, src,
+						   src->tupbuf + MINIMAL_TUPLE_DATA_OFFSET + have,
+						   body - have) != body - have)
 			elog(ERROR, "gpusort: unexpected end of a sorted run");
+		src->given_back = gs_temp_discard(s->file, src->given_back,
+										  src->fpos);
 	}
 
 	/*
@@ -1037,7 +1061,22 @@ gs_source_next(GsSortState *s, GsSource *src)
 {
 	if (src->run)
 	{
-		gs_source_read_tape(s, src);
+		gs_source_read_run(s, src);
+		return;
+	}
+	if (src->stream)
+	{
+		const char *rec = gs_stream_next(src->stream);
+
+		if (rec == NULL)
+		{
+			gs_source_eof(src);
+			return;
+		}
+		src->key = rec + STREAM_KEY_OFFSET;
+		src->k0 = gs_key_word0(src->key, s->key_bytes);
+		src->lossy = false;
+		src->tup = (MinimalTuple) (rec + gs_stream_tuple_offset(s->key_bytes));
 		return;
 	}
 	if (src->pos >= src->chunk->nrows)
@@ -1193,13 +1232,13 @@ gs_source_open_run(GsSortState *s, GsSource *src, GsRun *run, size_t bufsize)
 	src->keybuf = MemoryContextAlloc(s->mergecxt, TAPE_ROW_HDR + s->key_bytes);
 	src->tupbuf_size = 1024;
 	src->tupbuf = MemoryContextAlloc(s->mergecxt, src->tupbuf_size);
-	/* half of the run's memory for the tape's buffer, half read-ahead */
-	src->rbuf_size = Max(bufsize / 2, BLCKSZ);
+	src->rbuf_size = Max(bufsize, BLCKSZ);
 	src->rbuf = MemoryContextAlloc(s->mergecxt, src->rbuf_size);
 	src->rpos = src->rlen = 0;
-	LogicalTapeRewindForRead(run->tape,
-							 TYPEALIGN(BLCKSZ, Max(bufsize / 2, BLCKSZ)));
-	gs_source_read_tape(s, src);
+	src->fpos = run->offset;
+	src->fend = run->offset + run->bytes;
+	src->given_back = run->offset;
+	gs_source_read_run(s, src);
 }
 
 /* a merge over runs[0 .. n-1] */
@@ -1220,18 +1259,14 @@ gs_merge_runs(GsSortState *s, GsRun *runs, int n)
 	return m;
 }
 
+/* a new, empty run at the end of the sort's temporary file */
 static GsRun *
 gs_new_run(GsSortState *s)
 {
 	GsRun	   *run;
 
-	if (s->lts == NULL)
-	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(s->cxt);
-
-		s->lts = LogicalTapeSetCreate(false, NULL, -1);
-		MemoryContextSwitchTo(oldcxt);
-	}
+	if (s->file == NULL)
+		s->file = gs_temp_create(s->cxt);
 	if (s->nruns == s->runs_cap)
 	{
 		s->runs_cap = Max(16, s->runs_cap * 2);
@@ -1240,50 +1275,233 @@ gs_new_run(GsSortState *s)
 			MemoryContextAlloc(s->cxt, s->runs_cap * sizeof(GsRun));
 	}
 	run = &s->runs[s->nruns++];
-	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(s->cxt);
-
-		run->tape = LogicalTapeCreate(s->lts);
-		MemoryContextSwitchTo(oldcxt);
-	}
+	run->offset = gs_temp_extend(s->file, 0);
+	run->bytes = 0;
 	run->nrows = 0;
 	return run;
 }
 
-static void
-gs_run_write(GsSortState *s, GsRun *run, const char *key, bool lossy,
-			 MinimalTuple tup)
+/* the bytes of a row on disk (see gpusort_spill.h) */
+static inline size_t
+gs_row_disk_bytes(GsSortState *s, MinimalTuple tup)
 {
-	union
-	{
-		char		data[TAPE_SMALL_ROW];
-		uint32		align;
-	}			buf;
+	return TAPE_ROW_HDR + s->key_bytes + tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
+}
+
+/* format a row's header and key at dst; the tuple's bytes follow */
+static inline size_t
+gs_row_head(GsSortState *s, char *dst, const char *key, bool lossy,
+			MinimalTuple tup)
+{
 	uint32		word = tup->t_len | (lossy ? TAPE_LOSSY_BIT : 0);
-	size_t		headlen = TAPE_ROW_HDR + s->key_bytes;
-	size_t		body = tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
 
 	/* a tuple of 2GB can't be (MaxAllocHugeSize is larger, t_len not) */
 	Assert(tup->t_len < TAPE_LOSSY_BIT);
+	memcpy(dst, &word, sizeof(uint32));
+	memcpy(dst + TAPE_ROW_HDR, key, s->key_bytes);
+	return TAPE_ROW_HDR + s->key_bytes;
+}
 
-	memcpy(buf.data, &word, sizeof(uint32));
-	memcpy(buf.data + TAPE_ROW_HDR, key, s->key_bytes);
-	if (headlen + body <= TAPE_SMALL_ROW)
+/*
+ * Writing a run on the backend (merge passes): rows are formatted into a
+ * buffer, which goes to the end of the file when full.  Nothing else
+ * extends the file meanwhile, so the run stays one stretch.
+ */
+typedef struct GsWriter
+{
+	GsRun	   *run;
+	char	   *buf;
+	size_t		size;
+	size_t		used;
+} GsWriter;
+
+static void
+gs_writer_emit(GsSortState *s, GsWriter *w, const char *data, size_t len)
+{
+	int64		off;
+	int			err;
+
+	if (len == 0)
+		return;
+	off = gs_temp_extend(s->file, len);
+	Assert(off == w->run->offset + w->run->bytes);
+	err = gs_temp_pwrite(s->file, data, len, off);
+	if (err)
+		gs_temp_error(s->file, err, true);
+	w->run->bytes += len;
+}
+
+static void
+gs_writer_put(GsSortState *s, GsWriter *w, const char *key, bool lossy,
+			  MinimalTuple tup)
+{
+	size_t		len = gs_row_disk_bytes(s, tup);
+	size_t		body = tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
+	size_t		head;
+
+	if (w->used + len > w->size)
 	{
-		/* a small row in one write: each write has a fixed cost */
-		memcpy(buf.data + headlen, (char *) tup + MINIMAL_TUPLE_DATA_OFFSET,
-			   body);
-		LogicalTapeWrite(run->tape, buf.data, headlen + body);
+		gs_writer_emit(s, w, w->buf, w->used);
+		w->used = 0;
+	}
+	head = gs_row_head(s, w->buf + w->used, key, lossy, tup);
+	if (len <= w->size)
+	{
+		memcpy(w->buf + w->used + head,
+			   (char *) tup + MINIMAL_TUPLE_DATA_OFFSET, body);
+		w->used += len;
 	}
 	else
 	{
-		LogicalTapeWrite(run->tape, buf.data, headlen);
-		LogicalTapeWrite(run->tape, (char *) tup + MINIMAL_TUPLE_DATA_OFFSET,
-						 body);
+		/* larger than the buffer: its header, then the tuple from place */
+		gs_writer_emit(s, w, w->buf, head);
+		gs_writer_emit(s, w, (char *) tup + MINIMAL_TUPLE_DATA_OFFSET, body);
 	}
-	run->nrows++;
-	if ((run->nrows % INTERRUPT_INTERVAL) == 0)
+	w->run->nrows++;
+	if ((w->run->nrows % INTERRUPT_INTERVAL) == 0)
 		CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * Writing a run of the batch on several threads.  The rows' order is known
+ * (rows[]), so each part takes a slice of it: the parts first add up their
+ * rows' bytes, which places every slice in the file, then format their
+ * rows into a buffer of their own and write it at their place.  Most of
+ * the time goes to fetching rows scattered over the arena, which is why
+ * it pays to spread.
+ */
+typedef struct GsSpillJob
+{
+	GsSortState *s;
+	const uint32 *rows;			/* batch rows in sorted order */
+	const char *keys;			/* key of rows[i] at keys + i * key_bytes, */
+	const uint32 *keyidx;		/* else at s->keys + keyidx[i] * key_bytes */
+	size_t		n;
+	int			pass;			/* 1: add up bytes, 2: write */
+	int64		base;			/* file offset of the run */
+	int64		bytes[GS_CPU_THREADS_MAX];
+	char	   *bufs[GS_CPU_THREADS_MAX];
+	int			err[GS_CPU_THREADS_MAX];
+} GsSpillJob;
+
+static void
+gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
+{
+	GsSpillJob *j = (GsSpillJob *) arg;
+	GsSortState *s = j->s;
+	size_t		from = j->n * part / nparts;
+	size_t		to = j->n * (part + 1) / nparts;
+	size_t		kb = s->key_bytes;
+	char	   *buf = j->bufs[part];
+	size_t		used = 0;
+	int64		off;
+	size_t		i;
+
+	if (j->pass == 1)
+	{
+		int64		sum = 0;
+
+		for (i = from; i < to; i++)
+		{
+			gs_prefetch_row(s, j->rows, i, to);
+			sum += gs_row_disk_bytes(s, s->tuples[j->rows[i]]);
+			if ((i % INTERRUPT_INTERVAL) == 0 && *stop)
+				return;
+		}
+		j->bytes[part] = sum;
+		return;
+	}
+
+	off = j->base;
+	for (i = 0; i < (size_t) part; i++)
+		off += j->bytes[i];
+	for (i = from; i < to; i++)
+	{
+		uint32		row = j->rows[i];
+		MinimalTuple tup = s->tuples[row];
+		const char *key = j->keyidx ? s->keys + j->keyidx[i] * kb :
+			j->keys + i * kb;
+		size_t		len = gs_row_disk_bytes(s, tup);
+		size_t		body = tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
+		size_t		head;
+
+		gs_prefetch_row(s, j->rows, i, to);
+		if (used + len > SPILL_WRITE_BUFFER)
+		{
+			if ((j->err[part] = gs_temp_pwrite(s->file, buf, used, off)) != 0)
+				return;
+			off += used;
+			used = 0;
+			if (*stop)
+				return;
+		}
+		head = gs_row_head(s, buf + used, key, gs_row_lossy(s, row), tup);
+		if (len <= SPILL_WRITE_BUFFER)
+		{
+			memcpy(buf + used + head,
+				   (char *) tup + MINIMAL_TUPLE_DATA_OFFSET, body);
+			used += len;
+		}
+		else
+		{
+			/* larger than the buffer: its header, then the tuple in place */
+			if ((j->err[part] = gs_temp_pwrite(s->file, buf, head, off)) != 0 ||
+				(j->err[part] = gs_temp_pwrite(s->file,
+												(char *) tup + MINIMAL_TUPLE_DATA_OFFSET,
+												body, off + head)) != 0)
+				return;
+			off += len;
+		}
+	}
+	j->err[part] = gs_temp_pwrite(s->file, buf, used, off);
+}
+
+/* write the batch's rows in the order of rows[] as a new run */
+static void
+gs_write_run(GsSortState *s, const uint32 *rows, const char *keys,
+			 const uint32 *keyidx, size_t n)
+{
+	GsSpillJob *j = palloc0(sizeof(GsSpillJob));
+	int			nparts;
+	int64		total = 0;
+	GsRun	   *run;
+	int			p;
+
+	nparts = (int) Min((size_t) gpusort_cpu_threads,
+					   n / SPILL_PART_MIN_ROWS + 1);
+	nparts = Max(nparts, 1);
+	j->s = s;
+	j->rows = rows;
+	j->keys = keys;
+	j->keyidx = keyidx;
+	j->n = n;
+	for (p = 0; p < nparts; p++)
+		j->bufs[p] = MemoryContextAlloc(s->mergecxt, SPILL_WRITE_BUFFER);
+	gs_note_mem(s, (int64) nparts * SPILL_WRITE_BUFFER);
+
+	/* each pass may have to start over after an interrupt that did not throw */
+	j->pass = 1;
+	while (!gs_parallel(gs_spill_part, j, nparts))
+		;
+	for (p = 0; p < nparts; p++)
+		total += j->bytes[p];
+	run = gs_new_run(s);
+	j->base = gs_temp_extend(s->file, total);
+	Assert(j->base == run->offset);
+	run->bytes = total;
+	run->nrows = n;
+	j->pass = 2;
+	do
+	{
+		memset(j->err, 0, sizeof(j->err));
+	} while (!gs_parallel(gs_spill_part, j, nparts));
+	for (p = 0; p < nparts; p++)
+	{
+		if (j->err[p])
+			gs_temp_error(s->file, j->err[p], true);
+	}
+	MemoryContextReset(s->mergecxt);
+	pfree(j);
 }
 
 /* forget the in-memory batch, keeping its arrays for the next one */
@@ -1306,15 +1524,11 @@ gs_reset_batch(GsSortState *s)
 	s->blk_next = 0;
 }
 
-/* sort the batch's last chunk, merge its chunks into a new run on tape */
+/* sort the batch's last chunk, write the batch out as a new run */
 static void
 gs_spill_batch(GsSortState *s)
 {
-	GsMerge    *m;
-	GsRun	   *run;
-	GsSource   *src;
 	instr_time	t0;
-	int			i;
 
 	if (s->nrows == 0)
 		return;
@@ -1322,39 +1536,49 @@ gs_spill_batch(GsSortState *s)
 	gs_finish_chunks(s);
 
 	INSTR_TIME_SET_CURRENT(t0);
-	run = gs_new_run(s);
 	if (s->nchunks == 1)
 	{
-		/* one chunk: write it in its order, no merge needed */
+		/* one chunk: its order and its keys, sorted in place */
 		GsChunk    *c = &s->chunks[0];
-		const char *keys = s->keys + c->base * s->key_bytes;
-		size_t		n = c->nrows;
-		size_t		i;
 
-		for (i = 0; i < n; i++)
-		{
-			uint32		row = c->perm[i];
-
-			gs_prefetch_row(s, c->perm, i, n);
-			gs_run_write(s, run, keys + i * s->key_bytes,
-						 gs_row_lossy(s, row), s->tuples[row]);
-		}
-		s->total_runs++;
-		gs_reset_batch(s);
-		s->spill_ms += gs_elapsed_ms(t0);
-		return;
+		gs_write_run(s, c->perm, s->keys + c->base * s->key_bytes, NULL,
+					 c->nrows);
 	}
-	m = gs_merge_start(s, s->nchunks);
-	for (i = 0; i < s->nchunks; i++)
+	else
 	{
-		m->src[i].chunk = &s->chunks[i];
-		m->src[i].want_tup = true;
-		gs_source_next(s, &m->src[i]);
+		/*
+		 * Merge the chunks into the rows' order and where their keys are,
+		 * here on the backend (ties may need PostgreSQL's comparators),
+		 * then write as for one chunk.
+		 */
+		size_t		n = s->nrows;
+		uint32	   *rows = MemoryContextAllocHuge(s->cxt, n * sizeof(uint32));
+		uint32	   *keyidx = MemoryContextAllocHuge(s->cxt, n * sizeof(uint32));
+		GsMerge    *m = gs_merge_start(s, s->nchunks);
+		GsSource   *src;
+		size_t		i = 0;
+		int			c;
+
+		gs_note_mem(s, (int64) n * 2 * sizeof(uint32));
+		for (c = 0; c < s->nchunks; c++)
+		{
+			m->src[c].chunk = &s->chunks[c];
+			gs_source_next(s, &m->src[c]);
+		}
+		gs_merge_ready(s, m);
+		while ((src = gs_merge_next(s, m)) != NULL)
+		{
+			rows[i] = src->row;
+			keyidx[i] = (uint32) ((src->key - s->keys) / s->key_bytes);
+			if ((++i % INTERRUPT_INTERVAL) == 0)
+				CHECK_FOR_INTERRUPTS();
+		}
+		Assert(i == n);
+		MemoryContextReset(s->mergecxt);
+		gs_write_run(s, rows, NULL, keyidx, n);
+		pfree(rows);
+		pfree(keyidx);
 	}
-	gs_merge_ready(s, m);
-	while ((src = gs_merge_next(s, m)) != NULL)
-		gs_run_write(s, run, src->key, src->lossy, src->tup);
-	MemoryContextReset(s->mergecxt);
 	s->total_runs++;
 	gs_reset_batch(s);
 	s->spill_ms += gs_elapsed_ms(t0);
@@ -1525,6 +1749,54 @@ gs_merge_chunks_to_array(GsSortState *s)
 	s->tuples = NULL;
 }
 
+/*
+ * The final merge on threads (see the top of the file), or NULL where it
+ * can't be: keys that need PostgreSQL's comparators for ties, a single
+ * thread allowed, or rows too large for a stream's blocks.
+ */
+static GsMerge *
+gs_merge_streams(GsSortState *s)
+{
+	int			nstreams = Min(gpusort_cpu_threads, s->nruns);
+	size_t		block;
+	size_t		readsize;
+	GsMerge    *m;
+	int			t;
+
+	if (!s->exact || s->any_lossy || nstreams < 2)
+		return NULL;
+	block = gs_stream_block_size(s->mem_limit, nstreams);
+	if (2 * (gs_stream_tuple_offset(s->key_bytes) +
+			 MAXALIGN(s->max_tuple_len)) > block)
+		return NULL;
+	readsize = (size_t) (s->mem_limit / 2 / s->nruns);
+	readsize = Max(readsize, MERGE_MIN_BUFFER);
+	readsize = Min(readsize, MERGE_MAX_BUFFER);
+	readsize = Max(readsize, TAPE_ROW_HDR + s->key_bytes + s->max_tuple_len);
+
+	m = gs_merge_start(s, nstreams);
+	for (t = 0; t < nstreams; t++)
+	{
+		int			first = s->nruns * t / nstreams;
+		int			last = s->nruns * (t + 1) / nstreams;
+
+		m->src[t].stream = gs_stream_start(s->mergecxt, s->file, s->key_bytes,
+										   &s->runs[first], last - first,
+										   block, readsize);
+		if (m->src[t].stream == NULL)
+		{
+			/* no thread to be had: stop those started, merge here */
+			MemoryContextReset(s->mergecxt);
+			return NULL;
+		}
+	}
+	for (t = 0; t < nstreams; t++)
+		gs_source_next(s, &m->src[t]);
+	gs_merge_ready(s, m);
+	s->nstreams = nstreams;
+	return m;
+}
+
 /* merge runs in passes until one merge can produce the result */
 static void
 gs_merge_passes(GsSortState *s)
@@ -1534,7 +1806,6 @@ gs_merge_passes(GsSortState *s)
 		GsRun	   *old = s->runs;
 		int			nold = s->nruns;
 		int			first;
-		int			i;
 
 		/* the merged runs of this pass start a new list */
 		s->runs = NULL;
@@ -1543,14 +1814,17 @@ gs_merge_passes(GsSortState *s)
 		for (first = 0; first < nold; first += s->merge_order)
 		{
 			int			n = Min(s->merge_order, nold - first);
-			GsRun	   *out = gs_new_run(s);
+			GsWriter	w;
 			GsMerge    *m = gs_merge_runs(s, old + first, n);
 			GsSource   *src;
 
+			w.run = gs_new_run(s);
+			w.size = SPILL_WRITE_BUFFER;
+			w.buf = MemoryContextAlloc(s->mergecxt, w.size);
+			w.used = 0;
 			while ((src = gs_merge_next(s, m)) != NULL)
-				gs_run_write(s, out, src->key, src->lossy, src->tup);
-			for (i = 0; i < n; i++)
-				LogicalTapeClose(old[first + i].tape);
+				gs_writer_put(s, &w, src->key, src->lossy, src->tup);
+			gs_writer_emit(s, &w, w.buf, w.used);
 			MemoryContextReset(s->mergecxt);
 		}
 		pfree(old);
@@ -1591,7 +1865,9 @@ gs_sort_perform(GsSortState *s)
 
 	INSTR_TIME_SET_CURRENT(t0);
 	gs_merge_passes(s);
-	s->merge = gs_merge_runs(s, s->runs, s->nruns);
+	s->merge = gs_merge_streams(s);
+	if (s->merge == NULL)
+		s->merge = gs_merge_runs(s, s->runs, s->nruns);
 	s->merge_passes++;
 	s->status = GS_MERGING;
 
@@ -1765,8 +2041,9 @@ gs_sort_report(GsSortState *s, GsSortReport *r)
 	r->spill_ms = s->spill_ms;
 	r->merge_ms = s->merge_ms;
 	r->mem_bytes = s->mem_peak;
-	if (s->lts)
-		r->disk_kb = LogicalTapeSetBlocks(s->lts) * (BLCKSZ / 1024);
+	r->streams = s->nstreams;
+	if (s->file)
+		r->disk_kb = (gs_temp_peak(s->file) + 1023) / 1024;
 	if (s->sort_engine)
 	{
 		r->engine = s->sort_engine->ops->name;
@@ -1784,8 +2061,9 @@ gs_sort_end(GsSortState *s)
 		tuplestore_end(s->store);
 	if (s->store_slot)
 		ExecDropSingleTupleTableSlot(s->store_slot);
-	if (s->lts)
-		LogicalTapeSetClose(s->lts);
-	/* the key buffer goes with the context (see gs_keybuf_alloc) */
+	/*
+	 * The key buffer, the merge's threads and the temporary file go with
+	 * the context (see gs_keybuf_alloc and spill.c).
+	 */
 	MemoryContextDelete(s->cxt);
 }

@@ -1,0 +1,83 @@
+/*-------------------------------------------------------------------------
+ *
+ * gpusort_spill.h
+ *	  Temporary files for sorted runs, work spread over threads, and the
+ *	  threads that merge runs into streams (spill.c).
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef GPUSORT_SPILL_H
+#define GPUSORT_SPILL_H
+
+#include "postgres.h"
+
+#include "utils/palloc.h"
+
+/*
+ * A row on disk: a uint32 holding its MinimalTuple's length and, in the top
+ * bit, whether its key was encoded lossily; then its key; then the tuple
+ * from MINIMAL_TUPLE_DATA_OFFSET on (its t_len and padding are not
+ * written: the length word restores them).
+ */
+#define TAPE_ROW_HDR	sizeof(uint32)
+#define TAPE_LOSSY_BIT	((uint32) 1 << 31)
+
+/* a sorted run: a stretch of the sort's temporary file */
+typedef struct GsRun
+{
+	int64		offset;
+	int64		bytes;
+	size_t		nrows;
+} GsRun;
+
+/* ---- the temporary file ---- */
+
+typedef struct GsTempFile GsTempFile;
+
+extern GsTempFile *gs_temp_create(MemoryContext cxt);
+extern int64 gs_temp_extend(GsTempFile *f, int64 len);
+extern int	gs_temp_pwrite(GsTempFile *f, const void *buf, size_t len,
+						   int64 off);
+extern int	gs_temp_pread(GsTempFile *f, void *buf, size_t len, int64 off);
+extern int64 gs_temp_discard(GsTempFile *f, int64 from, int64 to);
+extern void gs_temp_error(GsTempFile *f, int err, bool writing) pg_attribute_noreturn();
+extern int64 gs_temp_peak(GsTempFile *f);
+extern void gs_temp_close(GsTempFile *f);
+
+/* ---- work spread over threads ---- */
+
+/*
+ * One part of a parallel task.  It must not call PostgreSQL (no palloc, no
+ * elog) and should return soon after *stop becomes true.
+ */
+typedef void (*GsPartFn) (void *arg, int part, int nparts,
+						  volatile bool *stop);
+
+extern bool gs_parallel(GsPartFn fn, void *arg, int nparts);
+
+/* ---- runs merged by threads into streams of rows ---- */
+
+typedef struct GsStream GsStream;
+
+/*
+ * A record of a stream: its length (a multiple of MAXIMUM_ALIGNOF), then at
+ * STREAM_KEY_OFFSET the row's key, then at gs_stream_tuple_offset() the
+ * row as a complete MinimalTuple.
+ */
+#define STREAM_KEY_OFFSET	MAXALIGN(sizeof(uint32))
+
+static inline size_t
+gs_stream_tuple_offset(int key_bytes)
+{
+	return STREAM_KEY_OFFSET + MAXALIGN(key_bytes);
+}
+
+extern size_t gs_stream_block_size(int64 mem, int nstreams);
+extern GsStream *gs_stream_start(MemoryContext cxt, GsTempFile *f,
+								 int key_bytes, const GsRun *runs, int nruns,
+								 size_t block_size, size_t read_size);
+extern const char *gs_stream_next(GsStream *st);
+
+#endif							/* GPUSORT_SPILL_H */

@@ -1,0 +1,913 @@
+/*-------------------------------------------------------------------------
+ *
+ * spill.c
+ *	  Temporary files for sorted runs, work spread over threads, and the
+ *	  threads that merge runs into streams of rows.
+ *
+ * A sort that outgrows work_mem writes its runs to one temporary file of
+ * its own, at offsets the sort assigns, with pwrite and pread.  Unlike
+ * PostgreSQL's BufFile (one 8 kB block per call, one caller), such a file
+ * can be written and read by several threads at once, which is what lets
+ * the spill and the final merge use more than the backend's one core:
+ *
+ *	 - A run is written by gpusort.cpu_threads threads, each formatting a
+ *	   slice of the rows in sorted order into a buffer of its own and
+ *	   writing it at the slice's place in the file (see sortstate.c).
+ *	 - The final merge of exactly encoded keys is split into streams: each
+ *	   stream's thread merges a group of runs into blocks of ready-made
+ *	   MinimalTuples, and the backend only merges the few streams.
+ *
+ * The file lives where PostgreSQL puts its own temporary files (the
+ * temp_tablespaces, else the database's tablespace, under pgsql_tmp) and is
+ * named like them, so a crash leaves nothing that the postmaster's restart
+ * does not remove and pg_ls_tmpdir() shows it.  Its bytes are counted
+ * against temp_file_limit, reported to log_temp_files and the statistics
+ * like PostgreSQL's, and it is closed and removed when the memory context
+ * that owns it goes away (end of the sort, error, cancel) or at backend
+ * exit.  Space a merge has read is given back as it goes (hole punching
+ * where the file system can), so merge passes need little more disk than
+ * the data.
+ *
+ * Threads never call PostgreSQL: they block every signal, touch only
+ * memory allocated for them beforehand, and report failures as errno
+ * values that the backend turns into errors.  The backend stops and joins
+ * them before any of that memory is freed.
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "access/htup_details.h"
+#include "catalog/pg_tablespace_d.h"
+#include "commands/tablespace.h"
+#include "common/file_perm.h"
+#include "lib/ilist.h"
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
+#include "utils/backend_status.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
+#include "gpusort_int.h"
+#include "gpusort_spill.h"
+
+/* space is given back in steps of at least this many bytes */
+#define DISCARD_STEP		(1024 * 1024)
+#define DISCARD_ALIGN		4096
+
+/* how often a waiting backend looks for interrupts */
+#define WAIT_POLL_MS		10
+
+/* the most parts gs_parallel runs at once */
+#define MAX_PARTS			GS_CPU_THREADS_MAX
+
+/*
+ * Blocks of a stream: four let the merging thread stay a block or two
+ * ahead of the backend.  Their size comes from work_mem, between these.
+ */
+#define STREAM_BLOCKS		4
+#define STREAM_BLOCK_MIN	(8 * 1024)
+#define STREAM_BLOCK_MAX	(256 * 1024)
+
+struct GsTempFile
+{
+	int			fd;				/* -1 once closed */
+	char		path[MAXPGPATH];
+	int64		end;			/* bytes assigned: the file's length */
+	int64		held;			/* bytes on disk (updated atomically) */
+	int64		peak;			/* most bytes held at once, as last seen */
+	dlist_node	node;			/* in open_files */
+	MemoryContextCallback cb;
+};
+
+static dlist_head open_files = DLIST_STATIC_INIT(open_files);
+static dlist_head live_streams = DLIST_STATIC_INIT(live_streams);
+static bool exit_callback_set = false;
+static uint32 temp_file_counter = 0;
+
+static void gs_spill_at_exit(int code, Datum arg);
+
+/* ---------------------------------------------------------------------
+ * The temporary file
+ * ---------------------------------------------------------------------
+ */
+
+static void
+gs_temp_callback(void *arg)
+{
+	gs_temp_close((GsTempFile *) arg);
+}
+
+/*
+ * Create the sort's temporary file; it is closed and removed when cxt is
+ * reset or deleted, or by gs_temp_close.
+ */
+GsTempFile *
+gs_temp_create(MemoryContext cxt)
+{
+	GsTempFile *f;
+	char		dir[MAXPGPATH];
+	Oid			spc;
+
+	if (!exit_callback_set)
+	{
+		before_shmem_exit(gs_spill_at_exit, (Datum) 0);
+		exit_callback_set = true;
+	}
+
+	/* where PostgreSQL's own temporary files for this query would go */
+	PrepareTempTablespaces();
+	spc = GetNextTempTableSpace();
+	if (!OidIsValid(spc))
+		spc = MyDatabaseTableSpace ? MyDatabaseTableSpace : DEFAULTTABLESPACE_OID;
+	TempTablespacePath(dir, spc);
+
+	f = MemoryContextAllocZero(cxt, sizeof(GsTempFile));
+	snprintf(f->path, sizeof(f->path), "%s/%s%d.gpusort.%u", dir,
+			 PG_TEMP_FILE_PREFIX, MyProcPid, temp_file_counter++);
+
+	/* a descriptor fd.c does not manage, so tell it */
+	ReserveExternalFD();
+	f->fd = open(f->path, O_RDWR | O_CREAT | O_EXCL | PG_BINARY,
+				 pg_file_create_mode);
+	if (f->fd < 0 && errno == ENOENT)
+	{
+		/* the directory is made on first use, as PostgreSQL does */
+		(void) MakePGDirectory(dir);
+		f->fd = open(f->path, O_RDWR | O_CREAT | O_EXCL | PG_BINARY,
+					 pg_file_create_mode);
+	}
+	if (f->fd < 0)
+	{
+		int			save_errno = errno;
+
+		ReleaseExternalFD();
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create temporary file \"%s\": %m",
+						f->path)));
+	}
+	dlist_push_head(&open_files, &f->node);
+	f->cb.func = gs_temp_callback;
+	f->cb.arg = f;
+	MemoryContextRegisterResetCallback(cxt, &f->cb);
+	return f;
+}
+
+/*
+ * Assign the next len bytes of the file (backend only).  Like PostgreSQL's
+ * temporary files, the bytes count against temp_file_limit, with the same
+ * error when they would exceed it.
+ */
+int64
+gs_temp_extend(GsTempFile *f, int64 len)
+{
+	int64		held = __atomic_load_n(&f->held, __ATOMIC_RELAXED);
+	int64		off;
+
+	if (temp_file_limit >= 0 && held + len > (int64) temp_file_limit * 1024)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("temporary file size exceeds temp_file_limit (%dkB)",
+						temp_file_limit)));
+	off = f->end;
+	f->end += len;
+	held = __atomic_add_fetch(&f->held, len, __ATOMIC_RELAXED);
+	f->peak = Max(f->peak, held);
+	return off;
+}
+
+/* write all of buf at off: 0, or an errno value (any thread) */
+int
+gs_temp_pwrite(GsTempFile *f, const void *buf, size_t len, int64 off)
+{
+	const char *p = buf;
+
+	while (len > 0)
+	{
+		ssize_t		n = pwrite(f->fd, p, len, (off_t) off);
+
+		if (n < 0)
+		{
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		if (n == 0)
+			return ENOSPC;		/* as fd.c assumes of a short write */
+		p += n;
+		len -= n;
+		off += n;
+	}
+	return 0;
+}
+
+/* read len bytes at off: 0, an errno value, or -1 at an early end of file */
+int
+gs_temp_pread(GsTempFile *f, void *buf, size_t len, int64 off)
+{
+	char	   *p = buf;
+
+	while (len > 0)
+	{
+		ssize_t		n = pread(f->fd, p, len, (off_t) off);
+
+		if (n < 0)
+		{
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		if (n == 0)
+			return -1;
+		p += n;
+		len -= n;
+		off += n;
+	}
+	return 0;
+}
+
+/*
+ * The bytes [from, to) were read for the last time: give back the whole
+ * pages among them (best effort, any thread).  Returns how far space was
+ * given back, for the next call's from.
+ */
+int64
+gs_temp_discard(GsTempFile *f, int64 from, int64 to)
+{
+	int64		a = TYPEALIGN(DISCARD_ALIGN, from);
+	int64		b = TYPEALIGN_DOWN(DISCARD_ALIGN, to);
+
+	if (b - a < DISCARD_STEP)
+		return from;
+#ifdef FALLOC_FL_PUNCH_HOLE
+	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				  (off_t) a, (off_t) (b - a)) == 0)
+		__atomic_sub_fetch(&f->held, b - a, __ATOMIC_RELAXED);
+#endif
+	return b;
+}
+
+/* report a failed gs_temp_pwrite or gs_temp_pread (backend only) */
+void
+gs_temp_error(GsTempFile *f, int err, bool writing)
+{
+	if (err < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("could not read from temporary file \"%s\": unexpected end of file",
+						f->path)));
+	errno = err;
+	if (writing)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write to temporary file \"%s\": %m",
+						f->path)));
+	ereport(ERROR,
+			(errcode_for_file_access(),
+			 errmsg("could not read from temporary file \"%s\": %m",
+					f->path)));
+}
+
+/* the most disk space the file held at once, in bytes */
+int64
+gs_temp_peak(GsTempFile *f)
+{
+	return f->peak;
+}
+
+/* close and remove the file (idempotent) */
+void
+gs_temp_close(GsTempFile *f)
+{
+	if (f->fd < 0)
+		return;
+	/* what PostgreSQL reports when it deletes a temporary file */
+	pgstat_report_tempfile((size_t) f->end);
+	if (log_temp_files >= 0 && f->end / 1024 >= log_temp_files)
+		ereport(LOG,
+				(errmsg("temporary file: path \"%s\", size %lu",
+						f->path, (unsigned long) f->end)));
+	close(f->fd);
+	f->fd = -1;
+	ReleaseExternalFD();
+	if (unlink(f->path) < 0 && errno != ENOENT)
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not remove temporary file \"%s\": %m",
+						f->path)));
+	dlist_delete(&f->node);
+}
+
+/* ---------------------------------------------------------------------
+ * Work spread over threads
+ * ---------------------------------------------------------------------
+ */
+
+typedef struct GsParallel
+{
+	GsPartFn	fn;
+	void	   *arg;
+	int			nparts;
+	volatile bool stop;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	int			left;			/* parts not finished */
+} GsParallel;
+
+typedef struct GsPart
+{
+	GsParallel *p;
+	int			part;
+	pthread_t	thread;
+	bool		started;
+} GsPart;
+
+static void
+gs_part_run(GsPart *pt)
+{
+	GsParallel *p = pt->p;
+
+	p->fn(p->arg, pt->part, p->nparts, &p->stop);
+	pthread_mutex_lock(&p->lock);
+	p->left--;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void *
+gs_part_thread(void *arg)
+{
+	gs_part_run((GsPart *) arg);
+	return NULL;
+}
+
+/* an absolute time ms milliseconds from now, for pthread_cond_timedwait */
+static void
+gs_deadline(struct timespec *ts, int ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_nsec += (long) ms * 1000000L;
+	if (ts->tv_nsec >= 1000000000L)
+	{
+		ts->tv_sec += ts->tv_nsec / 1000000000L;
+		ts->tv_nsec %= 1000000000L;
+	}
+}
+
+/*
+ * Run fn(arg, part, nparts, stop) for every part, each on a thread of its
+ * own, and wait for them all.  The backend keeps watching for interrupts:
+ * on one, it asks the parts to stop, waits for them, and serves the
+ * interrupt -- which normally throws.  If it does not, false is returned
+ * and the caller must do the whole task again (the parts may have stopped
+ * half-way).  A part whose thread can't be started runs on the backend.
+ */
+bool
+gs_parallel(GsPartFn fn, void *arg, int nparts)
+{
+	GsParallel	p;
+	GsPart		parts[MAX_PARTS];
+	sigset_t	all;
+	sigset_t	old;
+	int			i;
+
+	Assert(nparts >= 1 && nparts <= MAX_PARTS);
+	p.fn = fn;
+	p.arg = arg;
+	p.nparts = nparts;
+	p.stop = false;
+	p.left = nparts;
+	if (nparts == 1)
+	{
+		fn(arg, 0, 1, &p.stop);
+		return true;
+	}
+	pthread_mutex_init(&p.lock, NULL);
+	pthread_cond_init(&p.cv, NULL);
+
+	/* the threads take no signal: the backend's handlers stay its own */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (i = 0; i < nparts; i++)
+	{
+		parts[i].p = &p;
+		parts[i].part = i;
+		parts[i].started = pthread_create(&parts[i].thread, NULL,
+										  gs_part_thread, &parts[i]) == 0;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	for (i = 0; i < nparts; i++)
+	{
+		if (!parts[i].started)
+			gs_part_run(&parts[i]);
+	}
+
+	pthread_mutex_lock(&p.lock);
+	while (p.left > 0)
+	{
+		struct timespec ts;
+
+		gs_deadline(&ts, WAIT_POLL_MS);
+		(void) pthread_cond_timedwait(&p.cv, &p.lock, &ts);
+		if (!p.stop && INTERRUPTS_PENDING_CONDITION() &&
+			INTERRUPTS_CAN_BE_PROCESSED())
+			p.stop = true;
+	}
+	pthread_mutex_unlock(&p.lock);
+	for (i = 0; i < nparts; i++)
+	{
+		if (parts[i].started)
+			pthread_join(parts[i].thread, NULL);
+	}
+	pthread_cond_destroy(&p.cv);
+	pthread_mutex_destroy(&p.lock);
+
+	if (p.stop)
+	{
+		CHECK_FOR_INTERRUPTS();
+		return false;
+	}
+	return true;
+}
+
+/* ---------------------------------------------------------------------
+ * Streams: a thread merges a group of runs into blocks of rows
+ * ---------------------------------------------------------------------
+ */
+
+/* one run as a stream's thread reads it */
+typedef struct GsReader
+{
+	int64		pos;			/* file offset of the next bytes to read */
+	int64		end;			/* end of the run */
+	int64		given_back;		/* space before this was discarded */
+	size_t		left;			/* rows not yet taken */
+	char	   *buf;
+	size_t		size;
+	size_t		rpos;			/* the current row starts here */
+	size_t		rlen;			/* bytes in buf */
+	size_t		rowlen;			/* bytes of the current row */
+	uint64		k0;				/* its first key word; max at the end */
+	bool		eof;
+} GsReader;
+
+struct GsStream
+{
+	/* fixed at start */
+	GsTempFile *file;
+	int			key_bytes;
+	int			nreaders;
+	GsReader   *readers;
+	int		   *tree;			/* loser tree: tree[0] winner */
+	size_t		block_size;
+	char	   *blocks[STREAM_BLOCKS];
+
+	/* shared with the thread, under lock */
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	size_t		used[STREAM_BLOCKS];	/* bytes of each full block */
+	int			nfull;			/* blocks filled and not yet given back */
+	bool		done;			/* the thread is finished */
+	int			err;			/* its failure: errno, -1 for a short read */
+	bool		stop;
+
+	pthread_t	thread;
+	bool		started;
+	bool		joined;
+	dlist_node	node;			/* in live_streams */
+	MemoryContextCallback cb;
+
+	/* the backend's side */
+	int			cblk;			/* block being read */
+	bool		holding;		/* cblk is full and being read */
+	size_t		cpos;
+};
+
+/* the first word of a key, as the merges compare it first */
+static inline uint64
+gs_word0(const char *key, int key_bytes)
+{
+	if (key_bytes == 4)
+	{
+		uint32		x;
+
+		memcpy(&x, key, 4);
+		return x;
+	}
+	else
+	{
+		uint64		x;
+
+		memcpy(&x, key, 8);
+		return x;
+	}
+}
+
+/*
+ * Move a reader to its next row, which ends up whole in its buffer: 0, or
+ * an error for gs_temp_error.
+ */
+static int
+gs_reader_next(GsStream *st, GsReader *r)
+{
+	size_t		headlen = TAPE_ROW_HDR + st->key_bytes;
+	uint32		word;
+	size_t		need;
+	int			pass;
+
+	r->rpos += r->rowlen;
+	r->rowlen = 0;
+	if (r->left == 0)
+	{
+		r->eof = true;
+		r->k0 = PG_UINT64_MAX;
+		return 0;
+	}
+	r->left--;
+	need = headlen;
+	for (pass = 0; pass < 2; pass++)
+	{
+		if (r->rlen - r->rpos < need)
+		{
+			size_t		have = r->rlen - r->rpos;
+			size_t		want = Min((int64) (r->size - have), r->end - r->pos);
+			int			err;
+
+			if (have + want < need)
+				return -1;
+			memmove(r->buf, r->buf + r->rpos, have);
+			err = gs_temp_pread(st->file, r->buf + have, want, r->pos);
+			if (err)
+				return err;
+			r->pos += want;
+			r->rpos = 0;
+			r->rlen = have + want;
+			/* everything before the buffer's bytes has been read */
+			r->given_back = gs_temp_discard(st->file, r->given_back,
+											r->pos - r->rlen);
+		}
+		if (pass == 0)
+		{
+			memcpy(&word, r->buf + r->rpos, sizeof(uint32));
+			need = headlen + (word & ~TAPE_LOSSY_BIT) -
+				MINIMAL_TUPLE_DATA_OFFSET;
+			if (need > r->size)
+				return -1;
+		}
+	}
+	r->rowlen = need;
+	r->k0 = gs_word0(r->buf + r->rpos + TAPE_ROW_HDR, st->key_bytes);
+	return 0;
+}
+
+/* does reader a's row come before reader b's? (exact keys: keys decide) */
+static inline bool
+gs_reader_before(GsStream *st, int a, int b)
+{
+	GsReader   *ra = &st->readers[a];
+	GsReader   *rb = &st->readers[b];
+	int			w;
+
+	if (ra->k0 != rb->k0)
+		return ra->k0 < rb->k0;
+	if (ra->eof || rb->eof)
+		return rb->eof && !ra->eof;
+	for (w = 8; w < st->key_bytes; w += 8)
+	{
+		uint64		x;
+		uint64		y;
+
+		memcpy(&x, ra->buf + ra->rpos + TAPE_ROW_HDR + w, 8);
+		memcpy(&y, rb->buf + rb->rpos + TAPE_ROW_HDR + w, 8);
+		if (x != y)
+			return x < y;
+	}
+	return a < b;
+}
+
+static int
+gs_stream_build(GsStream *st, int node)
+{
+	int			n = st->nreaders;
+	int			a;
+	int			b;
+
+	if (node >= n)
+		return node - n;
+	a = gs_stream_build(st, 2 * node);
+	b = gs_stream_build(st, 2 * node + 1);
+	if (gs_reader_before(st, a, b))
+	{
+		st->tree[node] = b;
+		return a;
+	}
+	st->tree[node] = a;
+	return b;
+}
+
+/* copy the winner's row into a block as a record (see gpusort_spill.h) */
+static inline size_t
+gs_stream_put(GsStream *st, GsReader *r, char *dst)
+{
+	const char *row = r->buf + r->rpos;
+	uint32		word;
+	uint32		len;
+	uint32		reclen;
+	size_t		tupoff = gs_stream_tuple_offset(st->key_bytes);
+	MinimalTuple tup = (MinimalTuple) (dst + tupoff);
+
+	memcpy(&word, row, sizeof(uint32));
+	len = word & ~TAPE_LOSSY_BIT;
+	reclen = tupoff + MAXALIGN(len);
+	memcpy(dst, &reclen, sizeof(uint32));
+	memcpy(dst + STREAM_KEY_OFFSET, row + TAPE_ROW_HDR, st->key_bytes);
+	memset(tup, 0, MINIMAL_TUPLE_DATA_OFFSET);
+	tup->t_len = len;
+	memcpy((char *) tup + MINIMAL_TUPLE_DATA_OFFSET,
+		   row + TAPE_ROW_HDR + st->key_bytes, len - MINIMAL_TUPLE_DATA_OFFSET);
+	return reclen;
+}
+
+static void
+gs_stream_finish(GsStream *st, int err)
+{
+	pthread_mutex_lock(&st->lock);
+	st->err = err;
+	st->done = true;
+	pthread_cond_broadcast(&st->cv);
+	pthread_mutex_unlock(&st->lock);
+}
+
+static void *
+gs_stream_thread(void *arg)
+{
+	GsStream   *st = (GsStream *) arg;
+	int			n = st->nreaders;
+	size_t		tupoff = gs_stream_tuple_offset(st->key_bytes);
+	int			blk = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		int			err = gs_reader_next(st, &st->readers[i]);
+
+		if (err)
+		{
+			gs_stream_finish(st, err);
+			return NULL;
+		}
+	}
+	st->tree[0] = (n == 1) ? 0 : gs_stream_build(st, 1);
+
+	for (;;)
+	{
+		char	   *b = st->blocks[blk];
+		size_t		used = 0;
+		bool		end = false;
+
+		/* wait for the block to be free */
+		pthread_mutex_lock(&st->lock);
+		while (st->nfull == STREAM_BLOCKS && !st->stop)
+			pthread_cond_wait(&st->cv, &st->lock);
+		pthread_mutex_unlock(&st->lock);
+		if (st->stop)
+			break;
+
+		for (;;)
+		{
+			int			w = st->tree[0];
+			GsReader   *r = &st->readers[w];
+			size_t		rec;
+			int			node;
+			int			err;
+
+			if (r->eof)
+			{
+				end = true;
+				break;
+			}
+			rec = tupoff + MAXALIGN(r->rowlen - TAPE_ROW_HDR -
+									st->key_bytes + MINIMAL_TUPLE_DATA_OFFSET);
+			if (used + rec > st->block_size)
+			{
+				if (used == 0)
+				{
+					/* can't happen: the caller sized the blocks */
+					gs_stream_finish(st, -1);
+					return NULL;
+				}
+				break;
+			}
+			used += gs_stream_put(st, r, b + used);
+
+			err = gs_reader_next(st, r);
+			if (err)
+			{
+				gs_stream_finish(st, err);
+				return NULL;
+			}
+			for (node = (w + n) / 2; node >= 1; node /= 2)
+			{
+				int			l = st->tree[node];
+
+				if (gs_reader_before(st, l, w))
+				{
+					st->tree[node] = w;
+					w = l;
+				}
+			}
+			st->tree[0] = w;
+		}
+
+		/* publish the block */
+		pthread_mutex_lock(&st->lock);
+		if (used > 0)
+		{
+			st->used[blk] = used;
+			st->nfull++;
+			blk = (blk + 1) % STREAM_BLOCKS;
+		}
+		if (end)
+			st->done = true;
+		pthread_cond_broadcast(&st->cv);
+		pthread_mutex_unlock(&st->lock);
+		if (end)
+			break;
+	}
+	return NULL;
+}
+
+/* stop a stream's thread and wait for it (idempotent) */
+static void
+gs_stream_stop(GsStream *st)
+{
+	if (st->joined)
+		return;
+	if (st->started)
+	{
+		pthread_mutex_lock(&st->lock);
+		st->stop = true;
+		pthread_cond_broadcast(&st->cv);
+		pthread_mutex_unlock(&st->lock);
+		pthread_join(st->thread, NULL);
+	}
+	pthread_cond_destroy(&st->cv);
+	pthread_mutex_destroy(&st->lock);
+	st->joined = true;
+	dlist_delete(&st->node);
+}
+
+static void
+gs_stream_callback(void *arg)
+{
+	gs_stream_stop((GsStream *) arg);
+}
+
+/* the block size of nstreams streams sharing mem bytes (half for blocks) */
+size_t
+gs_stream_block_size(int64 mem, int nstreams)
+{
+	int64		b = mem / 2 / (nstreams * STREAM_BLOCKS);
+
+	b = Max(b, STREAM_BLOCK_MIN);
+	b = Min(b, STREAM_BLOCK_MAX);
+	return (size_t) TYPEALIGN_DOWN(MAXIMUM_ALIGNOF, b);
+}
+
+/*
+ * Start a thread merging runs[0 .. nruns-1] of f, whose keys are exact (the
+ * keys alone order the rows).  Every row must fit in read_size bytes, and as
+ * a record twice in block_size.  The stream's memory and thread belong to
+ * cxt: its reset or deletion stops the thread first.  NULL if no thread can
+ * be started (the caller merges another way).
+ */
+GsStream *
+gs_stream_start(MemoryContext cxt, GsTempFile *f, int key_bytes,
+				const GsRun *runs, int nruns, size_t block_size,
+				size_t read_size)
+{
+	GsStream   *st = MemoryContextAllocZero(cxt, sizeof(GsStream));
+	sigset_t	all;
+	sigset_t	old;
+	int			i;
+
+	st->file = f;
+	st->key_bytes = key_bytes;
+	st->nreaders = nruns;
+	st->readers = MemoryContextAllocZero(cxt, nruns * sizeof(GsReader));
+	st->tree = MemoryContextAllocZero(cxt, Max(nruns, 1) * sizeof(int));
+	for (i = 0; i < nruns; i++)
+	{
+		GsReader   *r = &st->readers[i];
+
+		r->pos = runs[i].offset;
+		r->end = runs[i].offset + runs[i].bytes;
+		r->given_back = runs[i].offset;
+		r->left = runs[i].nrows;
+		r->size = read_size;
+		r->buf = MemoryContextAllocHuge(cxt, read_size);
+	}
+	st->block_size = block_size;
+	for (i = 0; i < STREAM_BLOCKS; i++)
+		st->blocks[i] = MemoryContextAllocHuge(cxt, block_size);
+	pthread_mutex_init(&st->lock, NULL);
+	pthread_cond_init(&st->cv, NULL);
+	dlist_push_head(&live_streams, &st->node);
+	st->cb.func = gs_stream_callback;
+	st->cb.arg = st;
+	MemoryContextRegisterResetCallback(cxt, &st->cb);
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	st->started = pthread_create(&st->thread, NULL, gs_stream_thread, st) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!st->started)
+	{
+		gs_stream_stop(st);
+		return NULL;
+	}
+	return st;
+}
+
+/*
+ * The stream's next record, or NULL at its end.  The previous record is
+ * done with (its block may be handed back to the thread).  Waits let the
+ * backend serve interrupts; a failure of the thread is raised here.
+ */
+const char *
+gs_stream_next(GsStream *st)
+{
+	for (;;)
+	{
+		int			err;
+
+		if (st->holding)
+		{
+			if (st->cpos < st->used[st->cblk])
+			{
+				const char *rec = st->blocks[st->cblk] + st->cpos;
+				uint32		reclen;
+
+				memcpy(&reclen, rec, sizeof(uint32));
+				st->cpos += reclen;
+				return rec;
+			}
+			/* the block is read: give it back */
+			pthread_mutex_lock(&st->lock);
+			st->nfull--;
+			pthread_cond_broadcast(&st->cv);
+			pthread_mutex_unlock(&st->lock);
+			st->cblk = (st->cblk + 1) % STREAM_BLOCKS;
+			st->holding = false;
+			st->cpos = 0;
+		}
+
+		pthread_mutex_lock(&st->lock);
+		while (st->nfull == 0 && !st->done)
+		{
+			struct timespec ts;
+
+			gs_deadline(&ts, WAIT_POLL_MS);
+			(void) pthread_cond_timedwait(&st->cv, &st->lock, &ts);
+			if (INTERRUPTS_PENDING_CONDITION())
+			{
+				pthread_mutex_unlock(&st->lock);
+				CHECK_FOR_INTERRUPTS();
+				pthread_mutex_lock(&st->lock);
+			}
+		}
+		err = st->err;
+		if (st->nfull > 0)
+			st->holding = true;
+		pthread_mutex_unlock(&st->lock);
+		if (!st->holding)
+		{
+			if (err)
+				gs_temp_error(st->file, err, false);
+			return NULL;
+		}
+	}
+}
+
+/* backend exit: stop the threads, then close and remove the files */
+static void
+gs_spill_at_exit(int code, Datum arg)
+{
+	dlist_mutable_iter it;
+
+	dlist_foreach_modify(it, &live_streams)
+		gs_stream_stop(dlist_container(GsStream, node, it.cur));
+	dlist_foreach_modify(it, &open_files)
+		gs_temp_close(dlist_container(GsTempFile, node, it.cur));
+}
