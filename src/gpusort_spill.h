@@ -55,6 +55,11 @@ extern void gs_temp_close(GsTempFile *f);
 typedef void (*GsPartFn) (void *arg, int part, int nparts,
 						  volatile bool *stop);
 
+typedef struct GsTask GsTask;
+
+extern GsTask *gs_task_start(MemoryContext parent, GsPartFn fn, void *arg,
+							 int nparts);
+extern bool gs_task_wait(GsTask *t);
 extern bool gs_parallel(GsPartFn fn, void *arg, int nparts);
 
 /* ---- runs merged by threads into streams of rows ---- */

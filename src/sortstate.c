@@ -208,6 +208,28 @@ typedef struct GsMerge
 								 * -1 if none */
 } GsMerge;
 
+/*
+ * What a batch of rows in memory owns beyond the sort state's cursors.
+ * Once writing runs overlaps loading, two batches take turns: one is
+ * written out by threads while the next is loaded (see gs_spill_batch).
+ */
+typedef struct GsBatch
+{
+	MinimalTuple *tuples;
+	char	   *keys;
+	uint64	   *lossy;
+	size_t		cap;
+	GsChunk    *chunks;
+	int			nchunks;
+	int			chunks_cap;
+	GsBlock    *blocks;
+	int			nblocks;
+	int			blocks_cap;
+	MemoryContext tupcxt;
+} GsBatch;
+
+typedef struct GsSpillJob GsSpillJob;
+
 struct GsSortState
 {
 	MemoryContext cxt;			/* owns everything below */
@@ -265,7 +287,15 @@ struct GsSortState
 	int			blk_next;		/* first block this batch has not used */
 	int64		chunk_bytes;	/* chunk permutations */
 	int64		mem_limit;
+	int64		batch_limit;	/* for the batch being loaded */
 	int64		mem_peak;
+
+	/* writing runs in the background (see gs_spill_batch) */
+	bool		overlap;
+	GsBatch		spare;			/* the batch not being loaded */
+	GsSpillJob *writing;		/* the spare's write in progress, or NULL */
+	int64		spare_bytes;	/* memory the spare holds meanwhile */
+	GsTask	   *write_task;
 
 	/* runs on disk */
 	GsTempFile *file;
@@ -345,7 +375,7 @@ gs_mem_used(GsSortState *s)
 static void
 gs_note_mem(GsSortState *s, int64 extra)
 {
-	int64		m = gs_mem_used(s) + extra;
+	int64		m = gs_mem_used(s) + extra + (s->writing ? s->spare_bytes : 0);
 
 	if (m > s->mem_peak)
 		s->mem_peak = m;
@@ -461,6 +491,7 @@ gs_sort_begin(TupleDesc tupdesc, int nkeys, const AttrNumber *attnums,
 		s->maxattno = Max(s->maxattno, attnums[i]);
 	s->work_mem_kb = work_mem_kb;
 	s->mem_limit = (int64) work_mem_kb * 1024;
+	s->batch_limit = s->mem_limit;
 	s->random_access = random_access;
 
 	s->kp = gs_keyplan_create(nkeys, attnums, sortops, collations,
@@ -545,10 +576,10 @@ gs_grow(GsSortState *s)
 		return false;
 	newcap = Min(s->cap * 2, GS_MAX_ROWS);
 	if (s->arena_bytes + s->chunk_bytes +
-		(int64) newcap * (sizeof(MinimalTuple) + s->key_bytes) > s->mem_limit)
+		(int64) newcap * (sizeof(MinimalTuple) + s->key_bytes) > s->batch_limit)
 	{
 		/* not doubling: grow by what work_mem still allows, if useful */
-		int64		room = s->mem_limit - gs_mem_used(s);
+		int64		room = s->batch_limit - gs_mem_used(s);
 		size_t		more = room > 0 ?
 			(size_t) (room / (sizeof(MinimalTuple) + s->key_bytes + 1)) : 0;
 
@@ -896,7 +927,7 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 	if (s->chunk_rows > 0 && s->nrows - s->chunk_start >= s->chunk_rows)
 		gs_close_chunk(s, true);
 
-	if (gs_mem_used(s) > s->mem_limit && s->nrows >= MIN_BATCH_ROWS)
+	if (gs_mem_used(s) > s->batch_limit && s->nrows >= MIN_BATCH_ROWS)
 		gs_spill_batch(s);
 }
 
@@ -1363,35 +1394,41 @@ gs_writer_put(GsSortState *s, GsWriter *w, const char *key, bool lossy,
 }
 
 /*
- * Writing a run of the batch on several threads.  The rows' order is known
+ * Writing a run of a batch on several threads.  The rows' order is known
  * (rows[]), so each part takes a slice of it: the parts first add up their
  * rows' bytes, which places every slice in the file, then format their
  * rows into a buffer of their own and write it at their place.  Most of
  * the time goes to fetching rows scattered over the arena, which is why
- * it pays to spread.
+ * it pays to spread.  The job refers to the batch's memory only, not to
+ * the sort state's current batch, so the second pass can run in the
+ * background while the next batch is loaded.
  */
-typedef struct GsSpillJob
+struct GsSpillJob
 {
-	GsSortState *s;
+	GsTempFile *file;
+	int			key_bytes;
+	MinimalTuple *tuples;		/* the batch's rows */
+	const uint64 *lossy;		/* and their lossy bits */
 	const uint32 *rows;			/* batch rows in sorted order */
 	const char *keys;			/* key of rows[i] at keys + i * key_bytes, */
-	const uint32 *keyidx;		/* else at s->keys + keyidx[i] * key_bytes */
+	const uint32 *keyidx;		/* else at keys + keyidx[i] * key_bytes */
+	uint32	   *merged;			/* rows and keyidx to free, if allocated */
 	size_t		n;
+	int			nparts;
 	int			pass;			/* 1: add up bytes, 2: write */
 	int64		base;			/* file offset of the run */
 	int64		bytes[GS_CPU_THREADS_MAX];
 	char	   *bufs[GS_CPU_THREADS_MAX];
 	int			err[GS_CPU_THREADS_MAX];
-} GsSpillJob;
+};
 
 static void
 gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
 {
 	GsSpillJob *j = (GsSpillJob *) arg;
-	GsSortState *s = j->s;
 	size_t		from = j->n * part / nparts;
 	size_t		to = j->n * (part + 1) / nparts;
-	size_t		kb = s->key_bytes;
+	size_t		kb = j->key_bytes;
 	char	   *buf = j->bufs[part];
 	size_t		used = 0;
 	int64		off;
@@ -1403,8 +1440,10 @@ gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
 
 		for (i = from; i < to; i++)
 		{
-			gs_prefetch_row(s, j->rows, i, to);
-			sum += gs_row_disk_bytes(s, s->tuples[j->rows[i]]);
+			if (i + GATHER_PREFETCH < to)
+				__builtin_prefetch(j->tuples[j->rows[i + GATHER_PREFETCH]]);
+			sum += TAPE_ROW_HDR + kb + j->tuples[j->rows[i]]->t_len -
+				MINIMAL_TUPLE_DATA_OFFSET;
 			if ((i % INTERRUPT_INTERVAL) == 0 && *stop)
 				return;
 		}
@@ -1418,72 +1457,95 @@ gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
 	for (i = from; i < to; i++)
 	{
 		uint32		row = j->rows[i];
-		MinimalTuple tup = s->tuples[row];
-		const char *key = j->keyidx ? s->keys + j->keyidx[i] * kb :
+		MinimalTuple tup = j->tuples[row];
+		const char *key = j->keyidx ? j->keys + j->keyidx[i] * kb :
 			j->keys + i * kb;
-		size_t		len = gs_row_disk_bytes(s, tup);
+		uint32		word = tup->t_len;
 		size_t		body = tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
-		size_t		head;
+		size_t		head = TAPE_ROW_HDR + kb;
 
-		gs_prefetch_row(s, j->rows, i, to);
-		if (used + len > SPILL_WRITE_BUFFER)
+		if (i + GATHER_PREFETCH < to)
+			__builtin_prefetch(j->tuples[j->rows[i + GATHER_PREFETCH]]);
+		if ((j->lossy[row / 64] >> (row % 64)) & 1)
+			word |= TAPE_LOSSY_BIT;
+		if (used + head + body > SPILL_WRITE_BUFFER)
 		{
-			if ((j->err[part] = gs_temp_pwrite(s->file, buf, used, off)) != 0)
+			if ((j->err[part] = gs_temp_pwrite(j->file, buf, used, off)) != 0)
 				return;
 			off += used;
 			used = 0;
 			if (*stop)
 				return;
 		}
-		head = gs_row_head(s, buf + used, key, gs_row_lossy(s, row), tup);
-		if (len <= SPILL_WRITE_BUFFER)
+		memcpy(buf + used, &word, sizeof(uint32));
+		memcpy(buf + used + TAPE_ROW_HDR, key, kb);
+		if (head + body <= SPILL_WRITE_BUFFER)
 		{
 			memcpy(buf + used + head,
 				   (char *) tup + MINIMAL_TUPLE_DATA_OFFSET, body);
-			used += len;
+			used += head + body;
 		}
 		else
 		{
 			/* larger than the buffer: its header, then the tuple in place */
-			if ((j->err[part] = gs_temp_pwrite(s->file, buf, head, off)) != 0 ||
-				(j->err[part] = gs_temp_pwrite(s->file,
+			if ((j->err[part] = gs_temp_pwrite(j->file, buf, head, off)) != 0 ||
+				(j->err[part] = gs_temp_pwrite(j->file,
 												(char *) tup + MINIMAL_TUPLE_DATA_OFFSET,
 												body, off + head)) != 0)
 				return;
-			off += len;
+			off += head + body;
 		}
 	}
-	j->err[part] = gs_temp_pwrite(s->file, buf, used, off);
+	j->err[part] = gs_temp_pwrite(j->file, buf, used, off);
 }
 
-/* write the batch's rows in the order of rows[] as a new run */
+/* the second pass of a job: false if stopped by an interrupt (see gs_task_wait) */
 static void
-gs_write_run(GsSortState *s, const uint32 *rows, const char *keys,
-			 const uint32 *keyidx, size_t n)
+gs_spill_check(GsSpillJob *j)
 {
-	GsSpillJob *j = palloc0(sizeof(GsSpillJob));
-	int			nparts;
+	int			p;
+
+	for (p = 0; p < j->nparts; p++)
+	{
+		if (j->err[p])
+			gs_temp_error(j->file, j->err[p], true);
+	}
+}
+
+/*
+ * A job writing the batch's rows in the order of rows[] as a new run: the
+ * first pass is done, the run placed in the file (temp_file_limit checked)
+ * and the second pass is left to the caller.
+ */
+static GsSpillJob *
+gs_spill_prepare(GsSortState *s, const uint32 *rows, const char *keys,
+				 const uint32 *keyidx, uint32 *merged, size_t n)
+{
+	GsSpillJob *j = MemoryContextAllocZero(s->cxt, sizeof(GsSpillJob));
 	int64		total = 0;
 	GsRun	   *run;
 	int			p;
 
-	nparts = (int) Min((size_t) gpusort_cpu_threads,
-					   n / SPILL_PART_MIN_ROWS + 1);
-	nparts = Max(nparts, 1);
-	j->s = s;
+	j->file = s->file;
+	j->key_bytes = s->key_bytes;
+	j->tuples = s->tuples;
+	j->lossy = s->lossy;
 	j->rows = rows;
 	j->keys = keys;
 	j->keyidx = keyidx;
+	j->merged = merged;
 	j->n = n;
-	for (p = 0; p < nparts; p++)
-		j->bufs[p] = MemoryContextAlloc(s->mergecxt, SPILL_WRITE_BUFFER);
-	gs_note_mem(s, (int64) nparts * SPILL_WRITE_BUFFER);
+	j->nparts = (int) Min((size_t) gpusort_cpu_threads,
+						  n / SPILL_PART_MIN_ROWS + 1);
+	for (p = 0; p < j->nparts; p++)
+		j->bufs[p] = MemoryContextAlloc(s->cxt, SPILL_WRITE_BUFFER);
+	gs_note_mem(s, (int64) j->nparts * SPILL_WRITE_BUFFER);
 
-	/* each pass may have to start over after an interrupt that did not throw */
+	/* a pass stopped by an interrupt that did not throw starts over */
 	j->pass = 1;
-	while (!gs_parallel(gs_spill_part, j, nparts))
+	while (!gs_parallel(gs_spill_part, j, j->nparts))
 		;
-	for (p = 0; p < nparts; p++)
+	for (p = 0; p < j->nparts; p++)
 		total += j->bytes[p];
 	run = gs_new_run(s);
 	j->base = gs_temp_extend(s->file, total);
@@ -1491,43 +1553,165 @@ gs_write_run(GsSortState *s, const uint32 *rows, const char *keys,
 	run->bytes = total;
 	run->nrows = n;
 	j->pass = 2;
-	do
-	{
-		memset(j->err, 0, sizeof(j->err));
-	} while (!gs_parallel(gs_spill_part, j, nparts));
-	for (p = 0; p < nparts; p++)
-	{
-		if (j->err[p])
-			gs_temp_error(s->file, j->err[p], true);
-	}
-	MemoryContextReset(s->mergecxt);
+	return j;
+}
+
+static void
+gs_spill_free(GsSpillJob *j)
+{
+	int			p;
+
+	for (p = 0; p < j->nparts; p++)
+		pfree(j->bufs[p]);
+	if (j->merged)
+		pfree(j->merged);
 	pfree(j);
 }
 
-/* forget the in-memory batch, keeping its arrays for the next one */
+/* free what the batch's rows use, keeping its arrays and blocks */
 static void
-gs_reset_batch(GsSortState *s)
+gs_release_rows(GsSortState *s)
 {
 	int			i;
 
 	for (i = 0; i < s->nchunks; i++)
 		pfree(s->chunks[i].perm);
 	s->nchunks = 0;
+	memset(s->lossy, 0, (s->cap / 64 + 1) * sizeof(uint64));
+	MemoryContextReset(s->tupcxt);
+}
+
+/* forget the in-memory batch, keeping its arrays for the next one */
+static void
+gs_reset_batch(GsSortState *s)
+{
+	gs_release_rows(s);
 	s->first_pending = 0;
 	s->chunk_bytes = 0;
 	s->nrows = 0;
 	s->chunk_start = 0;
-	memset(s->lossy, 0, (s->cap / 64 + 1) * sizeof(uint64));
-	MemoryContextReset(s->tupcxt);
 	s->arena_bytes = 0;
 	s->blk_left = 0;
 	s->blk_next = 0;
 }
 
-/* sort the batch's last chunk, write the batch out as a new run */
+/* free the batch's arrays and arena blocks, when no more rows will come */
+static void
+gs_free_batch(GsSortState *s)
+{
+	int			i;
+
+	pfree(s->tuples);
+	s->tuples = NULL;
+	gs_keybuf_free(s->keys_engine, s->keys);
+	s->keys = NULL;
+	s->cap = 0;
+	for (i = 0; i < s->nblocks; i++)
+		pfree(s->blocks[i].ptr);
+	s->nblocks = 0;
+}
+
+#define GS_SWAP(type, a, b) \
+	do { type swap_ = (a); (a) = (b); (b) = swap_; } while (0)
+
+/* the batch being loaded and the spare one trade places */
+static void
+gs_swap_batches(GsSortState *s)
+{
+	GsBatch    *o = &s->spare;
+
+	GS_SWAP(MinimalTuple *, s->tuples, o->tuples);
+	GS_SWAP(char *, s->keys, o->keys);
+	GS_SWAP(uint64 *, s->lossy, o->lossy);
+	GS_SWAP(size_t, s->cap, o->cap);
+	GS_SWAP(GsChunk *, s->chunks, o->chunks);
+	GS_SWAP(int, s->nchunks, o->nchunks);
+	GS_SWAP(int, s->chunks_cap, o->chunks_cap);
+	GS_SWAP(GsBlock *, s->blocks, o->blocks);
+	GS_SWAP(int, s->nblocks, o->nblocks);
+	GS_SWAP(int, s->blocks_cap, o->blocks_cap);
+	GS_SWAP(MemoryContext, s->tupcxt, o->tupcxt);
+}
+
+/* wait for the spare batch's write, then free its rows */
+static void
+gs_spill_wait(GsSortState *s)
+{
+	GsSpillJob *j = s->writing;
+
+	if (j == NULL)
+		return;
+	if (!gs_task_wait(s->write_task))
+	{
+		/* stopped by an interrupt that did not throw: write it again */
+		while (!gs_parallel(gs_spill_part, j, j->nparts))
+			;
+	}
+	s->write_task = NULL;
+	s->writing = NULL;
+	gs_spill_check(j);
+	gs_spill_free(j);
+	gs_swap_batches(s);
+	gs_release_rows(s);
+	gs_swap_batches(s);
+}
+
+/*
+ * From the second batch on, writing overlaps loading: each batch gets half
+ * of work_mem, and a second set of arrays and arena blocks.  The first
+ * batch's are cut down to the new size (its arena blocks beyond it freed).
+ */
+static void
+gs_start_overlap(GsSortState *s)
+{
+	size_t		cap = Max(s->cap / 2, MIN_BATCH_ROWS);
+	int64		kept = 0;
+	int			i;
+	int			n = 0;
+
+	s->overlap = true;
+	s->batch_limit = s->mem_limit / 2;
+
+	/* the arrays to half their rows, the blocks to what still fits */
+	s->tuples = repalloc_huge(s->tuples, cap * sizeof(MinimalTuple));
+	s->keys = gs_keybuf_grow(s->keys_engine, s->keys, 0, cap * s->key_bytes);
+	s->lossy = repalloc_huge(s->lossy, (cap / 64 + 1) * sizeof(uint64));
+	memset(s->lossy, 0, (cap / 64 + 1) * sizeof(uint64));
+	s->cap = cap;
+	kept = (int64) cap * (sizeof(MinimalTuple) + s->key_bytes);
+	for (i = 0; i < s->nblocks; i++)
+	{
+		if (kept + (int64) s->blocks[i].size <= s->batch_limit)
+		{
+			kept += s->blocks[i].size;
+			s->blocks[n++] = s->blocks[i];
+		}
+		else
+			pfree(s->blocks[i].ptr);
+	}
+	s->nblocks = n;
+
+	/* the spare batch: the same arrays, blocks as it goes */
+	s->spare.cap = cap;
+	s->spare.tuples = MemoryContextAllocHuge(s->cxt, cap * sizeof(MinimalTuple));
+	s->spare.keys = gs_keybuf_alloc(s->keys_engine, cap * s->key_bytes, s->cxt);
+	s->spare.lossy = MemoryContextAllocHuge(s->cxt, (cap / 64 + 1) * sizeof(uint64));
+	memset(s->spare.lossy, 0, (cap / 64 + 1) * sizeof(uint64));
+	s->spare.tupcxt = AllocSetContextCreate(s->cxt, "GpuSort tuples",
+											ALLOCSET_DEFAULT_SIZES);
+}
+
+/*
+ * Sort the batch's last chunk and write the batch out as a new run.  The
+ * first spill writes while the backend waits; from then on (when threads
+ * may be used) the write goes on in the background while the next batch
+ * is loaded into the spare batch's memory, and is waited for at the next
+ * spill or at the end of the input.
+ */
 static void
 gs_spill_batch(GsSortState *s)
 {
+	GsSpillJob *j;
 	instr_time	t0;
 
 	if (s->nrows == 0)
@@ -1536,13 +1720,17 @@ gs_spill_batch(GsSortState *s)
 	gs_finish_chunks(s);
 
 	INSTR_TIME_SET_CURRENT(t0);
+	if (s->file == NULL)
+		s->file = gs_temp_create(s->cxt);
+	/* the spare batch must be written before it can be loaded again */
+	gs_spill_wait(s);
 	if (s->nchunks == 1)
 	{
 		/* one chunk: its order and its keys, sorted in place */
 		GsChunk    *c = &s->chunks[0];
 
-		gs_write_run(s, c->perm, s->keys + c->base * s->key_bytes, NULL,
-					 c->nrows);
+		j = gs_spill_prepare(s, c->perm, s->keys + c->base * s->key_bytes,
+							 NULL, NULL, c->nrows);
 	}
 	else
 	{
@@ -1552,8 +1740,10 @@ gs_spill_batch(GsSortState *s)
 		 * then write as for one chunk.
 		 */
 		size_t		n = s->nrows;
-		uint32	   *rows = MemoryContextAllocHuge(s->cxt, n * sizeof(uint32));
-		uint32	   *keyidx = MemoryContextAllocHuge(s->cxt, n * sizeof(uint32));
+		uint32	   *merged = MemoryContextAllocHuge(s->cxt,
+													2 * n * sizeof(uint32));
+		uint32	   *rows = merged;
+		uint32	   *keyidx = merged + n;
 		GsMerge    *m = gs_merge_start(s, s->nchunks);
 		GsSource   *src;
 		size_t		i = 0;
@@ -1575,12 +1765,27 @@ gs_spill_batch(GsSortState *s)
 		}
 		Assert(i == n);
 		MemoryContextReset(s->mergecxt);
-		gs_write_run(s, rows, NULL, keyidx, n);
-		pfree(rows);
-		pfree(keyidx);
+		j = gs_spill_prepare(s, rows, s->keys, keyidx, merged, n);
+	}
+
+	if (s->overlap)
+	{
+		s->spare_bytes = gs_mem_used(s);
+		gs_swap_batches(s);
+		s->writing = j;
+		s->write_task = gs_task_start(s->cxt, gs_spill_part, j, j->nparts);
+	}
+	else
+	{
+		while (!gs_parallel(gs_spill_part, j, j->nparts))
+			;
+		gs_spill_check(j);
+		gs_spill_free(j);
 	}
 	s->total_runs++;
 	gs_reset_batch(s);
+	if (!s->overlap && gpusort_cpu_threads > 1)
+		gs_start_overlap(s);
 	s->spill_ms += gs_elapsed_ms(t0);
 }
 
@@ -1855,13 +2060,15 @@ gs_sort_perform(GsSortState *s)
 		return;
 	}
 
-	/* spill the last batch too, and give its memory back */
+	/* spill the last batch too, and give the batches' memory back */
 	gs_spill_batch(s);
-	pfree(s->tuples);
-	s->tuples = NULL;
-	gs_keybuf_free(s->keys_engine, s->keys);
-	s->keys = NULL;
-	s->cap = 0;
+	gs_spill_wait(s);
+	gs_free_batch(s);
+	if (s->overlap)
+	{
+		gs_swap_batches(s);
+		gs_free_batch(s);
+	}
 
 	INSTR_TIME_SET_CURRENT(t0);
 	gs_merge_passes(s);

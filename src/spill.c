@@ -314,8 +314,16 @@ gs_temp_close(GsTempFile *f)
  * ---------------------------------------------------------------------
  */
 
-typedef struct GsParallel
+/*
+ * A task: fn(arg, part, nparts, stop) for every part, each on a thread of
+ * its own.  It lives in a memory context of its own, a child of the one
+ * given, whose deletion (by gs_task_wait, or with its parent when an error
+ * unwinds) stops and joins the threads.  Being the parent's newest child,
+ * it goes before any older sibling whose memory the threads may read.
+ */
+struct GsTask
 {
+	MemoryContext cxt;
 	GsPartFn	fn;
 	void	   *arg;
 	int			nparts;
@@ -323,32 +331,33 @@ typedef struct GsParallel
 	pthread_mutex_t lock;
 	pthread_cond_t cv;
 	int			left;			/* parts not finished */
-} GsParallel;
-
-typedef struct GsPart
-{
-	GsParallel *p;
-	int			part;
-	pthread_t	thread;
-	bool		started;
-} GsPart;
+	bool		joined;
+	MemoryContextCallback cb;
+	struct GsTaskPart
+	{
+		struct GsTask *task;
+		int			part;
+		pthread_t	thread;
+		bool		started;
+	}			parts[FLEXIBLE_ARRAY_MEMBER];
+};
 
 static void
-gs_part_run(GsPart *pt)
+gs_part_run(struct GsTaskPart *pt)
 {
-	GsParallel *p = pt->p;
+	GsTask	   *t = pt->task;
 
-	p->fn(p->arg, pt->part, p->nparts, &p->stop);
-	pthread_mutex_lock(&p->lock);
-	p->left--;
-	pthread_cond_broadcast(&p->cv);
-	pthread_mutex_unlock(&p->lock);
+	t->fn(t->arg, pt->part, t->nparts, &t->stop);
+	pthread_mutex_lock(&t->lock);
+	t->left--;
+	pthread_cond_broadcast(&t->cv);
+	pthread_mutex_unlock(&t->lock);
 }
 
 static void *
 gs_part_thread(void *arg)
 {
-	gs_part_run((GsPart *) arg);
+	gs_part_run((struct GsTaskPart *) arg);
 	return NULL;
 }
 
@@ -365,80 +374,126 @@ gs_deadline(struct timespec *ts, int ms)
 	}
 }
 
-/*
- * Run fn(arg, part, nparts, stop) for every part, each on a thread of its
- * own, and wait for them all.  The backend keeps watching for interrupts:
- * on one, it asks the parts to stop, waits for them, and serves the
- * interrupt -- which normally throws.  If it does not, false is returned
- * and the caller must do the whole task again (the parts may have stopped
- * half-way).  A part whose thread can't be started runs on the backend.
- */
-bool
-gs_parallel(GsPartFn fn, void *arg, int nparts)
+/* ask the parts to stop and wait for every thread (idempotent) */
+static void
+gs_task_join(GsTask *t)
 {
-	GsParallel	p;
-	GsPart		parts[MAX_PARTS];
+	int			i;
+
+	if (t->joined)
+		return;
+	t->stop = true;
+	for (i = 0; i < t->nparts; i++)
+	{
+		if (t->parts[i].started)
+			pthread_join(t->parts[i].thread, NULL);
+	}
+	pthread_cond_destroy(&t->cv);
+	pthread_mutex_destroy(&t->lock);
+	t->joined = true;
+}
+
+static void
+gs_task_callback(void *arg)
+{
+	gs_task_join((GsTask *) arg);
+}
+
+/*
+ * Start fn on nparts threads, in the background.  A part whose thread
+ * can't be started runs here, before this returns.
+ */
+GsTask *
+gs_task_start(MemoryContext parent, GsPartFn fn, void *arg, int nparts)
+{
+	MemoryContext cxt;
+	GsTask	   *t;
 	sigset_t	all;
 	sigset_t	old;
 	int			i;
 
 	Assert(nparts >= 1 && nparts <= MAX_PARTS);
-	p.fn = fn;
-	p.arg = arg;
-	p.nparts = nparts;
-	p.stop = false;
-	p.left = nparts;
-	if (nparts == 1)
-	{
-		fn(arg, 0, 1, &p.stop);
-		return true;
-	}
-	pthread_mutex_init(&p.lock, NULL);
-	pthread_cond_init(&p.cv, NULL);
+	cxt = AllocSetContextCreate(parent, "GpuSort task",
+								ALLOCSET_SMALL_SIZES);
+	t = MemoryContextAllocZero(cxt, offsetof(GsTask, parts) +
+							   nparts * sizeof(struct GsTaskPart));
+	t->cxt = cxt;
+	t->fn = fn;
+	t->arg = arg;
+	t->nparts = nparts;
+	t->left = nparts;
+	pthread_mutex_init(&t->lock, NULL);
+	pthread_cond_init(&t->cv, NULL);
+	t->cb.func = gs_task_callback;
+	t->cb.arg = t;
+	MemoryContextRegisterResetCallback(cxt, &t->cb);
 
 	/* the threads take no signal: the backend's handlers stay its own */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	for (i = 0; i < nparts; i++)
 	{
-		parts[i].p = &p;
-		parts[i].part = i;
-		parts[i].started = pthread_create(&parts[i].thread, NULL,
-										  gs_part_thread, &parts[i]) == 0;
+		t->parts[i].task = t;
+		t->parts[i].part = i;
+		t->parts[i].started = pthread_create(&t->parts[i].thread, NULL,
+											 gs_part_thread,
+											 &t->parts[i]) == 0;
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	for (i = 0; i < nparts; i++)
 	{
-		if (!parts[i].started)
-			gs_part_run(&parts[i]);
+		if (!t->parts[i].started)
+			gs_part_run(&t->parts[i]);
 	}
+	return t;
+}
 
-	pthread_mutex_lock(&p.lock);
-	while (p.left > 0)
+/*
+ * Wait for a task to finish and free it.  The backend keeps watching for
+ * interrupts: on one, it asks the parts to stop, waits for them, and
+ * serves the interrupt -- which normally throws.  If it does not, false is
+ * returned and the caller must do the whole task again (the parts may have
+ * stopped half-way).
+ */
+bool
+gs_task_wait(GsTask *t)
+{
+	bool		stopped;
+
+	pthread_mutex_lock(&t->lock);
+	while (t->left > 0)
 	{
 		struct timespec ts;
 
 		gs_deadline(&ts, WAIT_POLL_MS);
-		(void) pthread_cond_timedwait(&p.cv, &p.lock, &ts);
-		if (!p.stop && INTERRUPTS_PENDING_CONDITION() &&
+		(void) pthread_cond_timedwait(&t->cv, &t->lock, &ts);
+		if (!t->stop && INTERRUPTS_PENDING_CONDITION() &&
 			INTERRUPTS_CAN_BE_PROCESSED())
-			p.stop = true;
+			t->stop = true;
 	}
-	pthread_mutex_unlock(&p.lock);
-	for (i = 0; i < nparts; i++)
-	{
-		if (parts[i].started)
-			pthread_join(parts[i].thread, NULL);
-	}
-	pthread_cond_destroy(&p.cv);
-	pthread_mutex_destroy(&p.lock);
-
-	if (p.stop)
+	pthread_mutex_unlock(&t->lock);
+	stopped = t->stop;
+	MemoryContextDelete(t->cxt);	/* joins the threads */
+	if (stopped)
 	{
 		CHECK_FOR_INTERRUPTS();
 		return false;
 	}
 	return true;
+}
+
+/* run a task and wait for it (see gs_task_wait for the result) */
+bool
+gs_parallel(GsPartFn fn, void *arg, int nparts)
+{
+	if (nparts == 1)
+	{
+		bool		stop = false;
+
+		fn(arg, 0, 1, &stop);
+		return true;
+	}
+	return gs_task_wait(gs_task_start(CurrentMemoryContext, fn, arg, nparts));
 }
 
 /* ---------------------------------------------------------------------
