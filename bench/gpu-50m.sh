@@ -111,7 +111,7 @@ bench_case "CREATE INDEX int8 - 8 workers" 1 "SET maintenance_work_mem = '16GB';
 pgsql -c "SET work_mem = '64MB'; SET max_parallel_workers_per_gather = 0" \
 	-c "EXPLAIN (ANALYZE) SELECT * FROM g50 ORDER BY k OFFSET $ROWS" >"$OUT/explain-external.txt" 2>&1
 bench_case "ORDER BY int8 - work_mem 64MB (external)" 2 "SET work_mem = '64MB'" "SELECT * FROM g50 ORDER BY k OFFSET $ROWS"
-bench_case "ORDER BY int8 - work_mem 64MB (external), cpu_threads 8" 1 "SET work_mem = '64MB'; SET gpusort.cpu_threads = 8" \
+bench_case "ORDER BY int8 - work_mem 64MB (external) - cpu_threads 8" 1 "SET work_mem = '64MB'; SET gpusort.cpu_threads = 8" \
 	"SELECT * FROM g50 ORDER BY k OFFSET $ROWS" "gpusort.cpu_threads = 8 (default 4)"
 pgsql -c "SET work_mem = '16GB'; SET gpusort.gpu_memory_limit = '64MB'; SET max_parallel_workers_per_gather = 0" \
 	-c "EXPLAIN (ANALYZE) SELECT * FROM g50 ORDER BY k OFFSET $ROWS" >"$OUT/explain-chunked.txt" 2>&1
