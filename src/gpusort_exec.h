@@ -44,7 +44,10 @@ typedef struct GsSortReport
 	double		transfer_ms;	/* host<->device part of sort_ms */
 	double		tiebreak_ms;
 	double		spill_ms;		/* merging chunks and writing runs */
-	double		merge_ms;		/* merging runs */
+	double		spill_wait_ms;	/* the part of it spent waiting for
+								 * writes in the background */
+	double		merge_ms;		/* merging runs, the final merge included */
+	double		merge_wait_ms;	/* waiting for the merge's threads */
 	int64		mem_bytes;		/* peak memory */
 } GsSortReport;
 

@@ -84,5 +84,6 @@ extern GsStream *gs_stream_start(MemoryContext cxt, GsTempFile *f,
 								 int key_bytes, const GsRun *runs, int nruns,
 								 size_t block_size, size_t read_size);
 extern const char *gs_stream_next(GsStream *st);
+extern double gs_stream_wait_ms(GsStream *st);
 
 #endif							/* GPUSORT_SPILL_H */

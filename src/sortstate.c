@@ -329,7 +329,11 @@ struct GsSortState
 	double		tiebreak_rows;
 	uint64		ncompares;
 	double		spill_ms;
+	double		spill_wait_ms;	/* waiting for background writes */
 	double		merge_ms;
+	double		merge_wait_ms;	/* waiting for the merge's threads */
+	instr_time	stream_start;	/* the final merge began returning rows */
+	bool		merge_timed;	/* and its time was taken */
 	instr_time	load_start;
 	bool		load_started;
 };
@@ -869,9 +873,14 @@ gs_close_chunk(GsSortState *s, bool keys_needed)
 	{
 		bool		need_ties = !s->exact || s->any_lossy;
 		const char *why = NULL;
-		GsEngine   *e = gs_engine_choose((double) n, &why);
+		GsEngine   *e;
 		instr_time	t0;
 
+		/*
+		 * Whether the GPU is worth it is a question about the whole sort:
+		 * a chunk of a large one goes there however small it is.
+		 */
+		e = gs_engine_choose(Max((double) n, s->total_rows), &why);
 		if (why && s->fallback == NULL)
 			s->fallback = pstrdup(why);
 		c->keys_out = need_ties || keys_needed;
@@ -1638,10 +1647,15 @@ static void
 gs_spill_wait(GsSortState *s)
 {
 	GsSpillJob *j = s->writing;
+	instr_time	t0;
+	bool		done;
 
 	if (j == NULL)
 		return;
-	if (!gs_task_wait(s->write_task))
+	INSTR_TIME_SET_CURRENT(t0);
+	done = gs_task_wait(s->write_task);
+	s->spill_wait_ms += gs_elapsed_ms(t0);
+	if (!done)
 	{
 		/* stopped by an interrupt that did not throw: write it again */
 		while (!gs_parallel(gs_spill_part, j, j->nparts))
@@ -2002,6 +2016,19 @@ gs_merge_streams(GsSortState *s)
 	return m;
 }
 
+/* add up how long the backend waited for a merge's threads */
+static void
+gs_merge_waits(GsSortState *s, GsMerge *m)
+{
+	int			i;
+
+	for (i = 0; i < m->nsrc; i++)
+	{
+		if (m->src[i].stream)
+			s->merge_wait_ms += gs_stream_wait_ms(m->src[i].stream);
+	}
+}
+
 /* merge runs in passes until one merge can produce the result */
 static void
 gs_merge_passes(GsSortState *s)
@@ -2099,11 +2126,13 @@ gs_sort_perform(GsSortState *s)
 		}
 		ExecClearTuple(s->store_slot);
 		MemoryContextSwitchTo(oldcxt);
+		gs_merge_waits(s, s->merge);
 		s->merge = NULL;
 		MemoryContextReset(s->mergecxt);
 		s->status = GS_STORED;
 	}
 	s->merge_ms += gs_elapsed_ms(t0);
+	INSTR_TIME_SET_CURRENT(s->stream_start);
 }
 
 static inline void
@@ -2130,6 +2159,13 @@ gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot)
 				src = gs_merge_next(s, s->merge);
 				if (src == NULL)
 				{
+					/* the final merge's time, as rows were taken */
+					if (!s->merge_timed)
+					{
+						s->merge_ms += gs_elapsed_ms(s->stream_start);
+						gs_merge_waits(s, s->merge);
+						s->merge_timed = true;
+					}
 					ExecClearTuple(slot);
 					return false;
 				}
@@ -2246,7 +2282,9 @@ gs_sort_report(GsSortState *s, GsSortReport *r)
 	r->tiebreak_ms = s->tiebreak_ms;
 	r->tiebreak_rows = s->tiebreak_rows;
 	r->spill_ms = s->spill_ms;
+	r->spill_wait_ms = s->spill_wait_ms;
 	r->merge_ms = s->merge_ms;
+	r->merge_wait_ms = s->merge_wait_ms;
 	r->mem_bytes = s->mem_peak;
 	r->streams = s->nstreams;
 	if (s->file)

@@ -51,6 +51,7 @@
 #include "common/file_perm.h"
 #include "lib/ilist.h"
 #include "miscadmin.h"
+#include "portability/instr_time.h"
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "utils/backend_status.h"
@@ -544,6 +545,7 @@ struct GsStream
 	MemoryContextCallback cb;
 
 	/* the backend's side */
+	double		wait_ms;		/* time it waited for blocks */
 	int			cblk;			/* block being read */
 	bool		holding;		/* cblk is full and being read */
 	size_t		cpos;
@@ -906,6 +908,7 @@ gs_stream_next(GsStream *st)
 	for (;;)
 	{
 		int			err;
+		instr_time	t0;
 
 		if (st->holding)
 		{
@@ -929,6 +932,10 @@ gs_stream_next(GsStream *st)
 		}
 
 		pthread_mutex_lock(&st->lock);
+		if (st->nfull == 0 && !st->done)
+			INSTR_TIME_SET_CURRENT(t0);
+		else
+			INSTR_TIME_SET_ZERO(t0);
 		while (st->nfull == 0 && !st->done)
 		{
 			struct timespec ts;
@@ -946,6 +953,14 @@ gs_stream_next(GsStream *st)
 		if (st->nfull > 0)
 			st->holding = true;
 		pthread_mutex_unlock(&st->lock);
+		if (!INSTR_TIME_IS_ZERO(t0))
+		{
+			instr_time	now;
+
+			INSTR_TIME_SET_CURRENT(now);
+			INSTR_TIME_SUBTRACT(now, t0);
+			st->wait_ms += INSTR_TIME_GET_MILLISEC(now);
+		}
 		if (!st->holding)
 		{
 			if (err)
@@ -965,4 +980,11 @@ gs_spill_at_exit(int code, Datum arg)
 		gs_stream_stop(dlist_container(GsStream, node, it.cur));
 	dlist_foreach_modify(it, &open_files)
 		gs_temp_close(dlist_container(GsTempFile, node, it.cur));
+}
+
+/* how long the backend waited for this stream's thread, in ms */
+double
+gs_stream_wait_ms(GsStream *st)
+{
+	return st->wait_ms;
 }
