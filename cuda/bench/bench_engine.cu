@@ -6,6 +6,7 @@
  *	  the same keys, u32 row index as the value.
  *
  * Usage: bench_engine [--out FILE.md] [--commit SHA] [--max-n N] [--reps R]
+ *                     [--only N:DIST:KEY[,N:DIST:KEY...]]
  *
  * Axes: n in {1e6, 1e7, 1e8, 4e8} x {uniform, zipf (s = 1.0 over 1e6 ranks,
  * hashed over the key space), entropy-reduced (AND of 2 uniform words)} x
@@ -371,7 +372,7 @@ main(int argc, char **argv)
 			only = argv[++i];	/* e.g. 1e8:uniform:u64 */
 		else
 		{
-			fprintf(stderr, "usage: %s [--out FILE] [--commit SHA] [--max-n N] [--reps R] [--only N:DIST:KEY]\n",
+			fprintf(stderr, "usage: %s [--out FILE] [--commit SHA] [--max-n N] [--reps R] [--only N:DIST:KEY[,...]]\n",
 					argv[0]);
 			return 2;
 		}
@@ -417,10 +418,23 @@ main(int argc, char **argv)
 						 kb == 4 ? "u32" : kb == 8 ? "u64" : "16B");
 				if (only != NULL)
 				{
-					char		want[64];
+					/* a comma-separated list of N:DIST:KEY */
+					bool		found = false;
+					const char *o = only;
 
-					snprintf(want, sizeof(want), "%.0e:%s", atof(only), strchr(only, ':') ? strchr(only, ':') + 1 : "");
-					if (strcmp(want, tag) != 0)
+					while (*o && !found)
+					{
+						char		one[64],
+									want[64];
+						size_t		len = strcspn(o, ",");
+
+						snprintf(one, sizeof(one), "%.*s", (int) len, o);
+						snprintf(want, sizeof(want), "%.0e:%s", atof(one),
+								 strchr(one, ':') ? strchr(one, ':') + 1 : "");
+						found = strcmp(want, tag) == 0;
+						o += len + (o[len] == ',');
+					}
+					if (!found)
 						continue;
 				}
 				int			reps = reps_arg ? reps_arg : (nd >= 4e8 ? 5 : 7);

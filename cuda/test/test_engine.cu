@@ -4,10 +4,12 @@
  *	  Correctness test of the CUDA engine through its public ops table,
  *	  against a host reference (std::sort of the same keys).
  *
- * Usage: test_engine [--large] [--quick] [--async]
+ * Usage: test_engine [--large] [--quick] [--async | --width KB]
  *	 --large  also 1e8 and 4e8 rows (needs ~30 GB of device memory)
  *	 --quick  fewer sizes
  *	 --async  the API and asynchronous cases only
+ *	 --width  the synchronous cases of one key width only (so that the
+ *	          widths can run as parallel processes)
  * Prints one line per failure and "N passed, N failed"; exits 1 on any
  * failure, 77 when there is no usable device.
  *
@@ -734,6 +736,7 @@ main(int argc, char **argv)
 	bool		large = false,
 				quick = false,
 				async_only = false;
+	int			only_width = 0;
 	char		errbuf[GS_ERRBUF_SIZE];
 	gs_status	st;
 	const int	widths[] = {4, 8, 16, 24, 32};
@@ -746,9 +749,11 @@ main(int argc, char **argv)
 			quick = true;
 		else if (strcmp(argv[i], "--async") == 0)
 			async_only = true;
+		else if (strcmp(argv[i], "--width") == 0 && i + 1 < argc)
+			only_width = atoi(argv[++i]);
 		else
 		{
-			fprintf(stderr, "usage: %s [--large] [--quick] [--async]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--large] [--quick] [--async | --width KB]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -764,8 +769,11 @@ main(int argc, char **argv)
 		printf("no usable device (%s): %s\n", gs_status_name(st), errbuf);
 		return st == GS_ERR_NODEVICE ? 77 : 1;
 	}
-	run_api_cases();
-	run_async_cases();
+	if (only_width == 0)
+	{
+		run_api_cases();
+		run_async_cases();
+	}
 	if (async_only)
 	{
 		ops->destroy(eng);
@@ -778,6 +786,9 @@ main(int argc, char **argv)
 		int			kb = widths[wi];
 		std::vector<size_t> sizes = {0, 1, 2, 3, 255, 256, 257, 1000};
 		std::vector<size_t> edges;
+
+		if (only_width != 0 && kb != only_width)
+			continue;
 
 #define EDGES(P) \
 		edges = {hrs::Policy<P>::Partition::TILE, 2 * hrs::Policy<P>::Partition::TILE, \
