@@ -29,7 +29,9 @@
 #define HRS_AGENT_CUH
 
 #include <stdint.h>
+#include <type_traits>
 #include <cub/block/block_load.cuh>
+#include <cub/block/block_radix_rank.cuh>
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_scan.cuh>
 
@@ -99,6 +101,8 @@ struct PassParams
 	uint32_t   *next_bucket_hist;	/* zeroed for each next bucket */
 	uint32_t   *sub_cursor;		/* [bucket][256] write cursors */
 	uint32_t   *block_hist;		/* [block][256] */
+	unsigned long long *bucket_mask;	/* [bucket][MASK_WORDS] of this pass */
+	unsigned long long *next_bucket_mask;	/* reset for each next bucket */
 	Task	   *tasks[MAX_LOCAL];	/* local sort lists, one per config */
 	CopyRange  *copies;
 	Counters   *counters;
@@ -106,8 +110,24 @@ struct PassParams
 	uint32_t	max_tasks;
 	uint32_t	max_copies;
 	int			pass;
-	int8_t		next_digit[MAX_DIGITS];	/* next varying byte, or -1 */
 };
+
+/*
+ * Per-bucket masks: the AND of every key word of the bucket in words 0..3,
+ * the OR in words 4..7; their XOR has a one wherever the bucket's keys
+ * differ.
+ */
+constexpr int MASK_WORDS = 8;
+
+/* byte p (0 = most significant) of a key-shaped bit mask */
+template <int KB>
+__host__ __device__ __forceinline__ unsigned
+mask_byte(const uint64_t *x, int p)
+{
+	if (KB == 4)
+		return (unsigned) (x[0] >> (24 - 8 * p)) & 0xFFu;
+	return (unsigned) (x[p >> 3] >> (56 - 8 * (p & 7))) & 0xFFu;
+}
 
 /* index of the last bucket whose first_block <= block */
 __device__ __forceinline__ uint32_t
@@ -182,10 +202,14 @@ locate_block(const PassParams &p, uint32_t block, BlockSpan &s)
 /*
  * HistogramAgent: count the digits of one key block in shared memory (one
  * histogram per warp, so skewed inputs contend less), store the block's
- * histogram for the scatter, and add it to its bucket's histogram.  In the
- * first pass it also takes the AND and OR of all key words, which tell
- * the host which digits vary anywhere (the others are never partitioned
- * on, and an input with none is finished at once).
+ * histogram for the scatter, and add it to its bucket's histogram.  It
+ * also takes the AND and OR of all key words into its bucket's masks,
+ * which tell which digits vary within the bucket: the plan moves each
+ * sub-bucket straight to the next of those, and finishes a bucket whose
+ * keys are all equal (a heavy key of a skewed input) after this one look
+ * instead of histogramming it once per remaining digit.  In the first
+ * pass the one bucket is the whole input: the host reads its masks to
+ * learn which digits vary anywhere.
  */
 template <int KB>
 struct HistogramAgent
@@ -232,9 +256,7 @@ struct HistogramAgent
 		}
 	}
 
-	__device__ static void run(const PassParams &p, TempStorage &s,
-							   unsigned long long *and_mask,
-							   unsigned long long *or_mask)
+	__device__ static void run(const PassParams &p, TempStorage &s)
 	{
 		BlockSpan	span;
 
@@ -265,8 +287,9 @@ struct HistogramAgent
 			if (i < span.count)
 				atomicAdd(&s.hist[warp][T::digit(k[it], span.b.digit)], 1u);
 		}
-		if (and_mask != NULL)
-			reduce_masks(k, span.count, and_mask, or_mask);
+		reduce_masks(k, span.count,
+					 p.bucket_mask + (size_t) span.bucket * MASK_WORDS,
+					 p.bucket_mask + (size_t) span.bucket * MASK_WORDS + 4);
 		__syncthreads();
 		for (int d = threadIdx.x; d < RADIX; d += P::THREADS)
 		{
@@ -337,6 +360,8 @@ emit_bucket(const PassParams &p, uint32_t begin, uint32_t size, int digit,
 
 	for (int i = 0; i < RADIX / 4; i++)
 		h[i] = make_uint4(0, 0, 0, 0);
+	for (int i = 0; i < MASK_WORDS; i++)
+		p.next_bucket_mask[(size_t) idx * MASK_WORDS + i] = i < 4 ? ~0ull : 0ull;
 }
 
 /* a finished all-equal range; only one in buffer 1 needs moving */
@@ -373,9 +398,10 @@ emit_finished(const PassParams &p, uint32_t begin, uint32_t size, uint32_t buf)
  * write cursors).  Then each sub-bucket is classified: empty; large
  * (partitioned again on the next varying digit); finished (no digit left
  * that varies: all its keys are equal); or small, in which case runs of
- * small neighbours are batched into local-sort tasks.  A bucket whose
- * digit is the same for all keys is not scattered: it moves on to the next
- * digit where it lies.
+ * small neighbours are batched into local-sort tasks.  "Next varying
+ * digit" is taken from the bucket's own masks.  A bucket whose digit is
+ * the same for all keys is not scattered: it moves on to the next digit
+ * where it lies; one whose keys are all equal is finished where it lies.
  */
 template <int KB>
 struct PlanAgent
@@ -406,7 +432,37 @@ struct PlanAgent
 			return;
 		const Bucket b = p.buckets[bi];
 		const int	d = threadIdx.x;
-		const int	next = p.next_digit[b.digit];
+		const unsigned long long *m = p.bucket_mask + (size_t) bi * MASK_WORDS;
+		uint64_t	diff[4];
+		bool		varies = false;
+		int			next = -1;
+
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+		{
+			diff[j] = j < KeyTraits<KB>::WORDS ? m[j] ^ m[4 + j] : 0;
+			if (KB == 4)
+				diff[j] &= 0xFFFFFFFFull;
+			varies = varies || diff[j] != 0;
+		}
+		if (!varies)
+		{
+			/* all keys of the bucket are equal: finished where they lie */
+			if (threadIdx.x == 0)
+			{
+				p.buckets[bi].skip = 1;
+				emit_finished<KB>(p, b.begin, b.size, b.buf);
+			}
+			return;
+		}
+		/* the next digit that varies within this bucket */
+		for (int q = b.digit + 1; q < KB; q++)
+			if (mask_byte<KB>(diff, q) != 0)
+			{
+				next = q;
+				break;
+			}
+
 		uint32_t	cnt = p.bucket_hist[(size_t) bi * RADIX + d];
 		uint32_t	excl;
 
@@ -606,8 +662,171 @@ struct ScatterAgent
 /* ---------------------------------------------------------------------- */
 
 /*
+ * The block sorts a local sort can use (LocalPolicy::RANK).  Each takes
+ * keys and row indexes from global memory into registers (load), and
+ * sorts them stably on bits [begin_bit, end_bit) (sort).  in_pos(it) is
+ * the position in the task of a thread's item it after load, out_pos(it)
+ * after sort.
+ *
+ * CounterBlockSort: CUB's BlockRadixSort (per-thread digit counters and a
+ * block-wide scan of them per pass; RADIX_BITS up to about 6 before the
+ * counters outgrow shared memory).  Blocked in, striped out.
+ */
+template <int KB, typename LP>
+struct CounterBlockSort
+{
+	typedef typename KeyTraits<KB>::Key Key;
+	typedef KeyTraits<KB> T;
+	typedef cub::BlockLoad<Key, LP::THREADS, LP::ITEMS,
+						   cub::BLOCK_LOAD_WARP_TRANSPOSE> LoadKeys;
+	typedef cub::BlockLoad<uint32_t, LP::THREADS, LP::ITEMS,
+						   cub::BLOCK_LOAD_WARP_TRANSPOSE> LoadVals;
+	typedef cub::BlockRadixSort<Key, LP::THREADS, LP::ITEMS, uint32_t,
+								LP::RADIX_BITS> Sort;
+
+	union TempStorage
+	{
+		typename LoadKeys::TempStorage load_keys;
+		typename LoadVals::TempStorage load_vals;
+		typename Sort::TempStorage sort;
+	};
+
+	__device__ __forceinline__ static int in_pos(int it)
+	{
+		return threadIdx.x * LP::ITEMS + it;
+	}
+	__device__ __forceinline__ static int out_pos(int it)
+	{
+		return it * LP::THREADS + threadIdx.x;
+	}
+
+	__device__ static void load(TempStorage &s, const Key *src,
+								const uint32_t *vsrc, int n,
+								Key (&k)[LP::ITEMS], uint32_t (&v)[LP::ITEMS])
+	{
+		LoadKeys(s.load_keys).Load(src, k, n, T::max_key());
+		__syncthreads();
+		LoadVals(s.load_vals).Load(vsrc, v, n, 0u);
+	}
+
+	__device__ static void sort(TempStorage &s, Key (&k)[LP::ITEMS],
+								uint32_t (&v)[LP::ITEMS], int begin_bit,
+								int end_bit)
+	{
+		if constexpr (T::NATIVE)
+			Sort(s.sort).SortBlockedToStriped(k, v, begin_bit, end_bit);
+		else
+			Sort(s.sort).SortBlockedToStriped(k, v, typename T::Decomposer(),
+											  begin_bit, end_bit);
+	}
+};
+
+/*
+ * MatchBlockSort: LSD passes of RADIX_BITS (8) bits, each ranking the
+ * keys with CUB's match-based BlockRadixRankMatch (one digit histogram
+ * per warp, peers found with a warp match; shared memory independent of
+ * the thread count) and then exchanging keys and row indexes through
+ * shared memory.  Items are warp-striped (warp w holds a contiguous run
+ * of 32 * ITEMS positions, lane-interleaved), the order in which the
+ * ranking counts, so every pass is stable.
+ */
+template <int KB, typename LP>
+struct MatchBlockSort
+{
+	typedef typename KeyTraits<KB>::Key Key;
+	typedef KeyTraits<KB> T;
+	typedef cub::BlockRadixRankMatch<LP::THREADS, LP::RADIX_BITS, false> Rank;
+	static_assert(LP::THREADS % 32 == 0, "whole warps");
+
+	union TempStorage
+	{
+		typename Rank::TempStorage rank;
+		Key			keys[LP::TILE];
+		uint32_t	vals[LP::TILE];
+	};
+
+	/* bits [bit, bit + bits) of a key, CUB numbering */
+	struct Digits
+	{
+		int			bit;
+		uint32_t	mask;
+
+		__device__ __forceinline__ uint32_t Digit(const Key &k) const
+		{
+			if constexpr (T::WORDS == 1)
+				return (uint32_t) (T::word(k, 0) >> bit) & mask;
+			else
+			{
+				const int	j = T::WORDS - 1 - (bit >> 6);
+				const int	sh = bit & 63;
+				uint64_t	x = T::word(k, j) >> sh;
+
+				if (sh != 0 && j > 0)
+					x |= T::word(k, j - 1) << (64 - sh);
+				return (uint32_t) x & mask;
+			}
+		}
+	};
+
+	__device__ __forceinline__ static int in_pos(int it)
+	{
+		return (threadIdx.x >> 5) * (32 * LP::ITEMS) + it * 32 + (threadIdx.x & 31);
+	}
+	__device__ __forceinline__ static int out_pos(int it)
+	{
+		return in_pos(it);
+	}
+
+	__device__ static void load(TempStorage &, const Key *src,
+								const uint32_t *vsrc, int n,
+								Key (&k)[LP::ITEMS], uint32_t (&v)[LP::ITEMS])
+	{
+#pragma unroll
+		for (int it = 0; it < LP::ITEMS; it++)
+		{
+			int			i = in_pos(it);
+
+			k[it] = i < n ? src[i] : T::max_key();
+			v[it] = i < n ? vsrc[i] : 0u;
+		}
+	}
+
+	__device__ static void sort(TempStorage &s, Key (&k)[LP::ITEMS],
+								uint32_t (&v)[LP::ITEMS], int begin_bit,
+								int end_bit)
+	{
+		for (int bit = begin_bit; bit < end_bit; bit += LP::RADIX_BITS)
+		{
+			int			rank[LP::ITEMS];
+			Digits		dg;
+
+			dg.bit = bit;
+			dg.mask = (1u << min(LP::RADIX_BITS, end_bit - bit)) - 1;
+			Rank(s.rank).RankKeys(k, rank, dg);
+			__syncthreads();
+#pragma unroll
+			for (int it = 0; it < LP::ITEMS; it++)
+				s.keys[rank[it]] = k[it];
+			__syncthreads();
+#pragma unroll
+			for (int it = 0; it < LP::ITEMS; it++)
+				k[it] = s.keys[in_pos(it)];
+			__syncthreads();
+#pragma unroll
+			for (int it = 0; it < LP::ITEMS; it++)
+				s.vals[rank[it]] = v[it];
+			__syncthreads();
+#pragma unroll
+			for (int it = 0; it < LP::ITEMS; it++)
+				v[it] = s.vals[in_pos(it)];
+			__syncthreads();
+		}
+	}
+};
+
+/*
  * LocalSortAgent: sort one task (a small bucket or a batch of neighbouring
- * ones) entirely in shared memory with CUB's block radix sort, only over
+ * ones) entirely in shared memory with a block radix sort, only over
  * the bits that vary within the task, and write it to buffer 0.  It sorts
  * first on only the top PROBE_BITS of those bits, which orders a small
  * bucket but for a few short runs of keys equal on those bits; such runs
@@ -624,20 +843,15 @@ struct LocalSortAgent
 	typedef KeyTraits<KB> T;
 	static_assert(LP::TILE <= 65536, "stage.idx is 16-bit");
 	typedef typename T::Key Key;
-	typedef cub::BlockLoad<Key, LP::THREADS, LP::ITEMS,
-						   cub::BLOCK_LOAD_WARP_TRANSPOSE> LoadKeys;
-	typedef cub::BlockLoad<uint32_t, LP::THREADS, LP::ITEMS,
-						   cub::BLOCK_LOAD_WARP_TRANSPOSE> LoadVals;
-	typedef cub::BlockRadixSort<Key, LP::THREADS, LP::ITEMS, uint32_t,
-								LP::RADIX_BITS> Sort;
+	typedef typename std::conditional<LP::RANK == RANK_MATCH,
+									  MatchBlockSort<KB, LP>,
+									  CounterBlockSort<KB, LP>>::type S;
 
 	struct TempStorage
 	{
 		union
 		{
-			typename LoadKeys::TempStorage load_keys;
-			typename LoadVals::TempStorage load_vals;
-			typename Sort::TempStorage sort;
+			typename S::TempStorage sort;
 			struct
 			{
 				union
@@ -724,17 +938,6 @@ struct LocalSortAgent
 		}
 	}
 
-	__device__ static void sort(Sort &sorter, Key (&k)[LP::ITEMS],
-								uint32_t (&v)[LP::ITEMS], int begin_bit,
-								int end_bit)
-	{
-		if constexpr (T::NATIVE)
-			sorter.SortBlockedToStriped(k, v, begin_bit, end_bit);
-		else
-			sorter.SortBlockedToStriped(k, v, typename T::Decomposer(),
-										begin_bit, end_bit);
-	}
-
 	__device__ static void run(const Task *tasks, void *k0, void *k1,
 							   uint32_t *v0, uint32_t *v1, bool keys_out,
 							   TempStorage &s)
@@ -751,9 +954,8 @@ struct LocalSortAgent
 
 		if (threadIdx.x < T::WORDS)
 			s.diff[threadIdx.x] = 0;
-		LoadKeys(s.u.load_keys).Load(src, k, n, T::max_key());
-		__syncthreads();
-		LoadVals(s.u.load_vals).Load(vsrc, v, n, 0u);
+		S::load(s.u.sort, src, vsrc, n, k, v);
+		__syncthreads();		/* diff is zeroed before any warp ORs into it */
 
 		/* which bits vary within the task */
 		const Key	first = src[0];
@@ -765,7 +967,7 @@ struct LocalSortAgent
 #pragma unroll
 		for (int it = 0; it < LP::ITEMS; it++)
 		{
-			if (threadIdx.x * LP::ITEMS + it < n)
+			if (S::in_pos(it) < n)
 			{
 #pragma unroll
 				for (int j = 0; j < T::WORDS; j++)
@@ -791,14 +993,13 @@ struct LocalSortAgent
 			begin_bit = 0;
 			end_bit = 1;
 		}
-		Sort		sorter(s.u.sort);
 		const int	probe_begin = max(begin_bit, end_bit - LP::PROBE_BITS);
 
 		/*
 		 * Sort on the top PROBE_BITS of the varying bits first; then find
 		 * neighbours that agree on those bits but differ below them.
 		 */
-		sort(sorter, k, v, probe_begin, end_bit);
+		S::sort(s.u.sort, k, v, probe_begin, end_bit);
 		if (probe_begin > begin_bit)
 		{
 			bool		unresolved = false;
@@ -809,12 +1010,12 @@ struct LocalSortAgent
 			__syncthreads();
 #pragma unroll
 			for (int it = 0; it < LP::ITEMS; it++)
-				sk[it * LP::THREADS + threadIdx.x] = k[it];
+				sk[S::out_pos(it)] = k[it];
 			__syncthreads();
 #pragma unroll
 			for (int it = 0; it < LP::ITEMS; it++)
 			{
-				int			i = it * LP::THREADS + threadIdx.x;
+				int			i = S::out_pos(it);
 
 				if (i >= 1 && i < n &&
 					same_above(sk[i - 1], k[it], probe_begin) &&
@@ -832,7 +1033,7 @@ struct LocalSortAgent
 #pragma unroll
 				for (int it = 0; it < LP::ITEMS; it++)
 				{
-					int			i = it * LP::THREADS + threadIdx.x;
+					int			i = S::out_pos(it);
 
 					if (i < n && (i == 0 || !same_above(sk[i - 1], sk[i], probe_begin)))
 					{
@@ -849,20 +1050,20 @@ struct LocalSortAgent
 				}
 				if (__syncthreads_or(long_run))
 				{
-					/* from blocked order, so the padding stays last */
+					/* back to the input arrangement, so the padding stays last */
 #pragma unroll
 					for (int j = 0; j < LP::ITEMS; j++)
-						k[j] = sk[threadIdx.x * LP::ITEMS + j];
+						k[j] = sk[S::in_pos(j)];
 					__syncthreads();
 #pragma unroll
 					for (int it = 0; it < LP::ITEMS; it++)
-						s.u.stage.kv.vals[it * LP::THREADS + threadIdx.x] = v[it];
+						s.u.stage.kv.vals[S::out_pos(it)] = v[it];
 					__syncthreads();
 #pragma unroll
 					for (int j = 0; j < LP::ITEMS; j++)
-						v[j] = s.u.stage.kv.vals[threadIdx.x * LP::ITEMS + j];
+						v[j] = s.u.stage.kv.vals[S::in_pos(j)];
 					__syncthreads();
-					sort(sorter, k, v, begin_bit, end_bit);
+					S::sort(s.u.sort, k, v, begin_bit, end_bit);
 				}
 				else
 				{
@@ -870,7 +1071,7 @@ struct LocalSortAgent
 #pragma unroll
 					for (int it = 0; it < LP::ITEMS; it++)
 					{
-						int			i = it * LP::THREADS + threadIdx.x;
+						int			i = S::out_pos(it);
 
 						if (i < n)
 							k[it] = sk[idx[i]];
@@ -878,12 +1079,12 @@ struct LocalSortAgent
 					__syncthreads();
 #pragma unroll
 					for (int it = 0; it < LP::ITEMS; it++)
-						s.u.stage.kv.vals[it * LP::THREADS + threadIdx.x] = v[it];
+						s.u.stage.kv.vals[S::out_pos(it)] = v[it];
 					__syncthreads();
 #pragma unroll
 					for (int it = 0; it < LP::ITEMS; it++)
 					{
-						int			i = it * LP::THREADS + threadIdx.x;
+						int			i = S::out_pos(it);
 
 						if (i < n)
 							v[it] = s.u.stage.kv.vals[idx[i]];
@@ -895,7 +1096,7 @@ struct LocalSortAgent
 #pragma unroll
 		for (int it = 0; it < LP::ITEMS; it++)
 		{
-			int			i = it * LP::THREADS + threadIdx.x;
+			int			i = S::out_pos(it);
 
 			if (i < n)
 			{

@@ -106,15 +106,20 @@ wait_event(cudaEvent_t event, gs_cancel_fn cancel, void *cancel_arg,
 {
 	bool		canceled = false;
 	long		pause = CommonPolicy::POLL_MIN_US;
-	int			spins = 0;
+	struct timespec start;
 	cudaError_t e;
 
+	clock_gettime(CLOCK_MONOTONIC, &start);
 	while ((e = cudaEventQuery(event)) == cudaErrorNotReady)
 	{
+		struct timespec now;
+
 		if (!canceled && cancel != NULL && cancel(cancel_arg))
 			canceled = true;
 		/* spin briefly: most waits are short passes */
-		if (++spins < 64)
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - start.tv_sec) * 1000000L +
+			(now.tv_nsec - start.tv_nsec) / 1000 < CommonPolicy::POLL_SPIN_US)
 			continue;
 		sleep_us(pause);
 		if (pause < CommonPolicy::POLL_MAX_US)

@@ -45,11 +45,10 @@ struct Layout
 				max_blocks,
 				max_tasks,
 				max_copies;
-	size_t		off_and,
-				off_or,
-				off_counters,
+	size_t		off_counters,
 				off_buckets[2],
 				off_bucket_hist[2],
+				off_bucket_mask[2],
 				off_sub_cursor,
 				off_block_hist,
 				off_tasks[MAX_LOCAL],
@@ -75,13 +74,14 @@ struct Layout
 		max_tasks = 2 * (n / Pol::MERGE_LIMIT) + (size_t) KB * max_buckets + 2;
 		max_copies = max_buckets;
 
-		off_and = take(at, 4 * sizeof(unsigned long long));
-		off_or = take(at, 4 * sizeof(unsigned long long));
 		off_counters = take(at, sizeof(Counters));
 		for (int i = 0; i < 2; i++)
 			off_buckets[i] = take(at, max_buckets * sizeof(Bucket));
 		for (int i = 0; i < 2; i++)
 			off_bucket_hist[i] = take(at, max_buckets * RADIX * sizeof(uint32_t));
+		for (int i = 0; i < 2; i++)
+			off_bucket_mask[i] = take(at, max_buckets * MASK_WORDS *
+									  sizeof(unsigned long long));
 		off_sub_cursor = take(at, max_buckets * RADIX * sizeof(uint32_t));
 		off_block_hist = take(at, max_blocks * RADIX * sizeof(uint32_t));
 		for (int i = 0; i < Pol::NUM_LOCAL; i++)
@@ -147,8 +147,6 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 	char	   *t = (char *) a.temp;
 	Staging    *st = (Staging *) a.staging;
 	Counters   *counters = (Counters *) (t + L.off_counters);
-	unsigned long long *and_mask = (unsigned long long *) (t + L.off_and);
-	unsigned long long *or_mask = (unsigned long long *) (t + L.off_or);
 	gs_status	rc;
 
 	res->passes = 0;
@@ -190,14 +188,16 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 	p.next_buckets = (Bucket *) (base + L.off_buckets[1]);
 	p.bucket_hist = (uint32_t *) (base + L.off_bucket_hist[0]);
 	p.next_bucket_hist = (uint32_t *) (base + L.off_bucket_hist[1]);
+	p.bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[0]);
+	p.next_bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[1]);
 
 	/*
 	 * The first histogram pass, on digit 0, also finds which digits vary
 	 * anywhere.  The whole input is the one bucket of pass 0.
 	 */
-	HRS_TRY(cudaMemsetAsync(and_mask, 0xFF, 4 * sizeof(unsigned long long), a.stream),
+	HRS_TRY(cudaMemsetAsync(p.bucket_mask, 0xFF, 4 * sizeof(unsigned long long), a.stream),
 			"cudaMemsetAsync");
-	HRS_TRY(cudaMemsetAsync(or_mask, 0, 4 * sizeof(unsigned long long), a.stream),
+	HRS_TRY(cudaMemsetAsync(p.bucket_mask + 4, 0, 4 * sizeof(unsigned long long), a.stream),
 			"cudaMemsetAsync");
 	HRS_TRY(cudaMemsetAsync(counters, 0, sizeof(Counters), a.stream),
 			"cudaMemsetAsync");
@@ -216,11 +216,11 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 	HRS_TRY(cudaMemcpyAsync(&counters->alloc[0], &st->counters.alloc[0],
 							sizeof(unsigned long long), cudaMemcpyHostToDevice,
 							a.stream), "cudaMemcpyAsync");
-	histogram_kernel<KB><<<nblocks0, Part::THREADS, 0, a.stream>>>(p, and_mask, or_mask);
+	histogram_kernel<KB><<<nblocks0, Part::THREADS, 0, a.stream>>>(p);
 	HRS_TRY(cudaGetLastError(), "histogram launch");
-	HRS_TRY(cudaMemcpyAsync(st->and_mask, and_mask, sizeof(st->and_mask),
+	HRS_TRY(cudaMemcpyAsync(st->and_mask, p.bucket_mask, sizeof(st->and_mask),
 							cudaMemcpyDeviceToHost, a.stream), "cudaMemcpyAsync");
-	HRS_TRY(cudaMemcpyAsync(st->or_mask, or_mask, sizeof(st->or_mask),
+	HRS_TRY(cudaMemcpyAsync(st->or_mask, p.bucket_mask + 4, sizeof(st->or_mask),
 							cudaMemcpyDeviceToHost, a.stream), "cudaMemcpyAsync");
 	rc = wait_stream(a.stream, a.event, a.cancel, a.cancel_arg, errbuf, errlen);
 	if (rc != GS_OK)
@@ -230,27 +230,18 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 	int			first = -1,
 				varying = 0;
 
-	for (int d = KB - 1, next = -1; d >= 0; d--)
 	{
-		unsigned	byte;
-		uint64_t	x;
+		uint64_t	diff[4];
 
-		if (KB == 4)
+		for (int j = 0; j < 4; j++)
+			diff[j] = st->and_mask[j] ^ st->or_mask[j];
+		for (int d = KB - 1; d >= 0; d--)
 		{
-			x = (st->and_mask[0] ^ st->or_mask[0]) & 0xFFFFFFFFull;
-			byte = (unsigned) (x >> (24 - 8 * d)) & 0xFF;
-		}
-		else
-		{
-			x = st->and_mask[d / 8] ^ st->or_mask[d / 8];
-			byte = (unsigned) (x >> (56 - 8 * (d % 8))) & 0xFF;
-		}
-		p.next_digit[d] = (int8_t) next;
-		if (byte != 0)
-		{
-			next = d;
-			first = d;
-			varying++;
+			if (mask_byte<KB>(diff, d) != 0)
+			{
+				first = d;
+				varying++;
+			}
 		}
 	}
 
@@ -315,11 +306,12 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 			p.next_buckets = (Bucket *) (base + L.off_buckets[cur ^ 1]);
 			p.bucket_hist = (uint32_t *) (base + L.off_bucket_hist[cur]);
 			p.next_bucket_hist = (uint32_t *) (base + L.off_bucket_hist[cur ^ 1]);
+			p.bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[cur]);
+			p.next_bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[cur ^ 1]);
 
 			if (pass > 0 || first != 0)
 			{
-				histogram_kernel<KB><<<grid_blocks, Part::THREADS, 0, a.stream>>>
-					(p, NULL, NULL);
+				histogram_kernel<KB><<<grid_blocks, Part::THREADS, 0, a.stream>>>(p);
 				HRS_TRY(cudaGetLastError(), "histogram launch");
 			}
 			plan_kernel<KB><<<grid_buckets, Pol::PLAN_THREADS, 0, a.stream>>>(p);

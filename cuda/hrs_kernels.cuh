@@ -30,12 +30,11 @@ iota_kernel(uint32_t *vals, size_t n)
 template <int KB>
 __global__ void
 __launch_bounds__(Policy<KB>::Partition::THREADS)
-histogram_kernel(const PassParams p, unsigned long long *and_mask,
-				 unsigned long long *or_mask)
+histogram_kernel(const PassParams p)
 {
 	__shared__ typename HistogramAgent<KB>::TempStorage s;
 
-	HistogramAgent<KB>::run(p, s, and_mask, or_mask);
+	HistogramAgent<KB>::run(p, s);
 }
 
 template <int KB>
@@ -61,7 +60,7 @@ scatter_kernel(const PassParams p)
 /* dynamic shared memory: the larger configurations need over 48 KB */
 template <int KB, typename LP>
 __global__ void
-__launch_bounds__(LP::THREADS)
+__launch_bounds__(LP::THREADS, LP::MIN_BLOCKS)
 local_sort_kernel(const Task *tasks, void *k0, void *k1, uint32_t *v0,
 				  uint32_t *v1, bool keys_out)
 {
