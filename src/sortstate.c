@@ -1674,17 +1674,33 @@ gs_spill_wait(GsSortState *s)
  * From the second batch on, writing overlaps loading: each batch gets half
  * of work_mem, and a second set of arrays and arena blocks.  The first
  * batch's are cut down to the new size (its arena blocks beyond it freed).
+ * The arrays get room for as many rows as the first batch's rows, at their
+ * size in the arena, say will fit (the first batch's arrays were sized up
+ * front from the planner's estimate, and may be far too large).
  */
 static void
-gs_start_overlap(GsSortState *s)
+gs_start_overlap(GsSortState *s, size_t rows, int64 arena)
 {
 	size_t		cap = Max(s->cap / 2, MIN_BATCH_ROWS);
 	int64		kept = 0;
 	int			i;
 	int			n = 0;
 
+	if (rows > 0)
+	{
+		double		per_row = (double) arena / rows +
+			sizeof(MinimalTuple) + s->key_bytes;
+		double		fit = (double) s->mem_limit / 2 / per_row * 1.05;
+
+		cap = Min(cap, (size_t) fit + MIN_BATCH_ROWS);
+	}
+
 	s->overlap = true;
 	s->batch_limit = s->mem_limit / 2;
+	/* new blocks small enough that the last one overshoots by little */
+	s->next_blk_size = Min(s->next_blk_size,
+						   Max(ARENA_FIRST_BLOCK,
+							   TYPEALIGN(1024, s->batch_limit / 16)));
 
 	/* the arrays to half their rows, the blocks to what still fits */
 	s->tuples = repalloc_huge(s->tuples, cap * sizeof(MinimalTuple));
@@ -1727,6 +1743,8 @@ gs_spill_batch(GsSortState *s)
 {
 	GsSpillJob *j;
 	instr_time	t0;
+	size_t		rows;
+	int64		arena;
 
 	if (s->nrows == 0)
 		return;
@@ -1736,6 +1754,8 @@ gs_spill_batch(GsSortState *s)
 	INSTR_TIME_SET_CURRENT(t0);
 	if (s->file == NULL)
 		s->file = gs_temp_create(s->cxt);
+	rows = s->nrows;
+	arena = s->arena_bytes;
 	/* the spare batch must be written before it can be loaded again */
 	gs_spill_wait(s);
 	if (s->nchunks == 1)
@@ -1799,7 +1819,7 @@ gs_spill_batch(GsSortState *s)
 	s->total_runs++;
 	gs_reset_batch(s);
 	if (!s->overlap && gpusort_cpu_threads > 1)
-		gs_start_overlap(s);
+		gs_start_overlap(s, rows, arena);
 	s->spill_ms += gs_elapsed_ms(t0);
 }
 
