@@ -246,11 +246,19 @@ struct HistogramAgent
 			}
 			wa = warp_and(wa);
 			wo = warp_or<1>(wo);
+			/*
+			 * Every warp of every block of a bucket reports to the same two
+			 * words; an atomic only where it would change them (the masks
+			 * only lose AND bits and gain OR bits, so a stale read is safe).
+			 */
 			if ((threadIdx.x & 31) == 0)
 			{
-				if (wa != ~(uint64_t) 0)
+				unsigned long long ca = *(volatile unsigned long long *) &and_mask[j];
+				unsigned long long co = *(volatile unsigned long long *) &or_mask[j];
+
+				if ((ca & wa) != ca)
 					atomicAnd(&and_mask[j], (unsigned long long) wa);
-				if (wo != 0)
+				if ((co | wo) != co)
 					atomicOr(&or_mask[j], (unsigned long long) wo);
 			}
 		}

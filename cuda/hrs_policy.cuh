@@ -66,11 +66,13 @@ struct CommonPolicy
 	 * A wait for the device polls without sleeping for its first
 	 * POLL_SPIN_US (a sleep overshoots by the kernel's timer slack, about
 	 * 50 us, which small sorts paid at every host round trip), then sleeps
-	 * from POLL_MIN_US, doubling, up to POLL_MAX_US between polls.
+	 * from POLL_MIN_US, doubling, up to POLL_MAX_US between polls (the
+	 * device idles from the end of a wait's kernels until the host wakes,
+	 * so the longest sleep is kept short).
 	 */
 	static constexpr int POLL_SPIN_US = 300;
 	static constexpr int POLL_MIN_US = 20;
-	static constexpr int POLL_MAX_US = 1000;
+	static constexpr int POLL_MAX_US = 100;
 };
 
 /*
