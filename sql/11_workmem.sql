@@ -219,3 +219,21 @@ SELECT * FROM gs_check($q$SELECT g, md5(x), length(x) FROM (SELECT g, repeat(md5
 SELECT gs_merge_threads($q$SELECT g, x FROM (SELECT g, repeat(md5(g::text), CASE WHEN g = 1500 THEN 1200 ELSE 1 + g % 120 END) AS x FROM generate_series(1, 3000) g) s ORDER BY g$q$);
 SET work_mem = '4MB';
 SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
+
+-- chunks of an in-memory sort merged on threads (exact keys, from 64k
+-- rows): unique keys, many duplicates, both directions, two columns, an
+-- odd thread count, and one thread (merged in the backend) for comparison
+SET work_mem = '64MB';
+SET gpusort.gpu_memory_limit = '256kB';
+SELECT chunks > 10 AS many_chunks, runs AS runs
+FROM gs_sort_counts('SELECT g FROM generate_series(1, 200000) g ORDER BY (g::int8 * 7919) % 200003');
+SELECT * FROM gs_check('SELECT g FROM generate_series(1, 200000) g ORDER BY (g::int8 * 7919) % 200003');
+SELECT * FROM gs_check('SELECT g % 1000 FROM generate_series(1, 200000) g ORDER BY 1 DESC');
+SELECT * FROM gs_check('SELECT g % 7, g FROM generate_series(1, 200000) g ORDER BY 1, 2 DESC');
+SET gpusort.cpu_threads = 3;
+SELECT * FROM gs_check('SELECT (g * 31) % 5003 FROM generate_series(1, 200000) g ORDER BY 1');
+SET gpusort.cpu_threads = 1;
+SELECT * FROM gs_check('SELECT (g * 31) % 5003 FROM generate_series(1, 200000) g ORDER BY 1');
+RESET gpusort.cpu_threads;
+RESET gpusort.gpu_memory_limit;
+SET work_mem = '4MB';

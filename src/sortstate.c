@@ -91,6 +91,17 @@
  */
 #define PAR_GATHER_MIN_ROWS	(1024 * 1024)
 
+/*
+ * The in-memory chunk merge on threads (gs_par_merge_chunks) cuts the keys
+ * into this many ranges a thread, so that uneven ranges even out; and
+ * takes at most this many chunks (a tree of that size on each thread's
+ * stack), from PAR_MERGE_MIN_ROWS rows on: below, starting threads costs
+ * about what merging on the backend does.
+ */
+#define PAR_MERGE_RANGES_PER_THREAD	8
+#define GS_PAR_MERGE_MAX_CHUNKS	256
+#define PAR_MERGE_MIN_ROWS	65536
+
 /* how often long loops of ours check for interrupts (rows) */
 #define INTERRUPT_INTERVAL	65536
 
@@ -1913,6 +1924,233 @@ gs_gather(MinimalTuple *sorted, MinimalTuple *tuples, const uint32 *perm,
 	}
 }
 
+/*
+ * Merging the chunks of an in-memory sort on threads, when the keys alone
+ * decide the order.  The key space is cut at splitter keys taken from
+ * samples of every chunk; a binary search finds where each splitter falls
+ * in each chunk (the chunks' keys are sorted in place), so every range of
+ * keys knows its rows in every chunk and its place in the output, and the
+ * ranges are merged independently.  Keys equal to a splitter all go to the
+ * range that starts there, in every chunk.  The threads read the keys and
+ * the chunks' orders and write disjoint stretches of rows[].
+ */
+typedef struct GsParMerge
+{
+	const char *keys;
+	int			key_bytes;
+	int			nchunks;
+	const GsChunk *chunks;
+	int			nranges;
+	size_t	   *bounds;			/* [nranges + 1][nchunks]: start of each
+								 * range in each chunk */
+	uint32	   *rows;
+} GsParMerge;
+
+/* full comparison of two exact keys (word order, as the engines sort) */
+static inline int
+gs_key_cmp(const char *a, const char *b, int key_bytes)
+{
+	uint64		x = gs_key_word0(a, key_bytes);
+	uint64		y = gs_key_word0(b, key_bytes);
+
+	if (x != y)
+		return x < y ? -1 : 1;
+	return gs_key_cmp_rest(a, b, key_bytes);
+}
+
+static int
+gs_key_qsort_cmp(const void *a, const void *b, void *arg)
+{
+	return gs_key_cmp(*(const char *const *) a, *(const char *const *) b,
+					  *(int *) arg);
+}
+
+/* the first row of chunk c whose key is not below key */
+static size_t
+gs_chunk_lower_bound(const GsParMerge *pm, int c, const char *key)
+{
+	const GsChunk *ch = &pm->chunks[c];
+	const char *base = pm->keys + ch->base * pm->key_bytes;
+	size_t		lo = 0;
+	size_t		hi = ch->nrows;
+
+	while (lo < hi)
+	{
+		size_t		mid = lo + (hi - lo) / 2;
+
+		if (gs_key_cmp(base + mid * pm->key_bytes, key, pm->key_bytes) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* one range's merge: the chunks' stretches of it, in a loser tree */
+typedef struct GsRangeMerge
+{
+	const GsParMerge *pm;
+	size_t		pos[GS_PAR_MERGE_MAX_CHUNKS];
+	size_t		end[GS_PAR_MERGE_MAX_CHUNKS];
+	int			tree[GS_PAR_MERGE_MAX_CHUNKS];
+} GsRangeMerge;
+
+static inline bool
+gs_range_before(const GsRangeMerge *rm, int a, int b)
+{
+	const GsParMerge *pm = rm->pm;
+	int			kb = pm->key_bytes;
+	int			cmp;
+
+	if (rm->pos[a] >= rm->end[a])
+		return false;
+	if (rm->pos[b] >= rm->end[b])
+		return true;
+	cmp = gs_key_cmp(pm->keys + (pm->chunks[a].base + rm->pos[a]) * kb,
+					 pm->keys + (pm->chunks[b].base + rm->pos[b]) * kb, kb);
+	return cmp < 0 || (cmp == 0 && a < b);
+}
+
+static int
+gs_range_build(GsRangeMerge *rm, int node)
+{
+	int			k = rm->pm->nchunks;
+	int			a;
+	int			b;
+
+	if (node >= k)
+		return node - k;
+	a = gs_range_build(rm, 2 * node);
+	b = gs_range_build(rm, 2 * node + 1);
+	if (gs_range_before(rm, a, b))
+	{
+		rm->tree[node] = b;
+		return a;
+	}
+	rm->tree[node] = a;
+	return b;
+}
+
+static void
+gs_par_merge_part(void *arg, int part, int nparts, volatile bool *stop)
+{
+	GsParMerge *pm = (GsParMerge *) arg;
+	int			k = pm->nchunks;
+	GsRangeMerge rm;
+	int			r;
+
+	rm.pm = pm;
+	for (r = part; r < pm->nranges; r += nparts)
+	{
+		const size_t *b0 = pm->bounds + (size_t) r * k;
+		size_t		out = 0;
+		size_t		left = 0;
+		int			c;
+
+		/* the range's place in the output: the rows of all earlier ranges */
+		for (c = 0; c < k; c++)
+		{
+			out += b0[c];
+			rm.pos[c] = b0[c];
+			rm.end[c] = b0[k + c];
+			left += rm.end[c] - rm.pos[c];
+		}
+		rm.tree[0] = (k == 1) ? 0 : gs_range_build(&rm, 1);
+		while (left-- > 0)
+		{
+			int			w = rm.tree[0];
+			int			node;
+
+			pm->rows[out++] = pm->chunks[w].perm[rm.pos[w]++];
+			for (node = (w + k) / 2; node >= 1; node /= 2)
+			{
+				int			l = rm.tree[node];
+
+				if (gs_range_before(&rm, l, w))
+				{
+					rm.tree[node] = w;
+					w = l;
+				}
+			}
+			rm.tree[0] = w;
+			if ((left % INTERRUPT_INTERVAL) == 0 && *stop)
+				return;
+		}
+	}
+}
+
+/*
+ * Merge the chunks into rows[] on threads; false when it can't be done so
+ * (keys that need PostgreSQL's comparators, one thread, few rows, many
+ * chunks) and the caller merges on the backend.
+ */
+static bool
+gs_par_merge_chunks(GsSortState *s, uint32 *rows, size_t n)
+{
+	int			k = s->nchunks;
+	int			nthreads = Min(gpusort_cpu_threads, GS_CPU_THREADS_MAX);
+	int			nranges = nthreads * PAR_MERGE_RANGES_PER_THREAD;
+	int			kb = s->key_bytes;
+	GsParMerge	pm;
+	const char **samples;
+	int			nsamples = 0;
+	int			c;
+	int			r;
+
+	if (!s->exact || s->any_lossy || nthreads <= 1 ||
+		n < PAR_MERGE_MIN_ROWS || k > GS_PAR_MERGE_MAX_CHUNKS)
+		return false;
+
+	pm.keys = s->keys;
+	pm.key_bytes = kb;
+	pm.nchunks = k;
+	pm.chunks = s->chunks;
+	pm.nranges = nranges;
+	pm.rows = rows;
+	pm.bounds = palloc((size_t) (nranges + 1) * k * sizeof(size_t));
+
+	/* splitters: every k-th of the sorted samples, nranges - 1 in all */
+	samples = palloc((size_t) k * nranges * sizeof(char *));
+	for (c = 0; c < k; c++)
+	{
+		const GsChunk *ch = &s->chunks[c];
+
+		for (r = 1; r < nranges; r++)
+			samples[nsamples++] = s->keys +
+				(ch->base + ch->nrows * r / nranges) * kb;
+	}
+	qsort_arg(samples, nsamples, sizeof(char *), gs_key_qsort_cmp, &kb);
+	for (c = 0; c < k; c++)
+	{
+		pm.bounds[c] = 0;
+		pm.bounds[(size_t) nranges * k + c] = s->chunks[c].nrows;
+	}
+	for (r = 1; r < nranges; r++)
+	{
+		const char *split = samples[(size_t) r * nsamples / nranges];
+
+		for (c = 0; c < k; c++)
+		{
+			size_t		at = gs_chunk_lower_bound(&pm, c, split);
+
+			/* splitters ascend, but equal ones must not step back */
+			pm.bounds[(size_t) r * k + c] =
+				Max(at, pm.bounds[(size_t) (r - 1) * k + c]);
+		}
+	}
+	pfree(samples);
+
+	/*
+	 * bounds[r][c] is where range r starts in chunk c; the output offset of
+	 * range r is the sum over the chunks, which gs_par_merge_part works out
+	 * from the same numbers.
+	 */
+	while (!gs_parallel(gs_par_merge_part, &pm, nthreads))
+		;
+	pfree(pm.bounds);
+	return true;
+}
+
 /* all rows are in and fit in memory: merge chunks into sorted[] */
 static void
 gs_merge_chunks_to_array(GsSortState *s)
@@ -1926,36 +2164,40 @@ gs_merge_chunks_to_array(GsSortState *s)
 		order = s->chunks[0].perm;
 	else if (s->nchunks > 1)
 	{
-		GsMerge    *m = gs_merge_start(s, s->nchunks);
-		GsSource   *src;
-		int			c;
 		instr_time	t0;
 
 		/*
 		 * Merge the chunks' keys and row numbers, which are read in order,
-		 * into an array of row numbers; the tuple pointers are gathered
-		 * afterwards, as for one chunk.  Touching each tuple pointer during
-		 * the merge itself would cost a cache miss a row that nothing
-		 * overlaps.
+		 * into an array of row numbers (on threads when the keys alone
+		 * decide the order); the tuple pointers are gathered afterwards, as
+		 * for one chunk.  Touching each tuple pointer during the merge
+		 * itself would cost a cache miss a row that nothing overlaps.
 		 */
 		rows = MemoryContextAllocHuge(s->cxt, Max(n, 1) * sizeof(uint32));
 		gs_note_mem(s, (int64) n * sizeof(uint32));
 
 		INSTR_TIME_SET_CURRENT(t0);
-		for (c = 0; c < s->nchunks; c++)
+		if (!gs_par_merge_chunks(s, rows, n))
 		{
-			m->src[c].chunk = &s->chunks[c];
-			gs_source_next(s, &m->src[c]);
+			GsMerge    *m = gs_merge_start(s, s->nchunks);
+			GsSource   *src;
+			int			c;
+
+			for (c = 0; c < s->nchunks; c++)
+			{
+				m->src[c].chunk = &s->chunks[c];
+				gs_source_next(s, &m->src[c]);
+			}
+			gs_merge_ready(s, m);
+			while ((src = gs_merge_next(s, m)) != NULL)
+			{
+				rows[i++] = src->row;
+				if ((i % INTERRUPT_INTERVAL) == 0)
+					CHECK_FOR_INTERRUPTS();
+			}
+			Assert(i == n);
+			MemoryContextReset(s->mergecxt);
 		}
-		gs_merge_ready(s, m);
-		while ((src = gs_merge_next(s, m)) != NULL)
-		{
-			rows[i++] = src->row;
-			if ((i % INTERRUPT_INTERVAL) == 0)
-				CHECK_FOR_INTERRUPTS();
-		}
-		Assert(i == n);
-		MemoryContextReset(s->mergecxt);
 		s->merge_ms += gs_elapsed_ms(t0);
 		order = rows;
 	}
