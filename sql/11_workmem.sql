@@ -237,3 +237,14 @@ SELECT * FROM gs_check('SELECT (g * 31) % 5003 FROM generate_series(1, 200000) g
 RESET gpusort.cpu_threads;
 RESET gpusort.gpu_memory_limit;
 SET work_mem = '4MB';
+
+-- the same merge of a batch's chunks before it is written as a run (a GPU
+-- budget smaller than a batch, batches of over 64k rows)
+SET work_mem = '16MB';
+SET gpusort.gpu_memory_limit = '512kB';
+SELECT chunks > runs AS chunked_batches, runs > 2 AS many_runs
+FROM gs_sort_counts('SELECT g FROM generate_series(1, 500000) g ORDER BY (g::int8 * 7919) % 500009');
+SELECT * FROM gs_check('SELECT g FROM generate_series(1, 500000) g ORDER BY (g::int8 * 7919) % 500009');
+SELECT * FROM gs_check('SELECT g % 1000, g FROM generate_series(1, 500000) g ORDER BY 1 DESC, 2');
+RESET gpusort.gpu_memory_limit;
+SET work_mem = '4MB';

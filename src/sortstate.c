@@ -350,6 +350,8 @@ struct GsSortState
 };
 
 static void gs_merge_chunks_to_array(GsSortState *s);
+static bool gs_par_merge_chunks(GsSortState *s, uint32 *rows, uint32 *keyidx,
+								size_t n);
 static void gs_spill_batch(GsSortState *s);
 
 /*
@@ -1789,27 +1791,31 @@ gs_spill_batch(GsSortState *s)
 													2 * n * sizeof(uint32));
 		uint32	   *rows = merged;
 		uint32	   *keyidx = merged + n;
-		GsMerge    *m = gs_merge_start(s, s->nchunks);
-		GsSource   *src;
-		size_t		i = 0;
-		int			c;
 
 		gs_note_mem(s, (int64) n * 2 * sizeof(uint32));
-		for (c = 0; c < s->nchunks; c++)
+		if (!gs_par_merge_chunks(s, rows, keyidx, n))
 		{
-			m->src[c].chunk = &s->chunks[c];
-			gs_source_next(s, &m->src[c]);
+			GsMerge    *m = gs_merge_start(s, s->nchunks);
+			GsSource   *src;
+			size_t		i = 0;
+			int			c;
+
+			for (c = 0; c < s->nchunks; c++)
+			{
+				m->src[c].chunk = &s->chunks[c];
+				gs_source_next(s, &m->src[c]);
+			}
+			gs_merge_ready(s, m);
+			while ((src = gs_merge_next(s, m)) != NULL)
+			{
+				rows[i] = src->row;
+				keyidx[i] = (uint32) ((src->key - s->keys) / s->key_bytes);
+				if ((++i % INTERRUPT_INTERVAL) == 0)
+					CHECK_FOR_INTERRUPTS();
+			}
+			Assert(i == n);
+			MemoryContextReset(s->mergecxt);
 		}
-		gs_merge_ready(s, m);
-		while ((src = gs_merge_next(s, m)) != NULL)
-		{
-			rows[i] = src->row;
-			keyidx[i] = (uint32) ((src->key - s->keys) / s->key_bytes);
-			if ((++i % INTERRUPT_INTERVAL) == 0)
-				CHECK_FOR_INTERRUPTS();
-		}
-		Assert(i == n);
-		MemoryContextReset(s->mergecxt);
 		j = gs_spill_prepare(s, rows, s->keys, keyidx, merged, n);
 	}
 
@@ -1943,7 +1949,8 @@ typedef struct GsParMerge
 	int			nranges;
 	size_t	   *bounds;			/* [nranges + 1][nchunks]: start of each
 								 * range in each chunk */
-	uint32	   *rows;
+	uint32	   *rows;			/* out: batch rows in sorted order */
+	uint32	   *keyidx;			/* out, if wanted: where their keys are */
 } GsParMerge;
 
 /* full comparison of two exact keys (word order, as the engines sort) */
@@ -2061,6 +2068,8 @@ gs_par_merge_part(void *arg, int part, int nparts, volatile bool *stop)
 			int			w = rm.tree[0];
 			int			node;
 
+			if (pm->keyidx)
+				pm->keyidx[out] = (uint32) (pm->chunks[w].base + rm.pos[w]);
 			pm->rows[out++] = pm->chunks[w].perm[rm.pos[w]++];
 			for (node = (w + k) / 2; node >= 1; node /= 2)
 			{
@@ -2080,12 +2089,13 @@ gs_par_merge_part(void *arg, int part, int nparts, volatile bool *stop)
 }
 
 /*
- * Merge the chunks into rows[] on threads; false when it can't be done so
+ * Merge the chunks into rows[] (and, when keyidx is not NULL, where each
+ * row's key is into keyidx[]) on threads; false when it can't be done so
  * (keys that need PostgreSQL's comparators, one thread, few rows, many
  * chunks) and the caller merges on the backend.
  */
 static bool
-gs_par_merge_chunks(GsSortState *s, uint32 *rows, size_t n)
+gs_par_merge_chunks(GsSortState *s, uint32 *rows, uint32 *keyidx, size_t n)
 {
 	int			k = s->nchunks;
 	int			nthreads = Min(gpusort_cpu_threads, GS_CPU_THREADS_MAX);
@@ -2107,6 +2117,7 @@ gs_par_merge_chunks(GsSortState *s, uint32 *rows, size_t n)
 	pm.chunks = s->chunks;
 	pm.nranges = nranges;
 	pm.rows = rows;
+	pm.keyidx = keyidx;
 	pm.bounds = palloc((size_t) (nranges + 1) * k * sizeof(size_t));
 
 	/* splitters: every k-th of the sorted samples, nranges - 1 in all */
@@ -2177,7 +2188,7 @@ gs_merge_chunks_to_array(GsSortState *s)
 		gs_note_mem(s, (int64) n * sizeof(uint32));
 
 		INSTR_TIME_SET_CURRENT(t0);
-		if (!gs_par_merge_chunks(s, rows, n))
+		if (!gs_par_merge_chunks(s, rows, NULL, n))
 		{
 			GsMerge    *m = gs_merge_start(s, s->nchunks);
 			GsSource   *src;
