@@ -108,18 +108,29 @@ bench_case "CREATE INDEX int8 - serial" 1 "SET maintenance_work_mem = '16GB'; SE
 [ "${SKIP_INDEX:-0}" = 1 ] ||
 bench_case "CREATE INDEX int8 - 8 workers" 1 "SET maintenance_work_mem = '16GB'; SET max_parallel_maintenance_workers = 8; ALTER TABLE g50 SET (parallel_workers = 8)" \
 	"CREATE INDEX g50_k ON g50 (k); DROP INDEX g50_k" "both may use 8 workers (gpusort: parallel scan only)"
+# does ONLY (if set) select the case named $1?
+wanted() { [ -z "${ONLY:-}" ] || [[ $1 =~ $ONLY ]]; }
+
 # TIMING OFF: the sort's own phase times without the per-row cost of
 # timing every node
+wanted "ORDER BY int8 - work_mem 64MB (external)" &&
 for t in 4 8; do
 	pgsql -c "SET work_mem = '64MB'; SET max_parallel_workers_per_gather = 0; SET gpusort.cpu_threads = $t" \
 		-c "EXPLAIN (ANALYZE, TIMING OFF) SELECT * FROM g50 ORDER BY k OFFSET $ROWS" >"$OUT/explain-external-$t.txt" 2>&1
 done
-cp "$OUT/explain-external-4.txt" "$OUT/explain-external.txt"
+[ -f "$OUT/explain-external-4.txt" ] && cp "$OUT/explain-external-4.txt" "$OUT/explain-external.txt"
 bench_case "ORDER BY int8 - work_mem 64MB (external)" 2 "SET work_mem = '64MB'" "SELECT * FROM g50 ORDER BY k OFFSET $ROWS"
 bench_case "ORDER BY int8 - work_mem 64MB (external) - cpu_threads 8" 2 "SET work_mem = '64MB'; SET gpusort.cpu_threads = 8" \
 	"SELECT * FROM g50 ORDER BY k OFFSET $ROWS" "gpusort.cpu_threads = 8 (default 4)"
-pgsql -c "SET work_mem = '16GB'; SET gpusort.gpu_memory_limit = '64MB'; SET max_parallel_workers_per_gather = 0" \
-	-c "EXPLAIN (ANALYZE) SELECT * FROM g50 ORDER BY k OFFSET $ROWS" >"$OUT/explain-chunked.txt" 2>&1
+wanted "ORDER BY int8 - work_mem 64MB + GPU budget 4MB (external, chunked batches)" &&
+	pgsql -c "SET work_mem = '64MB'; SET gpusort.gpu_memory_limit = '4MB'; SET max_parallel_workers_per_gather = 0" \
+		-c "EXPLAIN (ANALYZE, TIMING OFF) SELECT * FROM g50 ORDER BY k OFFSET $ROWS" >"$OUT/explain-external-budget.txt" 2>&1
+bench_case "ORDER BY int8 - work_mem 64MB + GPU budget 4MB (external, chunked batches)" 2 \
+	"SET work_mem = '64MB'; SET gpusort.gpu_memory_limit = '4MB'" "SELECT * FROM g50 ORDER BY k OFFSET $ROWS" \
+	"each 32MB batch cut into GPU chunks of 4MB of keys"
+wanted "ORDER BY int8 - GPU budget 64MB (chunked)" &&
+	pgsql -c "SET work_mem = '16GB'; SET gpusort.gpu_memory_limit = '64MB'; SET max_parallel_workers_per_gather = 0" \
+		-c "EXPLAIN (ANALYZE, TIMING OFF) SELECT * FROM g50 ORDER BY k OFFSET $ROWS" >"$OUT/explain-chunked.txt" 2>&1
 bench_case "ORDER BY int8 - GPU budget 64MB (chunked)" 2 "SET work_mem = '16GB'; SET gpusort.gpu_memory_limit = '64MB'" \
 	"SELECT * FROM g50 ORDER BY k OFFSET $ROWS" "keys 600 MB > budget"
 bench_case "ORDER BY text (C) - in memory" 2 "SET work_mem = '16GB'" "SELECT * FROM g50 ORDER BY t OFFSET $ROWS"
@@ -134,7 +145,7 @@ bench_case "ORDER BY text (C) - in memory" 2 "SET work_mem = '16GB'" "SELECT * F
 	done
 } >"$MD"
 cat "$MD" >&3
-for f in explain-inmem explain-external-4 explain-external-8 explain-chunked; do
+for f in explain-inmem explain-external-4 explain-external-8 explain-external-budget explain-chunked; do
 	[ -f "$OUT/$f.txt" ] || continue
 	echo "--- $f" >&3
 	grep -E "GpuSort|Sort Method|Execution" "$OUT/$f.txt" >&3
