@@ -122,10 +122,10 @@ done
 bench_case "ORDER BY int8 - work_mem 64MB (external)" 2 "SET work_mem = '64MB'" "SELECT * FROM g50 ORDER BY k OFFSET $ROWS"
 bench_case "ORDER BY int8 - work_mem 64MB (external) - cpu_threads 8" 2 "SET work_mem = '64MB'; SET gpusort.cpu_threads = 8" \
 	"SELECT * FROM g50 ORDER BY k OFFSET $ROWS" "gpusort.cpu_threads = 8 (default 4)"
-wanted "ORDER BY int8 - work_mem 64MB + GPU budget 4MB (external, chunked batches)" &&
+wanted "ORDER BY int8 - work_mem 64MB + GPU budget 4MB (external; chunked batches)" &&
 	pgsql -c "SET work_mem = '64MB'; SET gpusort.gpu_memory_limit = '4MB'; SET max_parallel_workers_per_gather = 0" \
 		-c "EXPLAIN (ANALYZE, TIMING OFF) SELECT * FROM g50 ORDER BY k OFFSET $ROWS" >"$OUT/explain-external-budget.txt" 2>&1
-bench_case "ORDER BY int8 - work_mem 64MB + GPU budget 4MB (external, chunked batches)" 2 \
+bench_case "ORDER BY int8 - work_mem 64MB + GPU budget 4MB (external; chunked batches)" 2 \
 	"SET work_mem = '64MB'; SET gpusort.gpu_memory_limit = '4MB'" "SELECT * FROM g50 ORDER BY k OFFSET $ROWS" \
 	"each 32MB batch cut into GPU chunks of 4MB of keys"
 wanted "ORDER BY int8 - GPU budget 64MB (chunked)" &&
