@@ -24,6 +24,40 @@
 #define TAPE_ROW_HDR	sizeof(uint32)
 #define TAPE_LOSSY_BIT	((uint32) 1 << 31)
 
+/*
+ * The first word of a normalized key (a 4-byte key widened), which the
+ * merges compare first; the words after it are native uint64 too.
+ */
+static inline uint64
+gs_key_word0(const char *key, int key_bytes)
+{
+	if (key_bytes == 4)
+	{
+		uint32		x;
+
+		memcpy(&x, key, 4);
+		return x;
+	}
+	else
+	{
+		uint64		x;
+
+		memcpy(&x, key, 8);
+		return x;
+	}
+}
+
+/*
+ * Loser trees over n inputs (the merges of sortstate.c and spill.c): node 1
+ * is the root, inputs are the leaves n .. 2n-1, tree[node] holds the loser
+ * of the match at node.  gs_loser_tree_build plays every match and returns
+ * the winner; before(arg, a, b) says whether input a's item comes first.
+ * Each merge replays a winner's path itself, where speed matters.
+ */
+typedef bool (*GsBeforeFn) (void *arg, int a, int b);
+
+extern int	gs_loser_tree_build(int *tree, int n, GsBeforeFn before, void *arg);
+
 /* a sorted run: a stretch of the sort's temporary file */
 typedef struct GsRun
 {

@@ -210,6 +210,7 @@ typedef struct GsSource
 
 typedef struct GsMerge
 {
+	GsSortState *s;
 	int			nsrc;
 	GsSource   *src;
 	int		   *tree;			/* tree[0] winner, tree[1..nsrc-1] losers */
@@ -350,8 +351,7 @@ struct GsSortState
 };
 
 static void gs_merge_chunks_to_array(GsSortState *s);
-static bool gs_par_merge_chunks(GsSortState *s, uint32 *rows, uint32 *keyidx,
-								size_t n);
+static void gs_merge_chunk_rows(GsSortState *s, uint32 *rows, uint32 *keyidx);
 static void gs_spill_batch(GsSortState *s);
 
 /*
@@ -974,25 +974,6 @@ gs_prefetch_row(GsSortState *s, const uint32 *order, size_t i, size_t n)
 		__builtin_prefetch(s->tuples[order[i + PREFETCH_DISTANCE]]);
 }
 
-/* the first word of a key, as the merge compares it first */
-static inline uint64
-gs_key_word0(const char *key, int key_bytes)
-{
-	if (key_bytes == 4)
-	{
-		uint32		x;
-
-		memcpy(&x, key, 4);
-		return x;
-	}
-	else
-	{
-		uint64		x;
-
-		memcpy(&x, key, 8);
-		return x;
-	}
-}
 
 static inline void
 gs_source_eof(GsSource *src)
@@ -1179,23 +1160,12 @@ gs_source_before(GsSortState *s, GsMerge *m, int a, int b)
 	return c < 0;
 }
 
-static int
-gs_merge_build(GsSortState *s, GsMerge *m, int node)
+static bool
+gs_source_before_cb(void *arg, int a, int b)
 {
-	int			a;
-	int			b;
+	GsMerge    *m = (GsMerge *) arg;
 
-	if (node >= m->nsrc)
-		return node - m->nsrc;	/* a leaf: source index */
-	a = gs_merge_build(s, m, 2 * node);
-	b = gs_merge_build(s, m, 2 * node + 1);
-	if (gs_source_before(s, m, a, b))
-	{
-		m->tree[node] = b;
-		return a;
-	}
-	m->tree[node] = a;
-	return b;
+	return gs_source_before(m->s, m, a, b);
 }
 
 static GsMerge *
@@ -1203,6 +1173,7 @@ gs_merge_start(GsSortState *s, int nsrc)
 {
 	GsMerge    *m = MemoryContextAllocZero(s->mergecxt, sizeof(GsMerge));
 
+	m->s = s;
 	m->nsrc = nsrc;
 	m->src = MemoryContextAllocZero(s->mergecxt, nsrc * sizeof(GsSource));
 	m->tree = MemoryContextAllocZero(s->mergecxt, Max(nsrc, 1) * sizeof(int));
@@ -1218,7 +1189,7 @@ gs_merge_ready(GsSortState *s, GsMerge *m)
 {
 	int			i;
 
-	m->tree[0] = (m->nsrc == 1) ? 0 : gs_merge_build(s, m, 1);
+	m->tree[0] = gs_loser_tree_build(m->tree, m->nsrc, gs_source_before_cb, m);
 	for (i = 1; i < m->nsrc; i++)
 		m->tree_k0[i] = m->src[m->tree[i]].k0;
 }
@@ -1793,29 +1764,7 @@ gs_spill_batch(GsSortState *s)
 		uint32	   *keyidx = merged + n;
 
 		gs_note_mem(s, (int64) n * 2 * sizeof(uint32));
-		if (!gs_par_merge_chunks(s, rows, keyidx, n))
-		{
-			GsMerge    *m = gs_merge_start(s, s->nchunks);
-			GsSource   *src;
-			size_t		i = 0;
-			int			c;
-
-			for (c = 0; c < s->nchunks; c++)
-			{
-				m->src[c].chunk = &s->chunks[c];
-				gs_source_next(s, &m->src[c]);
-			}
-			gs_merge_ready(s, m);
-			while ((src = gs_merge_next(s, m)) != NULL)
-			{
-				rows[i] = src->row;
-				keyidx[i] = (uint32) ((src->key - s->keys) / s->key_bytes);
-				if ((++i % INTERRUPT_INTERVAL) == 0)
-					CHECK_FOR_INTERRUPTS();
-			}
-			Assert(i == n);
-			MemoryContextReset(s->mergecxt);
-		}
+		gs_merge_chunk_rows(s, rows, keyidx);
 		j = gs_spill_prepare(s, rows, s->keys, keyidx, merged, n);
 	}
 
@@ -2018,24 +1967,10 @@ gs_range_before(const GsRangeMerge *rm, int a, int b)
 	return cmp < 0 || (cmp == 0 && a < b);
 }
 
-static int
-gs_range_build(GsRangeMerge *rm, int node)
+static bool
+gs_range_before_cb(void *arg, int a, int b)
 {
-	int			k = rm->pm->nchunks;
-	int			a;
-	int			b;
-
-	if (node >= k)
-		return node - k;
-	a = gs_range_build(rm, 2 * node);
-	b = gs_range_build(rm, 2 * node + 1);
-	if (gs_range_before(rm, a, b))
-	{
-		rm->tree[node] = b;
-		return a;
-	}
-	rm->tree[node] = a;
-	return b;
+	return gs_range_before((const GsRangeMerge *) arg, a, b);
 }
 
 static void
@@ -2062,7 +1997,7 @@ gs_par_merge_part(void *arg, int part, int nparts, volatile bool *stop)
 			rm.end[c] = b0[k + c];
 			left += rm.end[c] - rm.pos[c];
 		}
-		rm.tree[0] = (k == 1) ? 0 : gs_range_build(&rm, 1);
+		rm.tree[0] = gs_loser_tree_build(rm.tree, k, gs_range_before_cb, &rm);
 		while (left-- > 0)
 		{
 			int			w = rm.tree[0];
@@ -2162,6 +2097,40 @@ gs_par_merge_chunks(GsSortState *s, uint32 *rows, uint32 *keyidx, size_t n)
 	return true;
 }
 
+/*
+ * Merge the batch's sorted chunks into rows[], the batch rows in sorted
+ * order, and (when keyidx is not NULL) keyidx[], where their keys are in
+ * the key buffer: on threads where gs_par_merge_chunks can, else here.
+ */
+static void
+gs_merge_chunk_rows(GsSortState *s, uint32 *rows, uint32 *keyidx)
+{
+	GsMerge    *m;
+	GsSource   *src;
+	size_t		i = 0;
+	int			c;
+
+	if (gs_par_merge_chunks(s, rows, keyidx, s->nrows))
+		return;
+	m = gs_merge_start(s, s->nchunks);
+	for (c = 0; c < s->nchunks; c++)
+	{
+		m->src[c].chunk = &s->chunks[c];
+		gs_source_next(s, &m->src[c]);
+	}
+	gs_merge_ready(s, m);
+	while ((src = gs_merge_next(s, m)) != NULL)
+	{
+		rows[i] = src->row;
+		if (keyidx)
+			keyidx[i] = (uint32) ((src->key - s->keys) / s->key_bytes);
+		if ((++i % INTERRUPT_INTERVAL) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	Assert(i == s->nrows);
+	MemoryContextReset(s->mergecxt);
+}
+
 /* all rows are in and fit in memory: merge chunks into sorted[] */
 static void
 gs_merge_chunks_to_array(GsSortState *s)
@@ -2188,27 +2157,7 @@ gs_merge_chunks_to_array(GsSortState *s)
 		gs_note_mem(s, (int64) n * sizeof(uint32));
 
 		INSTR_TIME_SET_CURRENT(t0);
-		if (!gs_par_merge_chunks(s, rows, NULL, n))
-		{
-			GsMerge    *m = gs_merge_start(s, s->nchunks);
-			GsSource   *src;
-			int			c;
-
-			for (c = 0; c < s->nchunks; c++)
-			{
-				m->src[c].chunk = &s->chunks[c];
-				gs_source_next(s, &m->src[c]);
-			}
-			gs_merge_ready(s, m);
-			while ((src = gs_merge_next(s, m)) != NULL)
-			{
-				rows[i++] = src->row;
-				if ((i % INTERRUPT_INTERVAL) == 0)
-					CHECK_FOR_INTERRUPTS();
-			}
-			Assert(i == n);
-			MemoryContextReset(s->mergecxt);
-		}
+		gs_merge_chunk_rows(s, rows, NULL);
 		s->merge_ms += gs_elapsed_ms(t0);
 		order = rows;
 	}

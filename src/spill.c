@@ -311,6 +311,36 @@ gs_temp_close(GsTempFile *f)
 }
 
 /* ---------------------------------------------------------------------
+ * Loser trees
+ * ---------------------------------------------------------------------
+ */
+
+static int
+gs_loser_match(int *tree, int n, int node, GsBeforeFn before, void *arg)
+{
+	int			a;
+	int			b;
+
+	if (node >= n)
+		return node - n;		/* a leaf: the input's number */
+	a = gs_loser_match(tree, n, 2 * node, before, arg);
+	b = gs_loser_match(tree, n, 2 * node + 1, before, arg);
+	if (before(arg, a, b))
+	{
+		tree[node] = b;
+		return a;
+	}
+	tree[node] = a;
+	return b;
+}
+
+int
+gs_loser_tree_build(int *tree, int n, GsBeforeFn before, void *arg)
+{
+	return n <= 1 ? 0 : gs_loser_match(tree, n, 1, before, arg);
+}
+
+/* ---------------------------------------------------------------------
  * Work spread over threads
  * ---------------------------------------------------------------------
  */
@@ -551,26 +581,6 @@ struct GsStream
 	size_t		cpos;
 };
 
-/* the first word of a key, as the merges compare it first */
-static inline uint64
-gs_word0(const char *key, int key_bytes)
-{
-	if (key_bytes == 4)
-	{
-		uint32		x;
-
-		memcpy(&x, key, 4);
-		return x;
-	}
-	else
-	{
-		uint64		x;
-
-		memcpy(&x, key, 8);
-		return x;
-	}
-}
-
 /*
  * Move a reader to its next row, which ends up whole in its buffer: 0, or
  * an error for gs_temp_error.
@@ -624,7 +634,7 @@ gs_reader_next(GsStream *st, GsReader *r)
 		}
 	}
 	r->rowlen = need;
-	r->k0 = gs_word0(r->buf + r->rpos + TAPE_ROW_HDR, st->key_bytes);
+	r->k0 = gs_key_word0(r->buf + r->rpos + TAPE_ROW_HDR, st->key_bytes);
 	return 0;
 }
 
@@ -653,24 +663,10 @@ gs_reader_before(GsStream *st, int a, int b)
 	return a < b;
 }
 
-static int
-gs_stream_build(GsStream *st, int node)
+static bool
+gs_reader_before_cb(void *arg, int a, int b)
 {
-	int			n = st->nreaders;
-	int			a;
-	int			b;
-
-	if (node >= n)
-		return node - n;
-	a = gs_stream_build(st, 2 * node);
-	b = gs_stream_build(st, 2 * node + 1);
-	if (gs_reader_before(st, a, b))
-	{
-		st->tree[node] = b;
-		return a;
-	}
-	st->tree[node] = a;
-	return b;
+	return gs_reader_before((GsStream *) arg, a, b);
 }
 
 /* copy the winner's row into a block as a record (see gpusort_spill.h) */
@@ -725,7 +721,7 @@ gs_stream_thread(void *arg)
 			return NULL;
 		}
 	}
-	st->tree[0] = (n == 1) ? 0 : gs_stream_build(st, 1);
+	st->tree[0] = gs_loser_tree_build(st->tree, n, gs_reader_before_cb, st);
 
 	for (;;)
 	{
