@@ -93,7 +93,9 @@
 
 /*
  * The in-memory chunk merge on threads (gs_par_merge_chunks) cuts the keys
- * into this many ranges a thread, so that uneven ranges even out; and
+ * into this many ranges a thread, so that uneven ranges even out (18
+ * chunks of 50M int8 rows on the H100: 0.9 s on 4 threads, against
+ * 1.8-2.5 s on the backend); and
  * takes at most this many chunks (a tree of that size on each thread's
  * stack), from PAR_MERGE_MIN_ROWS rows on: below, starting threads costs
  * about what merging on the backend does.
@@ -124,14 +126,22 @@
  * the threads below.
  *
  * Writing a run: the batch's rows are split into up to gpusort.cpu_threads
- * slices of at least SPILL_PART_MIN_ROWS rows, each written by a thread
- * through a SPILL_WRITE_BUFFER buffer (one system call per buffer).
+ * slices of at least SPILL_PART_MIN_ROWS rows (below that a thread's start
+ * costs about what its slice does), each written by a thread through a
+ * SPILL_WRITE_BUFFER buffer (one system call per buffer; 32 times BufFile's
+ * 8 kB).  From the second batch on the write runs in the background while
+ * the next batch loads (gs_spill_batch).  On the H100 (50M rows, work_mem
+ * 64MB, 4 threads) the backend then waited 3-12 ms in all for the 3.1 GB
+ * of runs, where writing them on its own core had taken 4.5-6.3 s.
  *
  * The final merge, when the keys alone decide the order (exact keys) and
  * gpusort.cpu_threads allows: the runs are split into that many groups,
  * each merged by a thread into a stream of rows (spill.c), and the backend
  * merges the streams.  Half of work_mem goes to the streams' blocks, half
- * to the runs' read buffers.
+ * to the runs' read buffers.  Same machine and sort: the final merge took
+ * 3.1-3.6 s as rows were returned, of which the backend waited 0.15-0.25 s
+ * for the streams (0.04 s with 8 threads), against 6.7 s merged on the
+ * backend alone.
  *
  * Chunks in flight: two (GS_MAX_INFLIGHT, the engine API's limit).  With
  * 18 chunks of 50M int8 keys on the H100 the backend waited 56 ms in all

