@@ -75,7 +75,7 @@ extern int64 gs_temp_extend(GsTempFile *f, int64 len);
 extern int	gs_temp_pwrite(GsTempFile *f, const void *buf, size_t len,
 						   int64 off);
 extern int	gs_temp_pread(GsTempFile *f, void *buf, size_t len, int64 off);
-extern int64 gs_temp_discard(GsTempFile *f, int64 from, int64 to);
+extern int64 gs_temp_discard(GsTempFile *f, int64 from, int64 to, bool all);
 extern void gs_temp_error(GsTempFile *f, int err, bool writing) pg_attribute_noreturn();
 extern int64 gs_temp_peak(GsTempFile *f);
 extern void gs_temp_close(GsTempFile *f);

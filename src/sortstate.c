@@ -129,7 +129,8 @@
  * slices of at least SPILL_PART_MIN_ROWS rows (below that a thread's start
  * costs about what its slice does), each written by a thread through a
  * SPILL_WRITE_BUFFER buffer (one system call per buffer; 32 times BufFile's
- * 8 kB).  From the second batch on the write runs in the background while
+ * 8 kB), smaller (down to SPILL_WRITE_BUFFER_MIN) where that would be more
+ * than a sixteenth of the batch's memory.  From the second batch on the write runs in the background while
  * the next batch loads (gs_spill_batch).  On the H100 (50M rows, work_mem
  * 64MB, 4 threads) the backend then waited 3-12 ms in all for the 3.1 GB
  * of runs, where writing them on its own core had taken 4.5-6.3 s.
@@ -153,6 +154,7 @@
 #define MERGE_MIN_ORDER		6
 #define MERGE_MAX_BUFFER	(1024 * 1024)
 #define SPILL_WRITE_BUFFER	(256 * 1024)
+#define SPILL_WRITE_BUFFER_MIN	(16 * 1024)
 #define SPILL_PART_MIN_ROWS	16384
 
 typedef enum GsStatus
@@ -666,7 +668,14 @@ gs_arena_alloc(GsSortState *s, Size len)
 			b->size = blk;
 			gs_advise_huge(b->ptr, blk);
 			s->blk_next = s->nblocks;
-			if (s->next_blk_size < ARENA_MAX_BLOCK)
+			/*
+			 * Double, up to the largest block, and to a sixteenth of the
+			 * batch's memory: the block that crosses the limit is taken
+			 * whole, so that bounds how far a batch overshoots work_mem.
+			 */
+			if (s->next_blk_size < ARENA_MAX_BLOCK &&
+				(int64) s->next_blk_size * 2 <= Max(s->batch_limit / 16,
+													ARENA_FIRST_BLOCK))
 				s->next_blk_size *= 2;
 		}
 		s->blk_free = b->ptr;
@@ -1028,7 +1037,7 @@ gs_source_fill(GsSortState *s, GsSource *src, size_t need)
 	src->rlen += gs_source_read(s, src, src->rbuf + have,
 								src->rbuf_size - have);
 	src->given_back = gs_temp_discard(s->file, src->given_back,
-									  src->fpos - src->rlen);
+									  src->fpos - src->rlen, false);
 	return src->rlen >= need;
 }
 
@@ -1042,6 +1051,9 @@ gs_source_read_run(GsSortState *s, GsSource *src)
 
 	if (src->left == 0)
 	{
+		/* the run is read: all of its space can go */
+		src->given_back = gs_temp_discard(s->file, src->given_back,
+										  src->fend, true);
 		gs_source_eof(src);
 		return;
 	}
@@ -1082,7 +1094,7 @@ gs_source_read_run(GsSortState *s, GsSource *src)
 						   body - have) != body - have)
 			elog(ERROR, "gpusort: unexpected end of a sorted run");
 		src->given_back = gs_temp_discard(s->file, src->given_back,
-										  src->fpos);
+										  src->fpos, false);
 	}
 
 	/*
@@ -1418,6 +1430,7 @@ struct GsSpillJob
 	uint32	   *merged;			/* rows and keyidx to free, if allocated */
 	size_t		n;
 	int			nparts;
+	size_t		bufsize;		/* of each part's write buffer */
 	int			pass;			/* 1: add up bytes, 2: write */
 	int64		base;			/* file offset of the run */
 	int64		bytes[GS_CPU_THREADS_MAX];
@@ -1471,7 +1484,7 @@ gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
 			__builtin_prefetch(j->tuples[j->rows[i + GATHER_PREFETCH]]);
 		if ((j->lossy[row / 64] >> (row % 64)) & 1)
 			word |= TAPE_LOSSY_BIT;
-		if (used + head + body > SPILL_WRITE_BUFFER)
+		if (used + head + body > j->bufsize)
 		{
 			if ((j->err[part] = gs_temp_pwrite(j->file, buf, used, off)) != 0)
 				return;
@@ -1482,7 +1495,7 @@ gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
 		}
 		memcpy(buf + used, &word, sizeof(uint32));
 		memcpy(buf + used + TAPE_ROW_HDR, key, kb);
-		if (head + body <= SPILL_WRITE_BUFFER)
+		if (head + body <= j->bufsize)
 		{
 			memcpy(buf + used + head,
 				   (char *) tup + MINIMAL_TUPLE_DATA_OFFSET, body);
@@ -1540,9 +1553,13 @@ gs_spill_prepare(GsSortState *s, const uint32 *rows, const char *keys,
 	j->n = n;
 	j->nparts = (int) Min((size_t) gpusort_cpu_threads,
 						  n / SPILL_PART_MIN_ROWS + 1);
+	/* the buffers take at most a sixteenth of the batch's memory */
+	j->bufsize = (size_t) (s->batch_limit / 16 / j->nparts);
+	j->bufsize = Max(j->bufsize, SPILL_WRITE_BUFFER_MIN);
+	j->bufsize = Min(j->bufsize, SPILL_WRITE_BUFFER);
 	for (p = 0; p < j->nparts; p++)
-		j->bufs[p] = MemoryContextAlloc(s->cxt, SPILL_WRITE_BUFFER);
-	gs_note_mem(s, (int64) j->nparts * SPILL_WRITE_BUFFER);
+		j->bufs[p] = MemoryContextAlloc(s->cxt, j->bufsize);
+	gs_note_mem(s, (int64) j->nparts * j->bufsize);
 
 	/* a pass stopped by an interrupt that did not throw starts over */
 	j->pass = 1;

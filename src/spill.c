@@ -242,16 +242,17 @@ gs_temp_pread(GsTempFile *f, void *buf, size_t len, int64 off)
 
 /*
  * The bytes [from, to) were read for the last time: give back the whole
- * pages among them (best effort, any thread).  Returns how far space was
- * given back, for the next call's from.
+ * pages among them (best effort, any thread), in steps of DISCARD_STEP
+ * unless all (the run is finished).  Returns how far space was given
+ * back, for the next call's from.
  */
 int64
-gs_temp_discard(GsTempFile *f, int64 from, int64 to)
+gs_temp_discard(GsTempFile *f, int64 from, int64 to, bool all)
 {
 	int64		a = TYPEALIGN(DISCARD_ALIGN, from);
 	int64		b = TYPEALIGN_DOWN(DISCARD_ALIGN, to);
 
-	if (b - a < DISCARD_STEP)
+	if (b <= a || (!all && b - a < DISCARD_STEP))
 		return from;
 #ifdef FALLOC_FL_PUNCH_HOLE
 	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
@@ -601,6 +602,7 @@ gs_reader_next(GsStream *st, GsReader *r)
 	{
 		r->eof = true;
 		r->k0 = PG_UINT64_MAX;
+		r->given_back = gs_temp_discard(st->file, r->given_back, r->end, true);
 		return 0;
 	}
 	r->left--;
@@ -624,7 +626,7 @@ gs_reader_next(GsStream *st, GsReader *r)
 			r->rlen = have + want;
 			/* everything before the buffer's bytes has been read */
 			r->given_back = gs_temp_discard(st->file, r->given_back,
-											r->pos - r->rlen);
+											r->pos - r->rlen, false);
 		}
 		if (pass == 0)
 		{
