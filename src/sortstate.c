@@ -1515,7 +1515,7 @@ gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
 	j->err[part] = gs_temp_pwrite(j->file, buf, used, off);
 }
 
-/* the second pass of a job: false if stopped by an interrupt (see gs_task_wait) */
+/* raise the first write failure any part of a finished job met */
 static void
 gs_spill_check(GsSpillJob *j)
 {
