@@ -56,17 +56,17 @@ $(CUDA_BUILD)/%.o: $(CUDA_DIR)/%.cu $(CUDA_HEADERS) $(CUDA_BUILD)/.dir
 $(CUDA_LIB): $(CUDA_ENGINE_OBJS)
 	$(NVCC) $(CUDA_ARCH_FLAGS) -shared -cudart static -o $@ $(CUDA_ENGINE_OBJS)
 
-$(CUDA_BUILD)/test_engine: $(CUDA_DIR)/test/test_engine.cu $(CUDA_ENGINE_OBJS) $(CUDA_HEADERS)
+$(CUDA_BUILD)/test_engine: $(CUDA_DIR)/test/test_engine.cu $(CUDA_ENGINE_OBJS) $(CUDA_HEADERS) $(CUDA_DIR)/test/splitmix.cuh
 	$(NVCC) $(CUDA_FLAGS) -cudart static -o $@ $< $(CUDA_ENGINE_OBJS)
 
-$(CUDA_BUILD)/bench_engine: $(CUDA_DIR)/bench/bench_engine.cu $(CUDA_ENGINE_OBJS) $(CUDA_HEADERS)
+$(CUDA_BUILD)/bench_engine: $(CUDA_DIR)/bench/bench_engine.cu $(CUDA_ENGINE_OBJS) $(CUDA_HEADERS) $(CUDA_DIR)/test/splitmix.cuh
 	$(NVCC) $(CUDA_FLAGS) -cudart static -o $@ $< $(CUDA_ENGINE_OBJS)
 
 # the CPU engine is PG-free: compiled on its own into the chunked benchmark
 $(CUDA_BUILD)/engine_cpu_bench.o: $(srcdir)/src/engine_cpu.c $(srcdir)/src/gpusort_engine.h $(CUDA_BUILD)/.dir
 	$(CC) -std=gnu99 -O2 -fPIC -I$(srcdir)/src -c $< -o $@
 
-$(CUDA_BUILD)/bench_chunked: $(CUDA_DIR)/bench/bench_chunked.cu $(CUDA_ENGINE_OBJS) $(CUDA_BUILD)/engine_cpu_bench.o $(CUDA_HEADERS)
+$(CUDA_BUILD)/bench_chunked: $(CUDA_DIR)/bench/bench_chunked.cu $(CUDA_ENGINE_OBJS) $(CUDA_BUILD)/engine_cpu_bench.o $(CUDA_HEADERS) $(CUDA_DIR)/test/splitmix.cuh
 	$(NVCC) $(CUDA_FLAGS) -Xcompiler -pthread -cudart static -o $@ $< $(CUDA_ENGINE_OBJS) $(CUDA_BUILD)/engine_cpu_bench.o
 
 .PHONY: cuda-test cuda-check cuda-bench install-cuda uninstall-cuda clean-cuda

@@ -80,6 +80,7 @@
 
 #include "gpusort_engine.h"
 #include "hrs.h"
+#include "test/splitmix.cuh"
 
 static int	nthreads;
 
@@ -90,15 +91,6 @@ now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static inline uint64_t
-mix(uint64_t x)
-{
-	x += 0x9E3779B97F4A7C15ull;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-	return x ^ (x >> 31);
 }
 
 /* run f(t, lo, hi) on nt threads over [0, n) cut in equal ranges */
@@ -1421,10 +1413,10 @@ main(int argc, char **argv)
 	parallel_for(n, [&](int, size_t lo, size_t hi) {
 		for (size_t i = lo; i < hi; i++)
 		{
-			uint64_t	x = mix(seed * 0x1000003ull + i);
+			uint64_t	x = splitmix64(seed * 0x1000003ull + i);
 
 			if (few)
-				x = x % 16 == 15 ? UINT64_MAX : mix(x % 16);
+				x = x % 16 == 15 ? UINT64_MAX : splitmix64(x % 16);
 			src[i] = x;
 		}
 	});

@@ -38,6 +38,8 @@
 
 #include <cub/device/device_radix_sort.cuh>
 
+#include "test/splitmix.cuh"
+
 #include "hrs.h"
 #include "hrs_key.cuh"
 
@@ -58,15 +60,6 @@ enum BDist
 };
 static const char *bdist_name[] = {"uniform", "zipf", "entropy"};
 
-__device__ __forceinline__ uint64_t
-dmix(uint64_t x)
-{
-	x += 0x9E3779B97F4A7C15ull;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-	return x ^ (x >> 31);
-}
-
 __device__ uint64_t
 gen_word(BDist d, uint64_t i, int j, uint64_t seed)
 {
@@ -75,16 +68,16 @@ gen_word(BDist d, uint64_t i, int j, uint64_t seed)
 	switch (d)
 	{
 		case B_UNIFORM:
-			return dmix(s * 8 + j);
+			return splitmix64(s * 8 + j);
 		case B_ZIPF:
 			{
-				double		u = (double) (dmix(s * 8 + 7) >> 11) / 9007199254740992.0;
+				double		u = (double) (splitmix64(s * 8 + 7) >> 11) / 9007199254740992.0;
 				uint64_t	r = (uint64_t) pow(1e6, u);
 
-				return dmix(r * 64 + j + seed);
+				return splitmix64(r * 64 + j + seed);
 			}
 		default:
-			return dmix(s * 8 + j) & dmix(s * 8 + j + 100000);
+			return splitmix64(s * 8 + j) & splitmix64(s * 8 + j + 100000);
 	}
 }
 

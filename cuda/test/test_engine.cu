@@ -38,6 +38,7 @@
 
 #include "gpusort_engine.h"
 #include "hrs_policy.cuh"
+#include "test/splitmix.cuh"
 
 static const gs_engine_ops *ops;
 
@@ -54,16 +55,6 @@ gs_status_name(gs_status st)
 static gs_engine *eng;
 static int	npassed,
 			nfailed;
-
-/* splitmix64: fast, good enough, reproducible */
-static inline uint64_t
-mix(uint64_t x)
-{
-	x += 0x9E3779B97F4A7C15ull;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-	return x ^ (x >> 31);
-}
 
 enum Dist
 {
@@ -141,7 +132,7 @@ generate(Keys &k, Dist d, uint64_t seed)
 
 		for (int j = 0; j < W; j++)
 		{
-			uint64_t	u = mix(s * 8 + j);
+			uint64_t	u = splitmix64(s * 8 + j);
 			uint64_t	v;
 
 			switch (d)
@@ -156,31 +147,31 @@ generate(Keys &k, Dist d, uint64_t seed)
 				case ZIPF_15:
 					{
 						double		e = d == ZIPF_08 ? 0.8 : d == ZIPF_10 ? 1.0 : 1.5;
-						uint64_t	r = zipf_rank(mix(s * 8 + 7), e);
+						uint64_t	r = zipf_rank(splitmix64(s * 8 + 7), e);
 
-						v = mix(r * 64 + j + seed);
+						v = splitmix64(r * 64 + j + seed);
 						break;
 					}
 				case AND2:
-					v = u & mix(s * 8 + j + 100000);
+					v = u & splitmix64(s * 8 + j + 100000);
 					break;
 				case AND4:
-					v = u & mix(s * 8 + j + 100000) & mix(s * 8 + j + 200000) &
-						mix(s * 8 + j + 300000);
+					v = u & splitmix64(s * 8 + j + 100000) & splitmix64(s * 8 + j + 200000) &
+						splitmix64(s * 8 + j + 300000);
 					break;
 				case FEW:
-					v = mix((mix(s * 8 + 7) % 16) * 64 + j + seed);
+					v = splitmix64((splitmix64(s * 8 + 7) % 16) * 64 + j + seed);
 					break;
 				case ALLEQ:
-					v = mix(seed * 64 + j);
+					v = splitmix64(seed * 64 + j);
 					break;
 				case LOWBITS:
-					v = mix(seed * 64 + j);
+					v = splitmix64(seed * 64 + j);
 					if (j == W - 1)
 						v = (v & ~0xFFFull) | (u & 0xFFF);
 					break;
 				case HIGHBITS:
-					v = mix(seed * 64 + j);
+					v = splitmix64(seed * 64 + j);
 					if (j == 0)
 					{
 						int			top = k.kb == 4 ? 20 : 52;
@@ -190,7 +181,7 @@ generate(Keys &k, Dist d, uint64_t seed)
 					break;
 				case SPLIT:
 					/* top 4 and bottom 8 bits vary: ties on any top window */
-					v = mix(seed * 64 + j);
+					v = splitmix64(seed * 64 + j);
 					if (j == 0)
 						v = (v & ~(0xFull << (k.kb == 4 ? 28 : 60))) |
 							((u >> 60) << (k.kb == 4 ? 28 : 60));
@@ -198,7 +189,7 @@ generate(Keys &k, Dist d, uint64_t seed)
 						v = (v & ~0xFFull) | (u & 0xFF);
 					break;
 				case PREFIXDUP:
-					v = j == 0 ? mix(seed * 64 + (mix(s * 8 + 7) & 3)) : u;
+					v = j == 0 ? splitmix64(seed * 64 + (splitmix64(s * 8 + 7) & 3)) : u;
 					break;
 				default:
 					v = u;
@@ -407,7 +398,7 @@ run_api_cases(void)
 		std::vector<uint32_t> pm(n);
 
 		for (size_t i = 0; i < n; i++)
-			k[i] = mix(i);
+			k[i] = splitmix64(i);
 		st = ops->sort(eng, k.data(), n, 8, pm.data(), 0, cancel_now, NULL, NULL,
 					   errbuf, sizeof(errbuf));
 		report(st == GS_ERR_CANCELED, "cancel", 8, UNIFORM, n, errbuf);
