@@ -479,9 +479,15 @@ gs_cmp_rows(const void *a, const void *b, void *arg)
 }
 
 static inline bool
+gs_lossy_bit(const uint64 *bits, size_t row)
+{
+	return (bits[row / 64] >> (row % 64)) & 1;
+}
+
+static inline bool
 gs_row_lossy(GsSortState *s, size_t row)
 {
-	return (s->lossy[row / 64] >> (row % 64)) & 1;
+	return gs_lossy_bit(s->lossy, row);
 }
 
 GsSortState *
@@ -1329,14 +1335,14 @@ gs_new_run(GsSortState *s)
 
 /* the bytes of a row on disk (see gpusort_spill.h) */
 static inline size_t
-gs_row_disk_bytes(GsSortState *s, MinimalTuple tup)
+gs_row_disk_bytes(int key_bytes, MinimalTuple tup)
 {
-	return TAPE_ROW_HDR + s->key_bytes + tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
+	return TAPE_ROW_HDR + key_bytes + tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
 }
 
 /* format a row's header and key at dst; the tuple's bytes follow */
 static inline size_t
-gs_row_head(GsSortState *s, char *dst, const char *key, bool lossy,
+gs_row_head(int key_bytes, char *dst, const char *key, bool lossy,
 			MinimalTuple tup)
 {
 	uint32		word = tup->t_len | (lossy ? TAPE_LOSSY_BIT : 0);
@@ -1344,8 +1350,8 @@ gs_row_head(GsSortState *s, char *dst, const char *key, bool lossy,
 	/* a tuple of 2GB can't be (MaxAllocHugeSize is larger, t_len not) */
 	Assert(tup->t_len < TAPE_LOSSY_BIT);
 	memcpy(dst, &word, sizeof(uint32));
-	memcpy(dst + TAPE_ROW_HDR, key, s->key_bytes);
-	return TAPE_ROW_HDR + s->key_bytes;
+	memcpy(dst + TAPE_ROW_HDR, key, key_bytes);
+	return TAPE_ROW_HDR + key_bytes;
 }
 
 /*
@@ -1381,7 +1387,7 @@ static void
 gs_writer_put(GsSortState *s, GsWriter *w, const char *key, bool lossy,
 			  MinimalTuple tup)
 {
-	size_t		len = gs_row_disk_bytes(s, tup);
+	size_t		len = gs_row_disk_bytes(s->key_bytes, tup);
 	size_t		body = tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
 	size_t		head;
 
@@ -1390,7 +1396,7 @@ gs_writer_put(GsSortState *s, GsWriter *w, const char *key, bool lossy,
 		gs_writer_emit(s, w, w->buf, w->used);
 		w->used = 0;
 	}
-	head = gs_row_head(s, w->buf + w->used, key, lossy, tup);
+	head = gs_row_head(s->key_bytes, w->buf + w->used, key, lossy, tup);
 	if (len <= w->size)
 	{
 		memcpy(w->buf + w->used + head,
@@ -1458,8 +1464,7 @@ gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
 		{
 			if (i + GATHER_PREFETCH < to)
 				__builtin_prefetch(j->tuples[j->rows[i + GATHER_PREFETCH]]);
-			sum += TAPE_ROW_HDR + kb + j->tuples[j->rows[i]]->t_len -
-				MINIMAL_TUPLE_DATA_OFFSET;
+			sum += gs_row_disk_bytes(kb, j->tuples[j->rows[i]]);
 			if ((i % INTERRUPT_INTERVAL) == 0 && *stop)
 				return;
 		}
@@ -1476,14 +1481,11 @@ gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
 		MinimalTuple tup = j->tuples[row];
 		const char *key = j->keyidx ? j->keys + j->keyidx[i] * kb :
 			j->keys + i * kb;
-		uint32		word = tup->t_len;
 		size_t		body = tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
 		size_t		head = TAPE_ROW_HDR + kb;
 
 		if (i + GATHER_PREFETCH < to)
 			__builtin_prefetch(j->tuples[j->rows[i + GATHER_PREFETCH]]);
-		if ((j->lossy[row / 64] >> (row % 64)) & 1)
-			word |= TAPE_LOSSY_BIT;
 		if (used + head + body > j->bufsize)
 		{
 			if ((j->err[part] = gs_temp_pwrite(j->file, buf, used, off)) != 0)
@@ -1493,8 +1495,7 @@ gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
 			if (*stop)
 				return;
 		}
-		memcpy(buf + used, &word, sizeof(uint32));
-		memcpy(buf + used + TAPE_ROW_HDR, key, kb);
+		gs_row_head(kb, buf + used, key, gs_lossy_bit(j->lossy, row), tup);
 		if (head + body <= j->bufsize)
 		{
 			memcpy(buf + used + head,
