@@ -110,6 +110,7 @@ struct PassParams
 	uint32_t	max_tasks;
 	uint32_t	max_copies;
 	int			pass;
+	int			write_iota;		/* pass 0 histogram also writes vals[0] */
 };
 
 /*
@@ -295,6 +296,21 @@ struct HistogramAgent
 			if (i < span.count)
 				atomicAdd(&s.hist[warp][T::digit(k[it], span.b.digit)], 1u);
 		}
+		if (p.write_iota)
+		{
+			/*
+			 * Pass 0 of a sort whose host does not look first: a bucket
+			 * that is never scattered still needs its row indexes.
+			 */
+#pragma unroll
+			for (int it = 0; it < P::ITEMS; it++)
+			{
+				uint32_t	i = it * P::THREADS + threadIdx.x;
+
+				if (i < span.count)
+					p.vals[0][span.offset + i] = span.offset + i;
+			}
+		}
 		reduce_masks(k, span.count,
 					 p.bucket_mask + (size_t) span.bucket * MASK_WORDS,
 					 p.bucket_mask + (size_t) span.bucket * MASK_WORDS + 4);
@@ -314,27 +330,6 @@ struct HistogramAgent
 };
 
 /* ---------------------------------------------------------------------- */
-
-template <int KB>
-__device__ __forceinline__ void
-emit_task(const PassParams &p, uint32_t begin, uint32_t size, uint32_t buf)
-{
-	int			c = Policy<KB>::local_config(size);
-	uint32_t	t = atomicAdd(&p.counters->tasks[c], 1u);
-
-	if (t < p.max_tasks)
-	{
-		Task		task;
-
-		task.begin = begin;
-		task.size = size;
-		task.buf = buf;
-		task.pad = 0;
-		p.tasks[c][t] = task;
-	}
-	else
-		atomicExch(&p.counters->overflow, 1u);
-}
 
 /* a bucket for the next pass, with its key blocks */
 template <int KB>
@@ -422,13 +417,174 @@ struct PlanAgent
 		EMPTY = 0, LARGE, FINISHED, SMALL
 	};
 
+	typedef cub::BlockScan<unsigned long long, RADIX> Scan64;
+	static_assert(Pol::PLAN_THREADS == RADIX, "one plan thread per digit value");
+
+	struct MaxOp
+	{
+		__device__ __forceinline__ uint32_t operator() (uint32_t a, uint32_t b) const
+		{
+			return a > b ? a : b;
+		}
+	};
+
 	struct TempStorage
 	{
 		typename Scan::TempStorage scan;
-		uint32_t	count[RADIX];
-		uint32_t	start[RADIX];
-		uint8_t		cls[RADIX];
+		typename Scan64::TempStorage scan64;
+		unsigned long long child_base;
+		/* the bucket's local-sort tasks: at most one per sub-bucket */
+		uint32_t	task_begin[RADIX];
+		uint32_t	task_size[RADIX];
+		uint32_t	ntasks;
+		uint32_t	config_count[MAX_LOCAL];
+		uint32_t	config_base[MAX_LOCAL];
 	};
+
+	/*
+	 * Emit the bucket's tasks (task_begin, task_size) with one global
+	 * atomic per local configuration, not one per task: these atomics
+	 * return values, and one thread paying a round trip to L2 for each of
+	 * up to 256 tasks was most of a small sort.
+	 */
+	__device__ static void emit_tasks(const PassParams &p, TempStorage &s,
+									  uint32_t buf)
+	{
+		const int	t = threadIdx.x;
+		const uint32_t ntasks = s.ntasks;
+		int			c = 0;
+		uint32_t	local = 0;
+
+		if (t < MAX_LOCAL)
+			s.config_count[t] = 0;
+		__syncthreads();
+		if ((uint32_t) t < ntasks)
+		{
+			c = Pol::local_config(s.task_size[t]);
+			local = atomicAdd(&s.config_count[c], 1u);
+		}
+		__syncthreads();
+		if (t < MAX_LOCAL && s.config_count[t] > 0)
+			s.config_base[t] = atomicAdd(&p.counters->tasks[t], s.config_count[t]);
+		__syncthreads();
+		if ((uint32_t) t < ntasks)
+		{
+			uint32_t	i = s.config_base[c] + local;
+
+			if (i < p.max_tasks)
+			{
+				Task		task;
+
+				task.begin = s.task_begin[t];
+				task.size = s.task_size[t];
+				task.buf = buf;
+				task.pad = 0;
+				p.tasks[c][i] = task;
+			}
+			else
+				atomicExch(&p.counters->overflow, 1u);
+		}
+	}
+
+	/*
+	 * The large sub-buckets go to the next pass with one reservation for
+	 * the whole bucket (bucket indexes and key blocks in digit order, so
+	 * first_block still grows with the index); their histograms are then
+	 * zeroed a row at a time by all threads.
+	 */
+	__device__ static void emit_children(const PassParams &p, TempStorage &s,
+										 bool large, uint32_t begin,
+										 uint32_t cnt, int next, uint32_t buf)
+	{
+		const uint32_t TILE = Pol::Partition::TILE;
+		const unsigned long long mine =
+			large ? (1ull << 32) | ((cnt + TILE - 1) / TILE) : 0;
+		unsigned long long excl,
+					total;
+
+		Scan64(s.scan64).ExclusiveSum(mine, excl, total);
+		if (total == 0)
+			return;
+		if (threadIdx.x == 0)
+			s.child_base = atomicAdd(&p.counters->alloc[p.pass + 1], total);
+		__syncthreads();
+
+		const unsigned long long at = s.child_base + excl;
+		const uint32_t first = (uint32_t) (s.child_base >> 32);
+		const uint32_t nchildren = (uint32_t) (total >> 32);
+
+		if (large)
+		{
+			uint32_t	idx = (uint32_t) (at >> 32);
+
+			if (idx < p.max_buckets)
+			{
+				Bucket		c;
+
+				c.begin = begin;
+				c.size = cnt;
+				c.first_block = (uint32_t) at;
+				c.digit = (uint8_t) next;
+				c.buf = (uint8_t) buf;
+				c.skip = 0;
+				c.pad = 0;
+				p.next_buckets[idx] = c;
+				for (int i = 0; i < MASK_WORDS; i++)
+					p.next_bucket_mask[(size_t) idx * MASK_WORDS + i] = i < 4 ? ~0ull : 0ull;
+			}
+			else
+				atomicExch(&p.counters->overflow, 1u);
+		}
+		for (uint32_t j = 0; j < nchildren && first + j < p.max_buckets; j++)
+			p.next_bucket_hist[(size_t) (first + j) * RADIX + threadIdx.x] = 0;
+	}
+
+	/*
+	 * Batch runs of small neighbouring sub-buckets into local-sort tasks,
+	 * all digits at once.  A run is broken by a sub-bucket that is large,
+	 * finished or more than half MERGE_LIMIT (that one is a task of its
+	 * own), not by an empty one.  Within a run, a sub-bucket starts a new
+	 * task if its keys span a multiple of MERGE_LIMIT / 2, counted from the
+	 * run's start; a task then holds fewer than its first sub-bucket's
+	 * keys plus MERGE_LIMIT / 2, i.e. under MERGE_LIMIT.
+	 */
+	__device__ static void make_tasks(const PassParams &p, TempStorage &s,
+									  uint8_t cls, uint32_t begin,
+									  uint32_t cnt, uint32_t buf)
+	{
+		const uint32_t HALF = Pol::MERGE_LIMIT / 2;
+		const bool	small = cls == SMALL;
+		const bool	merge = small && cnt <= HALF;
+		const bool	breaks = cls != EMPTY && !merge;
+		uint32_t	before,		/* keys of mergeable sub-buckets before */
+					run_start,
+					ord,
+					ntasks;
+
+		Scan(s.scan).ExclusiveSum(merge ? cnt : 0u, before);
+		__syncthreads();
+		Scan(s.scan).InclusiveScan(breaks ? before : 0u, run_start, MaxOp());
+		__syncthreads();
+
+		const uint32_t at = before - run_start;
+		const bool	start = (small && !merge) ||
+			(merge && (at + HALF - 1) / HALF * HALF < at + cnt);
+
+		Scan(s.scan).InclusiveSum(start ? 1u : 0u, ord, ntasks);
+		if (threadIdx.x < ntasks)
+			s.task_size[threadIdx.x] = 0;
+		if (threadIdx.x == 0)
+			s.ntasks = ntasks;
+		__syncthreads();
+		if (small)
+		{
+			atomicAdd(&s.task_size[ord - 1], cnt);
+			if (start)
+				s.task_begin[ord - 1] = begin;
+		}
+		__syncthreads();
+		emit_tasks(p, s, buf);
+	}
 
 	__device__ static void run(const PassParams &p, TempStorage &s)
 	{
@@ -504,49 +660,10 @@ struct PlanAgent
 			cls = FINISHED;
 		else
 			cls = LARGE;
-		if (cls == LARGE)
-			emit_bucket<KB>(p, begin, cnt, next, child_buf);
-		else if (cls == FINISHED)
+		if (cls == FINISHED)
 			emit_finished<KB>(p, begin, cnt, child_buf);
-		s.count[d] = cnt;
-		s.start[d] = begin;
-		s.cls[d] = cls;
-		__syncthreads();
-
-		/* batch runs of small neighbours (empty ones do not break a run) */
-		if (threadIdx.x == 0)
-		{
-			uint32_t	run_begin = 0,
-						run_size = 0;
-
-			for (int i = 0; i < RADIX; i++)
-			{
-				uint8_t		c = s.cls[i];
-
-				if (c == EMPTY)
-					continue;
-				if (c == SMALL)
-				{
-					uint32_t	n = s.count[i];
-
-					if (run_size > 0 && run_size + n > Pol::MERGE_LIMIT)
-					{
-						emit_task<KB>(p, run_begin, run_size, child_buf);
-						run_size = 0;
-					}
-					if (run_size == 0)
-						run_begin = s.start[i];
-					run_size += n;
-				}
-				else if (run_size > 0)
-				{
-					emit_task<KB>(p, run_begin, run_size, child_buf);
-					run_size = 0;
-				}
-			}
-			if (run_size > 0)
-				emit_task<KB>(p, run_begin, run_size, child_buf);
-		}
+		emit_children(p, s, cls == LARGE, begin, cnt, next, child_buf);
+		make_tasks(p, s, cls, begin, cnt, child_buf);
 	}
 };
 
@@ -946,11 +1063,10 @@ struct LocalSortAgent
 		}
 	}
 
-	__device__ static void run(const Task *tasks, void *k0, void *k1,
+	__device__ static void run(const Task t, void *k0, void *k1,
 							   uint32_t *v0, uint32_t *v1, bool keys_out,
 							   TempStorage &s)
 	{
-		const Task	t = tasks[blockIdx.x];
 		const Key  *src = (const Key *) (t.buf ? k1 : k0) + t.begin;
 		const uint32_t *vsrc = (t.buf ? v1 : v0) + t.begin;
 		Key		   *dst = (Key *) k0 + t.begin;
@@ -1139,12 +1255,33 @@ struct CopyAgent
 		uint32_t	count = min((uint32_t) P::TILE, c.size - rel);
 		const Key  *src = (const Key *) k1 + off;
 		Key		   *dst = (Key *) k0 + off;
+		Key			k[P::ITEMS];
+		uint32_t	v[P::ITEMS];
 
-		for (uint32_t i = threadIdx.x; i < count; i += P::THREADS)
+		/* all loads first, so that each thread has ITEMS of them in flight */
+#pragma unroll
+		for (int it = 0; it < P::ITEMS; it++)
 		{
-			if (keys_out)
-				dst[i] = src[i];
-			v0[off + i] = v1[off + i];
+			uint32_t	i = it * P::THREADS + threadIdx.x;
+
+			if (i < count)
+			{
+				if (keys_out)
+					k[it] = src[i];
+				v[it] = v1[off + i];
+			}
+		}
+#pragma unroll
+		for (int it = 0; it < P::ITEMS; it++)
+		{
+			uint32_t	i = it * P::THREADS + threadIdx.x;
+
+			if (i < count)
+			{
+				if (keys_out)
+					dst[i] = k[it];
+				v0[off + i] = v[it];
+			}
 		}
 	}
 };

@@ -6,9 +6,9 @@
  *
  * A pass is three launches (histogram, plan, scatter) whose grids cover
  * the key blocks and buckets that the previous pass's plan created; those
- * counts live on the device, so a large sort reads them back once per pass
- * (overlapped with the scatter), and a small sort launches grids sized for
- * the worst case instead and looks only every other pass.
+ * counts live on the device and are read back once per pass, while the
+ * scatter runs.  The local sorts are one launch per group of
+ * configurations with the same block shape, and the copies one more.
  *
  * Copyright (c) 2026, gpusort developers
  *
@@ -31,8 +31,6 @@ struct Staging
 	unsigned long long and_mask[4];
 	unsigned long long or_mask[4];
 	Counters	counters;
-	Bucket		seed_bucket;
-	Task		seed_task;
 };
 
 /* scratch layout, computed the same way for sizing and for running */
@@ -98,41 +96,100 @@ struct Layout
 			return cuda_status(e_, (what), errbuf, errlen); \
 	} while (0)
 
-template <int KB, typename LP>
-static gs_status
-launch_local(const SortArgs &a, const Task *tasks, uint32_t count,
-			 char *errbuf, size_t errlen)
+/*
+ * Launch a kernel that may overlap the one before it in the stream
+ * (programmatic dependent launch; see hrs_kernels.cuh), or, with overlap
+ * false, one that waits for it as usual.
+ */
+template <typename... Params, typename... Args>
+static cudaError_t
+launch_overlapping(bool overlap, void (*kernel) (Params...), unsigned grid,
+				   unsigned threads, size_t smem, cudaStream_t stream,
+				   Args... args)
 {
-	typedef typename LocalSortAgent<KB, LP>::TempStorage TS;
-	const int	smem = (int) sizeof(TS);
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute attr = {};
 
-	if (count == 0)
-		return GS_OK;
-	HRS_TRY(cudaFuncSetAttribute(local_sort_kernel<KB, LP>,
-								 cudaFuncAttributeMaxDynamicSharedMemorySize,
-								 smem), "cudaFuncSetAttribute");
-	local_sort_kernel<KB, LP><<<count, LP::THREADS, smem, a.stream>>>
-		(tasks, a.keys[0], a.keys[1], a.vals[0], a.vals[1], a.keys_out);
-	HRS_TRY(cudaGetLastError(), "local sort launch");
+	cfg.gridDim = dim3(grid);
+	cfg.blockDim = dim3(threads);
+	cfg.dynamicSmemBytes = smem;
+	cfg.stream = stream;
+	attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	attr.val.programmaticStreamSerializationAllowed = 1;
+	cfg.attrs = &attr;
+	cfg.numAttrs = overlap ? 1 : 0;
+	return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
+/* dynamic shared memory of launch group FIRST..LAST */
+template <int KB, int FIRST, int LAST>
+static constexpr size_t
+group_smem()
+{
+	typedef typename LocalAt<typename Policy<KB>::A, LAST>::type LP;
+	constexpr size_t m = sizeof(typename LocalSortAgent<KB, LP>::TempStorage);
+
+	if constexpr (LAST > FIRST)
+		return group_smem<KB, FIRST, LAST - 1>() > m ? group_smem<KB, FIRST, LAST - 1>() : m;
+	else
+		return m;
+}
+
+/*
+ * Launch the local sorts counted in tasks[], one launch per group of
+ * configurations (Policy::group_last) starting at FIRST; single, when its
+ * size is not 0, is the only task (of configuration single_config).
+ */
+template <int KB, int FIRST>
+static gs_status
+launch_locals(const SortArgs &a, const PassParams &p, const uint32_t *tasks,
+			  const Task &single, bool *launched, char *errbuf, size_t errlen)
+{
+	if constexpr (FIRST < Policy<KB>::NUM_LOCAL)
+	{
+		constexpr int LAST = Policy<KB>::template group_last<FIRST>();
+		typedef typename LocalAt<typename Policy<KB>::A, FIRST>::type LP;
+		LocalGroup	g;
+		uint32_t	total = 0;
+
+		memset(&g, 0, sizeof(g));
+		for (int c = LAST; c >= FIRST; c--)
+		{
+			g.tasks[c] = p.tasks[c];
+			g.first_block[c] = total;
+			g.count[c] = tasks[c];
+			total += tasks[c];
+		}
+		if (total > 0)
+		{
+			const int	smem = (int) group_smem<KB, FIRST, LAST>();
+
+			g.k0 = a.keys[0];
+			g.k1 = a.keys[1];
+			g.v0 = a.vals[0];
+			g.v1 = a.vals[1];
+			g.keys_out = a.keys_out;
+			g.single = single;
+			HRS_TRY(cudaFuncSetAttribute(local_sort_kernel<KB, FIRST, LAST>,
+										 cudaFuncAttributeMaxDynamicSharedMemorySize,
+										 smem), "cudaFuncSetAttribute");
+			HRS_TRY(launch_overlapping(*launched, local_sort_kernel<KB, FIRST, LAST>,
+									   total, LP::THREADS, smem, a.stream, g),
+					"local sort launch");
+			*launched = true;
+		}
+		return launch_locals<KB, LAST + 1>(a, p, tasks, single, launched,
+										   errbuf, errlen);
+	}
 	return GS_OK;
 }
 
-/* launch local-sort configurations C .. NUM_LOCAL-1 */
-template <int KB, int C>
-static gs_status
-launch_locals(const SortArgs &a, const PassParams &p, const Counters &c,
-			  char *errbuf, size_t errlen)
+static inline int
+iota_grid(size_t n, int threads, int sm_count)
 {
-	if constexpr (C < Policy<KB>::NUM_LOCAL)
-	{
-		gs_status	rc = launch_local<KB, typename LocalAt<Policy<KB>, C>::type>
-			(a, p.tasks[C], c.tasks[C], errbuf, errlen);
+	size_t		grid = (n + threads - 1) / threads;
 
-		if (rc != GS_OK)
-			return rc;
-		return launch_locals<KB, C + 1>(a, p, c, errbuf, errlen);
-	}
-	return GS_OK;
+	return (int) (grid > (size_t) sm_count * 8 ? (size_t) sm_count * 8 : grid);
 }
 
 template <int KB>
@@ -141,15 +198,18 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 {
 	typedef Policy<KB> Pol;
 	typedef typename Pol::Partition Part;
-	typedef KeyTraits<KB> T;
 	static_assert(Pol::NUM_LOCAL <= MAX_LOCAL, "too many local configurations");
 	const Layout<KB> L(a.n);
-	char	   *t = (char *) a.temp;
+	char	   *base = (char *) a.temp;
 	Staging    *st = (Staging *) a.staging;
-	Counters   *counters = (Counters *) (t + L.off_counters);
+	Counters   *counters = (Counters *) (base + L.off_counters);
+	const int	iota_blocks = iota_grid(a.n, Pol::IOTA_THREADS, a.sm_count);
+	Task		single;
+	bool		launched = false;	/* a local sort or copy is launched */
 	gs_status	rc;
 
 	res->passes = 0;
+	memset(&single, 0, sizeof(single));
 	if (a.temp_bytes < L.total)
 	{
 		snprintf(errbuf, errlen, "scratch of %zu bytes is smaller than the %zu needed",
@@ -165,7 +225,6 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 		return GS_OK;
 	}
 
-	char	   *base = t;
 	PassParams	p;
 	const uint32_t nblocks0 = (uint32_t) ((a.n + Part::TILE - 1) / Part::TILE);
 
@@ -184,6 +243,7 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 	p.max_tasks = (uint32_t) L.max_tasks;
 	p.max_copies = (uint32_t) L.max_copies;
 	p.pass = 0;
+	p.write_iota = 0;
 	p.buckets = (Bucket *) (base + L.off_buckets[0]);
 	p.next_buckets = (Bucket *) (base + L.off_buckets[1]);
 	p.bucket_hist = (uint32_t *) (base + L.off_bucket_hist[0]);
@@ -191,48 +251,53 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 	p.bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[0]);
 	p.next_bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[1]);
 
-	/*
-	 * The first histogram pass, on digit 0, also finds which digits vary
-	 * anywhere.  The whole input is the one bucket of pass 0.
-	 */
-	HRS_TRY(cudaMemsetAsync(p.bucket_mask, 0xFF, 4 * sizeof(unsigned long long), a.stream),
-			"cudaMemsetAsync");
-	HRS_TRY(cudaMemsetAsync(p.bucket_mask + 4, 0, 4 * sizeof(unsigned long long), a.stream),
-			"cudaMemsetAsync");
-	HRS_TRY(cudaMemsetAsync(counters, 0, sizeof(Counters), a.stream),
-			"cudaMemsetAsync");
-	HRS_TRY(cudaMemsetAsync(p.bucket_hist, 0, RADIX * sizeof(uint32_t), a.stream),
-			"cudaMemsetAsync");
-	st->seed_bucket.begin = 0;
-	st->seed_bucket.size = (uint32_t) a.n;
-	st->seed_bucket.first_block = 0;
-	st->seed_bucket.digit = 0;
-	st->seed_bucket.buf = 0;
-	st->seed_bucket.skip = 0;
-	st->seed_bucket.pad = 0;
-	st->counters.alloc[0] = (1ull << 32) | nblocks0;
-	HRS_TRY(cudaMemcpyAsync(p.buckets, &st->seed_bucket, sizeof(Bucket),
-							cudaMemcpyHostToDevice, a.stream), "cudaMemcpyAsync");
-	HRS_TRY(cudaMemcpyAsync(&counters->alloc[0], &st->counters.alloc[0],
-							sizeof(unsigned long long), cudaMemcpyHostToDevice,
-							a.stream), "cudaMemcpyAsync");
-	histogram_kernel<KB><<<nblocks0, Part::THREADS, 0, a.stream>>>(p);
-	HRS_TRY(cudaGetLastError(), "histogram launch");
-	HRS_TRY(cudaMemcpyAsync(st->and_mask, p.bucket_mask, sizeof(st->and_mask),
-							cudaMemcpyDeviceToHost, a.stream), "cudaMemcpyAsync");
-	HRS_TRY(cudaMemcpyAsync(st->or_mask, p.bucket_mask + 4, sizeof(st->or_mask),
-							cudaMemcpyDeviceToHost, a.stream), "cudaMemcpyAsync");
-	rc = wait_stream(a.stream, a.event, a.cancel, a.cancel_arg, errbuf, errlen);
-	if (rc != GS_OK)
-		return rc;
-
-	/* the digits that vary somewhere, in order */
-	int			first = -1,
-				varying = 0;
-
+	if (a.n <= Pol::LOCAL_LIMIT)
 	{
+		/* the whole input is one local sort, of row indexes made here */
+		uint32_t	tasks[MAX_LOCAL] = {0};
+
+		iota_kernel<KB><<<iota_blocks, Pol::IOTA_THREADS, 0, a.stream>>>(a.vals[0], a.n);
+		HRS_TRY(cudaGetLastError(), "iota launch");
+		single.size = (uint32_t) a.n;
+		tasks[Pol::local_config(a.n)] = 1;
+		return launch_locals<KB, 0>(a, p, tasks, single, &launched, errbuf, errlen);
+	}
+
+	/*
+	 * The whole input is the one bucket of pass 0, on digit 0.  A large
+	 * sort first histograms it and reads back which digits vary anywhere,
+	 * so that it starts at the first one that does (and an all-equal input
+	 * costs one pass).  A small one cannot afford that round trip: its
+	 * first pass starts at once, its histogram writes the row indexes (a
+	 * bucket that is never scattered needs them), and the plan moves past
+	 * constant digits as it does for every bucket.
+	 */
+	Bucket		seed;
+	int			varying = KB;	/* passes at most */
+	bool		counted = false;	/* pass 0's histogram is done */
+	const unsigned long long alloc0 = (1ull << 32) | nblocks0;
+
+	memset(&seed, 0, sizeof(seed));
+	seed.size = (uint32_t) a.n;
+	init_kernel<KB><<<1, Pol::PLAN_THREADS, 0, a.stream>>>(p, seed, alloc0);
+	HRS_TRY(cudaGetLastError(), "init launch");
+	if (a.n > Pol::PRESCAN_ROWS)
+	{
+		int			first = -1;
 		uint64_t	diff[4];
 
+		histogram_kernel<KB><<<nblocks0, Part::THREADS, 0, a.stream>>>(p);
+		HRS_TRY(cudaGetLastError(), "histogram launch");
+		HRS_TRY(cudaMemcpyAsync(st->and_mask, p.bucket_mask, sizeof(st->and_mask),
+								cudaMemcpyDeviceToHost, a.stream), "cudaMemcpyAsync");
+		HRS_TRY(cudaMemcpyAsync(st->or_mask, p.bucket_mask + 4, sizeof(st->or_mask),
+								cudaMemcpyDeviceToHost, a.stream), "cudaMemcpyAsync");
+		rc = wait_stream(a.stream, a.event, a.cancel, a.cancel_arg, errbuf, errlen);
+		if (rc != GS_OK)
+			return rc;
+
+		/* the digits that vary somewhere, in order */
+		varying = 0;
 		for (int j = 0; j < 4; j++)
 			diff[j] = st->and_mask[j] ^ st->or_mask[j];
 		for (int d = KB - 1; d >= 0; d--)
@@ -243,136 +308,108 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 				varying++;
 			}
 		}
-	}
-
-	/* no pass at all: the row indexes must be written here */
-	if (first < 0 || a.n <= Pol::LOCAL_LIMIT)
-	{
-		size_t		grid = (a.n + Pol::IOTA_THREADS - 1) / Pol::IOTA_THREADS;
-
-		if (grid > (size_t) a.sm_count * 8)
-			grid = (size_t) a.sm_count * 8;
-		iota_kernel<KB><<<(unsigned) grid, Pol::IOTA_THREADS, 0, a.stream>>>(a.vals[0], a.n);
-		HRS_TRY(cudaGetLastError(), "iota launch");
-	}
-	if (first < 0)
-		return GS_OK;			/* all keys equal: the identity permutation */
-
-	bool		partitioned = false;
-
-	if (a.n <= Pol::LOCAL_LIMIT)
-	{
-		/* the whole input is one local sort */
-		int			c = Pol::local_config(a.n);
-
-		st->seed_task.begin = 0;
-		st->seed_task.size = (uint32_t) a.n;
-		st->seed_task.buf = 0;
-		st->seed_task.pad = 0;
-		HRS_TRY(cudaMemcpyAsync(p.tasks[c], &st->seed_task, sizeof(Task),
-								cudaMemcpyHostToDevice, a.stream), "cudaMemcpyAsync");
-		st->counters.tasks[c] = 1;
-		HRS_TRY(cudaMemcpyAsync(&counters->tasks[c], &st->counters.tasks[c],
-								sizeof(uint32_t), cudaMemcpyHostToDevice, a.stream),
-				"cudaMemcpyAsync");
-	}
-	else
-	{
-		uint32_t	nblocks = nblocks0;
-		const bool	sync_free = a.n <= Pol::SYNC_FREE_ROWS;
-		uint32_t	nb = 1;
-
+		if (first < 0)
+		{
+			/* all keys equal: the identity permutation */
+			iota_kernel<KB><<<iota_blocks, Pol::IOTA_THREADS, 0, a.stream>>>(a.vals[0], a.n);
+			HRS_TRY(cudaGetLastError(), "iota launch");
+			return GS_OK;
+		}
 		if (first != 0)
 		{
 			/* digit 0 is constant: count the first digit that is not */
-			st->seed_bucket.digit = (uint8_t) first;
-			HRS_TRY(cudaMemcpyAsync(p.buckets, &st->seed_bucket, sizeof(Bucket),
-									cudaMemcpyHostToDevice, a.stream), "cudaMemcpyAsync");
-			HRS_TRY(cudaMemsetAsync(p.bucket_hist, 0, RADIX * sizeof(uint32_t), a.stream),
-					"cudaMemsetAsync");
+			seed.digit = (uint8_t) first;
+			init_kernel<KB><<<1, Pol::PLAN_THREADS, 0, a.stream>>>(p, seed, alloc0);
+			HRS_TRY(cudaGetLastError(), "init launch");
 		}
-		partitioned = true;
+		else
+			counted = true;
+	}
+	else
+		p.write_iota = 1;
 
-		for (int pass = 0; pass < varying && nb > 0; pass++)
+	/*
+	 * The passes.  The counts a pass's plan made (buckets and key blocks
+	 * of the next pass, tasks, copies) come back while its scatter runs,
+	 * so the next pass is launched with exact grids, and the loop ends as
+	 * soon as no bucket is left, with the final counts in hand.
+	 */
+	uint32_t	nb = 1,
+				nblocks = nblocks0;
+	bool		final_counts = false;
+
+	for (int pass = 0; pass < varying && nb > 0; pass++)
+	{
+		const int	cur = pass & 1;
+
+		p.pass = pass;
+		p.buckets = (Bucket *) (base + L.off_buckets[cur]);
+		p.next_buckets = (Bucket *) (base + L.off_buckets[cur ^ 1]);
+		p.bucket_hist = (uint32_t *) (base + L.off_bucket_hist[cur]);
+		p.next_bucket_hist = (uint32_t *) (base + L.off_bucket_hist[cur ^ 1]);
+		p.bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[cur]);
+		p.next_bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[cur ^ 1]);
+
+		if (pass > 0 || !counted)
 		{
-			const int	cur = pass & 1;
-			/* a small sort still looks every other pass whether work is left */
-			const bool	check = !sync_free || (pass & 1) == 1;
-			uint32_t	grid_blocks = sync_free ? (uint32_t) L.max_blocks : nblocks;
-			uint32_t	grid_buckets = sync_free ? (uint32_t) L.max_buckets : nb;
-
-			p.pass = pass;
-			p.buckets = (Bucket *) (base + L.off_buckets[cur]);
-			p.next_buckets = (Bucket *) (base + L.off_buckets[cur ^ 1]);
-			p.bucket_hist = (uint32_t *) (base + L.off_bucket_hist[cur]);
-			p.next_bucket_hist = (uint32_t *) (base + L.off_bucket_hist[cur ^ 1]);
-			p.bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[cur]);
-			p.next_bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[cur ^ 1]);
-
-			if (pass > 0 || first != 0)
-			{
-				histogram_kernel<KB><<<grid_blocks, Part::THREADS, 0, a.stream>>>(p);
-				HRS_TRY(cudaGetLastError(), "histogram launch");
-			}
-			plan_kernel<KB><<<grid_buckets, Pol::PLAN_THREADS, 0, a.stream>>>(p);
-			HRS_TRY(cudaGetLastError(), "plan launch");
-			if (check)
-			{
-				HRS_TRY(cudaMemcpyAsync(&st->counters, counters, sizeof(Counters),
-										cudaMemcpyDeviceToHost, a.stream),
-						"cudaMemcpyAsync");
-				HRS_TRY(cudaEventRecord(a.event, a.stream), "cudaEventRecord");
-			}
-			scatter_kernel<KB><<<grid_blocks, Part::THREADS, 0, a.stream>>>(p);
-			HRS_TRY(cudaGetLastError(), "scatter launch");
-			if (check)
-			{
-				/* the plan's counts come back while the scatter runs */
-				rc = wait_event(a.event, a.cancel, a.cancel_arg, errbuf, errlen);
-				/* on cancel: let the scatter end before returning */
-				if (rc != GS_OK)
-				{
-					(void) cudaStreamSynchronize(a.stream);
-					return rc;
-				}
-				if (st->counters.overflow)
-					break;
-				nb = (uint32_t) (st->counters.alloc[pass + 1] >> 32);
-				nblocks = (uint32_t) st->counters.alloc[pass + 1];
-			}
+			histogram_kernel<KB><<<nblocks, Part::THREADS, 0, a.stream>>>(p);
+			HRS_TRY(cudaGetLastError(), "histogram launch");
+			p.write_iota = 0;
 		}
+		plan_kernel<KB><<<nb, Pol::PLAN_THREADS, 0, a.stream>>>(p);
+		HRS_TRY(cudaGetLastError(), "plan launch");
+		HRS_TRY(cudaMemcpyAsync(&st->counters, counters, sizeof(Counters),
+								cudaMemcpyDeviceToHost, a.stream), "cudaMemcpyAsync");
+		HRS_TRY(cudaEventRecord(a.event, a.stream), "cudaEventRecord");
+		scatter_kernel<KB><<<nblocks, Part::THREADS, 0, a.stream>>>(p);
+		HRS_TRY(cudaGetLastError(), "scatter launch");
+		rc = wait_event(a.event, a.cancel, a.cancel_arg, errbuf, errlen);
+		/* on cancel: let the scatter end before returning */
+		if (rc != GS_OK)
+		{
+			(void) cudaStreamSynchronize(a.stream);
+			return rc;
+		}
+		if (st->counters.overflow)
+			break;
+		nb = (uint32_t) (st->counters.alloc[pass + 1] >> 32);
+		nblocks = (uint32_t) st->counters.alloc[pass + 1];
+		final_counts = nb == 0;
 	}
 
-	/* how the passes went, and what is left for local sorts and copies */
-	HRS_TRY(cudaMemcpyAsync(&st->counters, counters, sizeof(Counters),
-							cudaMemcpyDeviceToHost, a.stream), "cudaMemcpyAsync");
-	rc = wait_stream(a.stream, a.event, a.cancel, a.cancel_arg, errbuf, errlen);
-	if (rc != GS_OK)
-		return rc;
+	if (!final_counts)
+	{
+		/* the loop ran out of digits or a list overflowed */
+		HRS_TRY(cudaMemcpyAsync(&st->counters, counters, sizeof(Counters),
+								cudaMemcpyDeviceToHost, a.stream), "cudaMemcpyAsync");
+		rc = wait_stream(a.stream, a.event, a.cancel, a.cancel_arg, errbuf, errlen);
+		if (rc != GS_OK)
+			return rc;
+	}
 	if (st->counters.overflow)
 	{
 		snprintf(errbuf, errlen, "hybrid radix sort: a work list overflowed");
 		return GS_ERR_INTERNAL;
 	}
-	for (int pass = 0; partitioned && pass <= MAX_DIGITS; pass++)
+	for (int pass = 0; pass <= MAX_DIGITS; pass++)
 		if ((st->counters.alloc[pass] >> 32) != 0)
 			res->passes = pass + 1;
 
-	rc = launch_locals<KB, 0>(a, p, st->counters, errbuf, errlen);
+	/* copy the counts: the staging buffer is the next sort's once we return */
+	uint32_t	tasks[MAX_LOCAL];
+	const uint32_t nranges = (uint32_t) (st->counters.copy_alloc >> 32);
+	const uint32_t ncopy_blocks = (uint32_t) st->counters.copy_alloc;
+
+	memcpy(tasks, st->counters.tasks, sizeof(tasks));
+	rc = launch_locals<KB, 0>(a, p, tasks, single, &launched, errbuf, errlen);
 	if (rc != GS_OK)
 		return rc;
-	{
-		uint32_t	nranges = (uint32_t) (st->counters.copy_alloc >> 32);
-		uint32_t	nblocks = (uint32_t) st->counters.copy_alloc;
-
-		if (nblocks > 0)
-		{
-			copy_kernel<KB><<<nblocks, Part::THREADS, 0, a.stream>>>
-				(p.copies, nranges, a.keys[0], a.keys[1], a.vals[0], a.vals[1],
-				 a.keys_out);
-			HRS_TRY(cudaGetLastError(), "copy launch");
-		}
-	}
+	if (ncopy_blocks > 0)
+		HRS_TRY(launch_overlapping(launched, copy_kernel<KB>, ncopy_blocks,
+								   Part::THREADS, 0, a.stream,
+								   (const CopyRange *) p.copies, nranges,
+								   a.keys[0], a.keys[1], a.vals[0], a.vals[1],
+								   a.keys_out), "copy launch");
 	return GS_OK;
 }
 

@@ -16,6 +16,31 @@
 namespace hrs
 {
 
+/*
+ * Programmatic dependent launch (sm_90): the local sorts and copies at the
+ * end of a sort touch disjoint ranges, so each lets the next kernel of the
+ * stream start as soon as all its own blocks have started, and they
+ * overlap instead of each waiting for the previous one's slowest block.
+ * Each also waits, at its very end, for the kernel before it to complete,
+ * so that the last one completing still means all of them have.  Both are
+ * no-ops for a kernel launched without the attribute.
+ */
+__device__ __forceinline__ void
+let_next_kernel_start()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void
+wait_for_previous_kernel()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 /* row index i into vals[i] (when no pass makes them) */
 template <int KB>
 __global__ void
@@ -57,18 +82,74 @@ scatter_kernel(const PassParams p)
 	ScatterAgent<KB>::run(p, s);
 }
 
-/* dynamic shared memory: the larger configurations need over 48 KB */
-template <int KB, typename LP>
+/* the state every sort starts from (one block of PLAN_THREADS) */
+template <int KB>
 __global__ void
-__launch_bounds__(LP::THREADS, LP::MIN_BLOCKS)
-local_sort_kernel(const Task *tasks, void *k0, void *k1, uint32_t *v0,
-				  uint32_t *v1, bool keys_out)
+__launch_bounds__(Policy<KB>::PLAN_THREADS)
+init_kernel(const PassParams p, const Bucket seed, unsigned long long alloc0)
+{
+	for (int i = threadIdx.x; i < RADIX; i += blockDim.x)
+		p.bucket_hist[i] = 0;
+	for (int i = threadIdx.x; i < (int) (sizeof(Counters) / sizeof(uint32_t));
+		 i += blockDim.x)
+		((uint32_t *) p.counters)[i] = 0;
+	if (threadIdx.x < MASK_WORDS)
+		p.bucket_mask[threadIdx.x] = threadIdx.x < 4 ? ~0ull : 0ull;
+	__syncthreads();
+	if (threadIdx.x == 0)
+	{
+		p.buckets[0] = seed;
+		p.counters->alloc[0] = alloc0;
+	}
+}
+
+/*
+ * The local sorts of one launch group (Policy::group_last): configurations
+ * FIRST..LAST share a block shape, and each block finds its configuration
+ * and task from its index.  The larger configurations take the lower block
+ * indexes, so that the longest sorts start first.  Dynamic shared memory:
+ * the larger configurations need over 48 KB.
+ */
+struct LocalGroup
+{
+	const Task *tasks[MAX_LOCAL];
+	uint32_t	first_block[MAX_LOCAL];	/* of each configuration's tasks */
+	uint32_t	count[MAX_LOCAL];
+	void	   *k0,
+			   *k1;
+	uint32_t   *v0,
+			   *v1;
+	bool		keys_out;
+	Task		single;			/* size > 0: the launch's one task */
+};
+
+template <int KB, int C, int FIRST>
+__device__ __forceinline__ void
+run_local_group(const LocalGroup &g, unsigned char *smem)
+{
+	typedef typename LocalAt<typename Policy<KB>::A, C>::type LP;
+	typedef typename LocalSortAgent<KB, LP>::TempStorage TS;
+	const uint32_t rel = blockIdx.x - g.first_block[C];
+
+	if (blockIdx.x >= g.first_block[C] && rel < g.count[C])
+		LocalSortAgent<KB, LP>::run(g.single.size > 0 ? g.single : g.tasks[C][rel],
+									g.k0, g.k1, g.v0, g.v1, g.keys_out,
+									*reinterpret_cast<TS *>(smem));
+	else if constexpr (C > FIRST)
+		run_local_group<KB, C - 1, FIRST>(g, smem);
+}
+
+template <int KB, int FIRST, int LAST>
+__global__ void
+__launch_bounds__(LocalAt<typename Policy<KB>::A, FIRST>::type::THREADS,
+				  LocalAt<typename Policy<KB>::A, FIRST>::type::MIN_BLOCKS)
+local_sort_kernel(const LocalGroup g)
 {
 	extern __shared__ __align__(16) unsigned char smem[];
-	typedef typename LocalSortAgent<KB, LP>::TempStorage TS;
 
-	LocalSortAgent<KB, LP>::run(tasks, k0, k1, v0, v1, keys_out,
-								*reinterpret_cast<TS *>(smem));
+	let_next_kernel_start();
+	run_local_group<KB, LAST, FIRST>(g, smem);
+	wait_for_previous_kernel();
 }
 
 template <int KB>
@@ -77,7 +158,9 @@ __launch_bounds__(Policy<KB>::Partition::THREADS)
 copy_kernel(const CopyRange *ranges, uint32_t nranges, void *k0, void *k1,
 			uint32_t *v0, uint32_t *v1, bool keys_out)
 {
+	let_next_kernel_start();
 	CopyAgent<KB>::run(ranges, nranges, k0, k1, v0, v1, keys_out);
+	wait_for_previous_kernel();
 }
 
 }								/* namespace hrs */

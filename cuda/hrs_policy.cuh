@@ -60,8 +60,12 @@ struct CommonPolicy
 	static constexpr int IOTA_THREADS = 256;
 	/* longest run of keys equal on a local sort's probe fixed in place */
 	static constexpr int LOCAL_RUN_MAX = 16;
-	/* sorts at or under this many rows skip the per-pass host sync */
-	static constexpr unsigned SYNC_FREE_ROWS = 1u << 21;
+	/*
+	 * Sorts of more rows than this first read back which digits vary
+	 * anywhere (one host round trip); smaller ones start partitioning at
+	 * once and let the plan skip constant digits.
+	 */
+	static constexpr unsigned PRESCAN_ROWS = 1u << 21;
 	/*
 	 * A wait for the device polls without sleeping for its first
 	 * POLL_SPIN_US (a sleep overshoots by the kernel's timer slack, about
@@ -209,6 +213,23 @@ struct Policy : Sm90Policy<KB>, CommonPolicy
 			return LocalAt<A, C>::type::TILE;
 		else
 			return c == C ? LocalAt<A, C>::type::TILE : local_tile<C + 1>(c);
+	}
+
+	/*
+	 * The last configuration of the launch group that starts at C:
+	 * neighbouring configurations with the same block shape (threads,
+	 * blocks per SM) are sorted by one launch.
+	 */
+	template <int C>
+	static constexpr int group_last()
+	{
+		if constexpr (C + 1 >= A::NUM_LOCAL)
+			return C;
+		else if constexpr (LocalAt<A, C + 1>::type::THREADS != LocalAt<A, C>::type::THREADS ||
+						   LocalAt<A, C + 1>::type::MIN_BLOCKS != LocalAt<A, C>::type::MIN_BLOCKS)
+			return C;
+		else
+			return group_last<C + 1>();
 	}
 
 	/* the smallest configuration whose tile holds n keys */

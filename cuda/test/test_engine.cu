@@ -783,7 +783,7 @@ main(int argc, char **argv)
 
 #define EDGES(P) \
 		edges = {hrs::Policy<P>::Partition::TILE, 2 * hrs::Policy<P>::Partition::TILE, \
-				 hrs::Policy<P>::MERGE_LIMIT, hrs::Policy<P>::SYNC_FREE_ROWS, \
+				 hrs::Policy<P>::MERGE_LIMIT, hrs::Policy<P>::PRESCAN_ROWS, \
 				 256 * (size_t) hrs::Policy<P>::LOCAL_LIMIT}; \
 		for (int c = 0; c < hrs::Policy<P>::NUM_LOCAL; c++) \
 			edges.push_back(hrs::Policy<P>::local_tile(c))
