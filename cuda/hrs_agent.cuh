@@ -6,7 +6,8 @@
  *	  kernel; the kernels in hrs_kernels.cuh only construct and run them.
  *
  *	  HistogramAgent  digit histogram of one key block of a bucket (and, in
- *	                  the first pass, which digits vary at all).
+ *	                  the first pass, which digits vary at all); in a small
+ *	                  pass the last block of a bucket then plans it.
  *	  PlanAgent       one bucket: sub-bucket offsets, and what becomes of
  *	                  each sub-bucket (partitioned again, sorted locally,
  *	                  batched with its small neighbours, or finished).
@@ -54,8 +55,22 @@ struct Bucket
 	uint8_t		digit;			/* byte it is partitioned on */
 	uint8_t		buf;			/* buffer holding it */
 	uint8_t		skip;			/* set by PlanAgent: digit is constant */
-	uint8_t		pad;
+	uint8_t		masked;			/* masks already complete (see Tracked) */
 };
+
+/*
+ * The sub-bucket of a bucket that holds more than half its keys (a heavy
+ * key of a skewed input, typically) is "tracked": the scatter that forms
+ * it also takes the AND and OR of its keys into its masks, so that if all
+ * its keys are equal, the next pass finishes it without reading them.
+ */
+struct Tracked
+{
+	uint32_t	digit;			/* NO_TRACK if none */
+	uint32_t	child;			/* its index in the next pass's buckets */
+};
+
+constexpr uint32_t NO_TRACK = 0xFFFFFFFFu;
 
 /* a range to be sorted by one block in shared memory */
 struct Task
@@ -66,13 +81,17 @@ struct Task
 	uint32_t	pad;
 };
 
-/* an all-equal range, finished, that must move from buffer 1 to buffer 0 */
+/*
+ * An all-equal range, finished, whose row indexes must move from buffer 1
+ * to buffer 0; its key, known from masks, is written there, not copied.
+ */
 struct CopyRange
 {
 	uint32_t	begin;
 	uint32_t	size;
 	uint32_t	first_block;
 	uint32_t	pad;
+	uint64_t	key[4];			/* key words, as KeyTraits::word gives them */
 };
 
 /*
@@ -103,6 +122,10 @@ struct PassParams
 	uint32_t   *block_hist;		/* [block][256] */
 	unsigned long long *bucket_mask;	/* [bucket][MASK_WORDS] of this pass */
 	unsigned long long *next_bucket_mask;	/* reset for each next bucket */
+	uint32_t   *bucket_done;	/* [bucket] key blocks histogrammed */
+	uint32_t   *next_bucket_done;	/* zeroed for each next bucket */
+	int			plan_in_histogram;	/* else plan_kernel follows */
+	Tracked    *tracked;		/* [bucket] of this pass */
 	Task	   *tasks[MAX_LOCAL];	/* local sort lists, one per config */
 	CopyRange  *copies;
 	Counters   *counters;
@@ -169,6 +192,49 @@ warp_and(uint64_t x)
 	return x;
 }
 
+/*
+ * Fold one warp's AND (wa) and OR (wo) of key word j into a bucket's
+ * masks.  Every warp of every block of a bucket reports to the same two
+ * words, so an atomic is made only where it would change them (the masks
+ * only lose AND bits and gain OR bits, so a stale read is safe).
+ */
+__device__ __forceinline__ void
+merge_masks(uint64_t wa, uint64_t wo, unsigned long long *and_mask,
+			unsigned long long *or_mask)
+{
+	wa = warp_and(wa);
+	wo = warp_or<1>(wo);
+	if ((threadIdx.x & 31) == 0)
+	{
+		unsigned long long ca = *(volatile unsigned long long *) and_mask;
+		unsigned long long co = *(volatile unsigned long long *) or_mask;
+
+		if ((ca & wa) != ca)
+			atomicAnd(and_mask, (unsigned long long) wa);
+		if ((co | wo) != co)
+			atomicOr(or_mask, (unsigned long long) wo);
+	}
+}
+
+/* do a bucket's masks say that all its keys are equal? */
+template <int KB>
+__device__ __forceinline__ bool
+masks_equal(const unsigned long long *m)
+{
+	bool		equal = true;
+
+#pragma unroll
+	for (int j = 0; j < KeyTraits<KB>::WORDS; j++)
+	{
+		uint64_t	x = m[j] ^ m[4 + j];
+
+		if (KB == 4)
+			x &= 0xFFFFFFFFull;
+		equal = equal && x == 0;
+	}
+	return equal;
+}
+
 /* ---------------------------------------------------------------------- */
 
 /* where a key block of the current pass lies */
@@ -200,137 +266,6 @@ locate_block(const PassParams &p, uint32_t block, BlockSpan &s)
 	return true;
 }
 
-/*
- * HistogramAgent: count the digits of one key block in shared memory (one
- * histogram per warp, so skewed inputs contend less), store the block's
- * histogram for the scatter, and add it to its bucket's histogram.  It
- * also takes the AND and OR of all key words into its bucket's masks,
- * which tell which digits vary within the bucket: the plan moves each
- * sub-bucket straight to the next of those, and finishes a bucket whose
- * keys are all equal (a heavy key of a skewed input) after this one look
- * instead of histogramming it once per remaining digit.  In the first
- * pass the one bucket is the whole input: the host reads its masks to
- * learn which digits vary anywhere.
- */
-template <int KB>
-struct HistogramAgent
-{
-	typedef KeyTraits<KB> T;
-	typedef typename T::Key Key;
-	typedef typename Policy<KB>::Partition P;
-	static constexpr int WARPS = P::THREADS / 32;
-
-	struct TempStorage
-	{
-		uint32_t	hist[WARPS][RADIX];
-	};
-
-	/* AND and OR of every key word, into the global masks */
-	__device__ static void reduce_masks(const Key (&k)[P::ITEMS], uint32_t count,
-										unsigned long long *and_mask,
-										unsigned long long *or_mask)
-	{
-#pragma unroll
-		for (int j = 0; j < T::WORDS; j++)
-		{
-			uint64_t	wa = ~(uint64_t) 0,
-						wo = 0;
-
-#pragma unroll
-			for (int it = 0; it < P::ITEMS; it++)
-			{
-				if (it * P::THREADS + threadIdx.x < count)
-				{
-					wa &= T::word(k[it], j);
-					wo |= T::word(k[it], j);
-				}
-			}
-			wa = warp_and(wa);
-			wo = warp_or<1>(wo);
-			/*
-			 * Every warp of every block of a bucket reports to the same two
-			 * words; an atomic only where it would change them (the masks
-			 * only lose AND bits and gain OR bits, so a stale read is safe).
-			 */
-			if ((threadIdx.x & 31) == 0)
-			{
-				unsigned long long ca = *(volatile unsigned long long *) &and_mask[j];
-				unsigned long long co = *(volatile unsigned long long *) &or_mask[j];
-
-				if ((ca & wa) != ca)
-					atomicAnd(&and_mask[j], (unsigned long long) wa);
-				if ((co | wo) != co)
-					atomicOr(&or_mask[j], (unsigned long long) wo);
-			}
-		}
-	}
-
-	__device__ static void run(const PassParams &p, TempStorage &s)
-	{
-		BlockSpan	span;
-
-		if (!locate_block<P::TILE>(p, blockIdx.x, span))
-			return;
-		const Key  *src = (const Key *) p.keys[span.b.buf] + span.offset;
-		const int	warp = threadIdx.x >> 5;
-
-		for (int i = threadIdx.x; i < WARPS * RADIX; i += P::THREADS)
-			(&s.hist[0][0])[i] = 0;
-
-		Key			k[P::ITEMS];
-
-#pragma unroll
-		for (int it = 0; it < P::ITEMS; it++)
-		{
-			uint32_t	i = it * P::THREADS + threadIdx.x;
-
-			if (i < span.count)
-				k[it] = src[i];
-		}
-		__syncthreads();
-#pragma unroll
-		for (int it = 0; it < P::ITEMS; it++)
-		{
-			uint32_t	i = it * P::THREADS + threadIdx.x;
-
-			if (i < span.count)
-				atomicAdd(&s.hist[warp][T::digit(k[it], span.b.digit)], 1u);
-		}
-		if (p.write_iota)
-		{
-			/*
-			 * Pass 0 of a sort whose host does not look first: a bucket
-			 * that is never scattered still needs its row indexes.
-			 */
-#pragma unroll
-			for (int it = 0; it < P::ITEMS; it++)
-			{
-				uint32_t	i = it * P::THREADS + threadIdx.x;
-
-				if (i < span.count)
-					p.vals[0][span.offset + i] = span.offset + i;
-			}
-		}
-		reduce_masks(k, span.count,
-					 p.bucket_mask + (size_t) span.bucket * MASK_WORDS,
-					 p.bucket_mask + (size_t) span.bucket * MASK_WORDS + 4);
-		__syncthreads();
-		for (int d = threadIdx.x; d < RADIX; d += P::THREADS)
-		{
-			uint32_t	c = 0;
-
-#pragma unroll
-			for (int w = 0; w < WARPS; w++)
-				c += s.hist[w][d];
-			p.block_hist[(size_t) blockIdx.x * RADIX + d] = c;
-			if (c)
-				atomicAdd(&p.bucket_hist[(size_t) span.bucket * RADIX + d], c);
-		}
-	}
-};
-
-/* ---------------------------------------------------------------------- */
-
 /* a bucket for the next pass, with its key blocks */
 template <int KB>
 __device__ __forceinline__ void
@@ -356,7 +291,7 @@ emit_bucket(const PassParams &p, uint32_t begin, uint32_t size, int digit,
 	b.digit = (uint8_t) digit;
 	b.buf = (uint8_t) buf;
 	b.skip = 0;
-	b.pad = 0;
+	b.masked = 0;
 	p.next_buckets[idx] = b;
 
 	uint4	   *h = (uint4 *) &p.next_bucket_hist[(size_t) idx * RADIX];
@@ -365,12 +300,14 @@ emit_bucket(const PassParams &p, uint32_t begin, uint32_t size, int digit,
 		h[i] = make_uint4(0, 0, 0, 0);
 	for (int i = 0; i < MASK_WORDS; i++)
 		p.next_bucket_mask[(size_t) idx * MASK_WORDS + i] = i < 4 ? ~0ull : 0ull;
+	p.next_bucket_done[idx] = 0;
 }
 
 /* a finished all-equal range; only one in buffer 1 needs moving */
 template <int KB>
 __device__ __forceinline__ void
-emit_finished(const PassParams &p, uint32_t begin, uint32_t size, uint32_t buf)
+emit_finished(const PassParams &p, uint32_t begin, uint32_t size, uint32_t buf,
+			  const uint64_t *key)
 {
 	const uint32_t TILE = Policy<KB>::Partition::TILE;
 
@@ -392,11 +329,15 @@ emit_finished(const PassParams &p, uint32_t begin, uint32_t size, uint32_t buf)
 	c.size = size;
 	c.first_block = (uint32_t) old;
 	c.pad = 0;
+	for (int j = 0; j < 4; j++)
+		c.key[j] = j < KeyTraits<KB>::WORDS ? key[j] : 0;
 	p.copies[idx] = c;
 }
 
 /*
- * PlanAgent: one thread per digit value of one bucket.  The exclusive scan
+ * PlanAgent: plans one bucket, its first RADIX threads one per digit value
+ * (THREADS is the block's size): in plan_kernel, or in the last histogram
+ * block of the bucket to finish (see HistogramAgent).  The exclusive scan
  * of the bucket's histogram gives the sub-bucket offsets (the scatter's
  * write cursors).  Then each sub-bucket is classified: empty; large
  * (partitioned again on the next varying digit); finished (no digit left
@@ -406,19 +347,19 @@ emit_finished(const PassParams &p, uint32_t begin, uint32_t size, uint32_t buf)
  * the same for all keys is not scattered: it moves on to the next digit
  * where it lies; one whose keys are all equal is finished where it lies.
  */
-template <int KB>
+template <int KB, int THREADS>
 struct PlanAgent
 {
 	typedef Policy<KB> Pol;
-	typedef cub::BlockScan<uint32_t, RADIX> Scan;
+	typedef cub::BlockScan<uint32_t, THREADS> Scan;
 
 	enum
 	{
 		EMPTY = 0, LARGE, FINISHED, SMALL
 	};
 
-	typedef cub::BlockScan<unsigned long long, RADIX> Scan64;
-	static_assert(Pol::PLAN_THREADS == RADIX, "one plan thread per digit value");
+	typedef cub::BlockScan<unsigned long long, THREADS> Scan64;
+	static_assert(THREADS >= RADIX, "one plan thread per digit value");
 
 	struct MaxOp
 	{
@@ -493,9 +434,18 @@ struct PlanAgent
 	 * zeroed a row at a time by all threads.
 	 */
 	__device__ static void emit_children(const PassParams &p, TempStorage &s,
+										 uint32_t bucket, uint32_t size,
 										 bool large, uint32_t begin,
 										 uint32_t cnt, int next, uint32_t buf)
 	{
+		const bool	heavy = large && cnt > size / 2;
+		Tracked		none;
+
+		none.digit = NO_TRACK;
+		none.child = 0;
+		if (threadIdx.x == 0)
+			p.tracked[bucket] = none;
+		__syncthreads();
 		const uint32_t TILE = Pol::Partition::TILE;
 		const unsigned long long mine =
 			large ? (1ull << 32) | ((cnt + TILE - 1) / TILE) : 0;
@@ -527,16 +477,26 @@ struct PlanAgent
 				c.digit = (uint8_t) next;
 				c.buf = (uint8_t) buf;
 				c.skip = 0;
-				c.pad = 0;
+				c.masked = heavy;
 				p.next_buckets[idx] = c;
+				if (heavy)
+				{
+					Tracked		t;
+
+					t.digit = threadIdx.x;
+					t.child = idx;
+					p.tracked[bucket] = t;
+				}
 				for (int i = 0; i < MASK_WORDS; i++)
 					p.next_bucket_mask[(size_t) idx * MASK_WORDS + i] = i < 4 ? ~0ull : 0ull;
+				p.next_bucket_done[idx] = 0;
 			}
 			else
 				atomicExch(&p.counters->overflow, 1u);
 		}
-		for (uint32_t j = 0; j < nchildren && first + j < p.max_buckets; j++)
-			p.next_bucket_hist[(size_t) (first + j) * RADIX + threadIdx.x] = 0;
+		if (threadIdx.x < RADIX)
+			for (uint32_t j = 0; j < nchildren && first + j < p.max_buckets; j++)
+				p.next_bucket_hist[(size_t) (first + j) * RADIX + threadIdx.x] = 0;
 	}
 
 	/*
@@ -586,25 +546,27 @@ struct PlanAgent
 		emit_tasks(p, s, buf);
 	}
 
-	__device__ static void run(const PassParams &p, TempStorage &s)
+	/*
+	 * Plan bucket bi.  Its histogram and masks were summed by atomics of
+	 * other blocks of this kernel: they are read from L2.
+	 */
+	__device__ static void run(const PassParams &p, uint32_t bi, TempStorage &s)
 	{
-		unsigned long long a = p.counters->alloc[p.pass];
-		uint32_t	nb = (uint32_t) (a >> 32);
-		uint32_t	bi = blockIdx.x;
-
-		if (bi >= nb)
-			return;
 		const Bucket b = p.buckets[bi];
 		const int	d = threadIdx.x;
+		const bool	active = d < RADIX;
 		const unsigned long long *m = p.bucket_mask + (size_t) bi * MASK_WORDS;
 		uint64_t	diff[4];
 		bool		varies = false;
 		int			next = -1;
 
+		uint64_t	key[4];		/* of an all-equal bucket or sub-bucket */
+
 #pragma unroll
 		for (int j = 0; j < 4; j++)
 		{
-			diff[j] = j < KeyTraits<KB>::WORDS ? m[j] ^ m[4 + j] : 0;
+			key[j] = j < KeyTraits<KB>::WORDS ? __ldcg(&m[j]) : 0;
+			diff[j] = j < KeyTraits<KB>::WORDS ? key[j] ^ __ldcg(&m[4 + j]) : 0;
 			if (KB == 4)
 				diff[j] &= 0xFFFFFFFFull;
 			varies = varies || diff[j] != 0;
@@ -615,7 +577,7 @@ struct PlanAgent
 			if (threadIdx.x == 0)
 			{
 				p.buckets[bi].skip = 1;
-				emit_finished<KB>(p, b.begin, b.size, b.buf);
+				emit_finished<KB>(p, b.begin, b.size, b.buf, key);
 			}
 			return;
 		}
@@ -627,7 +589,7 @@ struct PlanAgent
 				break;
 			}
 
-		uint32_t	cnt = p.bucket_hist[(size_t) bi * RADIX + d];
+		uint32_t	cnt = active ? __ldcg(&p.bucket_hist[(size_t) bi * RADIX + d]) : 0;
 		uint32_t	excl;
 
 		Scan(s.scan).ExclusiveSum(cnt, excl);
@@ -640,7 +602,7 @@ struct PlanAgent
 			{
 				p.buckets[bi].skip = 1;
 				if (next < 0)
-					emit_finished<KB>(p, b.begin, b.size, b.buf);
+					emit_finished<KB>(p, b.begin, b.size, b.buf, key);
 				else
 					emit_bucket<KB>(p, b.begin, b.size, next, b.buf);
 			}
@@ -651,7 +613,8 @@ struct PlanAgent
 		const uint32_t begin = b.begin + excl;
 		uint8_t		cls;
 
-		p.sub_cursor[(size_t) bi * RADIX + d] = begin;
+		if (active)
+			p.sub_cursor[(size_t) bi * RADIX + d] = begin;
 		if (cnt == 0)
 			cls = EMPTY;
 		else if (cnt <= Pol::LOCAL_LIMIT)
@@ -661,9 +624,170 @@ struct PlanAgent
 		else
 			cls = LARGE;
 		if (cls == FINISHED)
-			emit_finished<KB>(p, begin, cnt, child_buf);
-		emit_children(p, s, cls == LARGE, begin, cnt, next, child_buf);
+		{
+			/* only the bucket's digit varies: the key is the AND with it set */
+			const int	sh = KB == 4 ? 24 - 8 * b.digit : 56 - 8 * (b.digit & 7);
+			const int	w = KB == 4 ? 0 : b.digit >> 3;
+
+			key[w] = (key[w] & ~((uint64_t) 0xFF << sh)) | ((uint64_t) d << sh);
+			emit_finished<KB>(p, begin, cnt, child_buf, key);
+		}
+		emit_children(p, s, bi, b.size, cls == LARGE, begin, cnt, next, child_buf);
 		make_tasks(p, s, cls, begin, cnt, child_buf);
+	}
+};
+
+/*
+ * HistogramAgent: count the digits of one key block in shared memory (one
+ * histogram per warp, so skewed inputs contend less), store the block's
+ * histogram for the scatter, and add it to its bucket's histogram.  It
+ * also takes the AND and OR of all key words into its bucket's masks,
+ * which tell which digits vary within the bucket: the plan moves each
+ * sub-bucket straight to the next of those, and finishes a bucket whose
+ * keys are all equal (a heavy key of a skewed input) after this one look
+ * instead of histogramming it once per remaining digit.  In the first
+ * pass the one bucket is the whole input: the host reads its masks to
+ * learn which digits vary anywhere.
+ */
+template <int KB>
+struct HistogramAgent
+{
+	typedef KeyTraits<KB> T;
+	typedef typename T::Key Key;
+	typedef typename Policy<KB>::Partition P;
+	static constexpr int WARPS = P::THREADS / 32;
+
+	typedef PlanAgent<KB, P::THREADS> Plan;
+
+	union TempStorage
+	{
+		uint32_t	hist[WARPS][RADIX];
+		typename Plan::TempStorage plan;
+		uint32_t	last;
+	};
+
+	/* AND and OR of every key word, into the global masks */
+	__device__ static void reduce_masks(const Key (&k)[P::ITEMS], uint32_t count,
+										unsigned long long *and_mask,
+										unsigned long long *or_mask)
+	{
+#pragma unroll
+		for (int j = 0; j < T::WORDS; j++)
+		{
+			uint64_t	wa = ~(uint64_t) 0,
+						wo = 0;
+
+#pragma unroll
+			for (int it = 0; it < P::ITEMS; it++)
+			{
+				if (it * P::THREADS + threadIdx.x < count)
+				{
+					wa &= T::word(k[it], j);
+					wo |= T::word(k[it], j);
+				}
+			}
+			merge_masks(wa, wo, &and_mask[j], &or_mask[j]);
+		}
+	}
+
+	/* histogram one key block of span's bucket */
+	__device__ static void count(const PassParams &p, TempStorage &s,
+								 const BlockSpan &span)
+	{
+		const Key  *src = (const Key *) p.keys[span.b.buf] + span.offset;
+		const int	warp = threadIdx.x >> 5;
+
+		for (int i = threadIdx.x; i < WARPS * RADIX; i += P::THREADS)
+			(&s.hist[0][0])[i] = 0;
+
+		Key			k[P::ITEMS];
+
+#pragma unroll
+		for (int it = 0; it < P::ITEMS; it++)
+		{
+			uint32_t	i = it * P::THREADS + threadIdx.x;
+
+			if (i < span.count)
+				k[it] = src[i];
+		}
+		__syncthreads();
+#pragma unroll
+		for (int it = 0; it < P::ITEMS; it++)
+		{
+			uint32_t	i = it * P::THREADS + threadIdx.x;
+
+			if (i < span.count)
+				atomicAdd(&s.hist[warp][T::digit(k[it], span.b.digit)], 1u);
+		}
+		if (p.write_iota)
+		{
+			/*
+			 * Pass 0 of a sort whose host does not look first: a bucket
+			 * that is never scattered still needs its row indexes.
+			 */
+#pragma unroll
+			for (int it = 0; it < P::ITEMS; it++)
+			{
+				uint32_t	i = it * P::THREADS + threadIdx.x;
+
+				if (i < span.count)
+					p.vals[0][span.offset + i] = span.offset + i;
+			}
+		}
+		reduce_masks(k, span.count,
+					 p.bucket_mask + (size_t) span.bucket * MASK_WORDS,
+					 p.bucket_mask + (size_t) span.bucket * MASK_WORDS + 4);
+		__syncthreads();
+		for (int d = threadIdx.x; d < RADIX; d += P::THREADS)
+		{
+			uint32_t	c = 0;
+
+#pragma unroll
+			for (int w = 0; w < WARPS; w++)
+				c += s.hist[w][d];
+			p.block_hist[(size_t) blockIdx.x * RADIX + d] = c;
+			if (c)
+				atomicAdd(&p.bucket_hist[(size_t) span.bucket * RADIX + d], c);
+		}
+	}
+
+	__device__ static void run(const PassParams &p, TempStorage &s)
+	{
+		BlockSpan	span;
+
+		if (!locate_block<P::TILE>(p, blockIdx.x, span))
+			return;
+
+		/*
+		 * A tracked bucket whose scatter found all its keys equal needs no
+		 * count: the plan finishes it from its masks.
+		 */
+		if (!span.b.masked ||
+			!masks_equal<KB>(p.bucket_mask + (size_t) span.bucket * MASK_WORDS))
+			count(p, s, span);
+
+		/*
+		 * In a pass of few key blocks, the last block of the bucket to get
+		 * here plans it, saving the plan kernel's launch: the barrier and
+		 * thread 0's fence order every thread's atomics before its count.
+		 * A fence per block costs more than a launch in a large pass.
+		 */
+		if (!p.plan_in_histogram)
+			return;
+		__syncthreads();
+		if (threadIdx.x == 0)
+		{
+			const uint32_t blocks = (span.b.size + P::TILE - 1) / P::TILE;
+
+			__threadfence();
+			s.last = atomicAdd(&p.bucket_done[span.bucket], 1u) == blocks - 1;
+			__threadfence();
+		}
+		__syncthreads();
+		if (!s.last)
+			return;
+		__syncthreads();
+		Plan::run(p, span.bucket, s.plan);
 	}
 };
 
@@ -749,7 +873,20 @@ struct ScatterAgent
 		}
 		__syncthreads();
 
-		/* group the keys by digit in shared memory */
+		/*
+		 * Group the keys by digit in shared memory; the keys of a tracked
+		 * sub-bucket also go into its masks.
+		 */
+		const Tracked tr = p.tracked[span.bucket];
+		uint64_t	ta[T::WORDS],
+					to[T::WORDS];
+
+#pragma unroll
+		for (int j = 0; j < T::WORDS; j++)
+		{
+			ta[j] = ~(uint64_t) 0;
+			to[j] = 0;
+		}
 #pragma unroll
 		for (int it = 0; it < P::ITEMS; it++)
 		{
@@ -762,11 +899,29 @@ struct ScatterAgent
 				pos[it] = atomicAdd(&s.cursor[dg], 1u);
 				s.stage.keys[pos[it]] = k[it];
 				s.digit[pos[it]] = (uint8_t) dg;
+				if (dg == tr.digit)
+				{
+#pragma unroll
+					for (int j = 0; j < T::WORDS; j++)
+					{
+						ta[j] &= T::word(k[it], j);
+						to[j] |= T::word(k[it], j);
+					}
+				}
 			}
 		}
 		__syncthreads();
+
 		for (uint32_t i = threadIdx.x; i < span.count; i += P::THREADS)
 			dst[s.base[s.digit[i]] + i] = s.stage.keys[i];
+		if (tr.digit != NO_TRACK)
+		{
+			unsigned long long *m = p.next_bucket_mask + (size_t) tr.child * MASK_WORDS;
+
+#pragma unroll
+			for (int j = 0; j < T::WORDS; j++)
+				merge_masks(ta[j], to[j], &m[j], &m[4 + j]);
+		}
 		__syncthreads();
 
 		/* the row indexes take the same places */
@@ -1234,7 +1389,7 @@ struct LocalSortAgent
 
 /* ---------------------------------------------------------------------- */
 
-/* CopyAgent: one key block of a finished range, buffer 1 -> buffer 0 */
+/* CopyAgent: one key block of a finished range into buffer 0 */
 template <int KB>
 struct CopyAgent
 {
@@ -1253,9 +1408,8 @@ struct CopyAgent
 		uint32_t	rel = (blockIdx.x - c.first_block) * (uint32_t) P::TILE;
 		uint32_t	off = c.begin + rel;
 		uint32_t	count = min((uint32_t) P::TILE, c.size - rel);
-		const Key  *src = (const Key *) k1 + off;
+		const Key	key = T::from_words(c.key);
 		Key		   *dst = (Key *) k0 + off;
-		Key			k[P::ITEMS];
 		uint32_t	v[P::ITEMS];
 
 		/* all loads first, so that each thread has ITEMS of them in flight */
@@ -1265,11 +1419,7 @@ struct CopyAgent
 			uint32_t	i = it * P::THREADS + threadIdx.x;
 
 			if (i < count)
-			{
-				if (keys_out)
-					k[it] = src[i];
 				v[it] = v1[off + i];
-			}
 		}
 #pragma unroll
 		for (int it = 0; it < P::ITEMS; it++)
@@ -1279,7 +1429,7 @@ struct CopyAgent
 			if (i < count)
 			{
 				if (keys_out)
-					dst[i] = k[it];
+					dst[i] = key;
 				v0[off + i] = v[it];
 			}
 		}

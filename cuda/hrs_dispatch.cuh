@@ -4,10 +4,10 @@
  *	  Host dispatch of the hybrid radix sort for one key width: scratch
  *	  layout, the partitioning passes, the local sorts.
  *
- * A pass is three launches (histogram, plan, scatter) whose grids cover
- * the key blocks and buckets that the previous pass's plan created; those
- * counts live on the device and are read back once per pass, while the
- * scatter runs.  The local sorts are one launch per group of
+ * A pass is three launches, histogram, plan and scatter (two in a small
+ * pass, whose histogram plans), with grids that cover the key blocks and
+ * buckets that the previous pass's plans created; those counts live on
+ * the device and are read back once per pass, while the scatter runs.  The local sorts are one launch per group of
  * configurations with the same block shape, and the copies one more.
  *
  * Copyright (c) 2026, gpusort developers
@@ -47,6 +47,8 @@ struct Layout
 				off_buckets[2],
 				off_bucket_hist[2],
 				off_bucket_mask[2],
+				off_bucket_done[2],
+				off_tracked,
 				off_sub_cursor,
 				off_block_hist,
 				off_tasks[MAX_LOCAL],
@@ -80,6 +82,9 @@ struct Layout
 		for (int i = 0; i < 2; i++)
 			off_bucket_mask[i] = take(at, max_buckets * MASK_WORDS *
 									  sizeof(unsigned long long));
+		for (int i = 0; i < 2; i++)
+			off_bucket_done[i] = take(at, max_buckets * sizeof(uint32_t));
+		off_tracked = take(at, max_buckets * sizeof(Tracked));
 		off_sub_cursor = take(at, max_buckets * RADIX * sizeof(uint32_t));
 		off_block_hist = take(at, max_blocks * RADIX * sizeof(uint32_t));
 		for (int i = 0; i < Pol::NUM_LOCAL; i++)
@@ -250,6 +255,9 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 	p.next_bucket_hist = (uint32_t *) (base + L.off_bucket_hist[1]);
 	p.bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[0]);
 	p.next_bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[1]);
+	p.bucket_done = (uint32_t *) (base + L.off_bucket_done[0]);
+	p.next_bucket_done = (uint32_t *) (base + L.off_bucket_done[1]);
+	p.tracked = (Tracked *) (base + L.off_tracked);
 
 	if (a.n <= Pol::LOCAL_LIMIT)
 	{
@@ -276,16 +284,18 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 	int			varying = KB;	/* passes at most */
 	bool		counted = false;	/* pass 0's histogram is done */
 	const unsigned long long alloc0 = (1ull << 32) | nblocks0;
+	const uint32_t fused_limit = (uint32_t) a.sm_count * Pol::FUSED_PLAN_BLOCKS_PER_SM;
 
 	memset(&seed, 0, sizeof(seed));
 	seed.size = (uint32_t) a.n;
-	init_kernel<KB><<<1, Pol::PLAN_THREADS, 0, a.stream>>>(p, seed, alloc0);
+	init_kernel<KB><<<1, Pol::INIT_THREADS, 0, a.stream>>>(p, seed, alloc0);
 	HRS_TRY(cudaGetLastError(), "init launch");
 	if (a.n > Pol::PRESCAN_ROWS)
 	{
 		int			first = -1;
 		uint64_t	diff[4];
 
+		p.plan_in_histogram = nblocks0 <= fused_limit;
 		histogram_kernel<KB><<<nblocks0, Part::THREADS, 0, a.stream>>>(p);
 		HRS_TRY(cudaGetLastError(), "histogram launch");
 		HRS_TRY(cudaMemcpyAsync(st->and_mask, p.bucket_mask, sizeof(st->and_mask),
@@ -319,7 +329,7 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 		{
 			/* digit 0 is constant: count the first digit that is not */
 			seed.digit = (uint8_t) first;
-			init_kernel<KB><<<1, Pol::PLAN_THREADS, 0, a.stream>>>(p, seed, alloc0);
+			init_kernel<KB><<<1, Pol::INIT_THREADS, 0, a.stream>>>(p, seed, alloc0);
 			HRS_TRY(cudaGetLastError(), "init launch");
 		}
 		else
@@ -349,15 +359,21 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 		p.next_bucket_hist = (uint32_t *) (base + L.off_bucket_hist[cur ^ 1]);
 		p.bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[cur]);
 		p.next_bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[cur ^ 1]);
+		p.bucket_done = (uint32_t *) (base + L.off_bucket_done[cur]);
+		p.next_bucket_done = (uint32_t *) (base + L.off_bucket_done[cur ^ 1]);
 
 		if (pass > 0 || !counted)
 		{
+			p.plan_in_histogram = nblocks <= fused_limit;
 			histogram_kernel<KB><<<nblocks, Part::THREADS, 0, a.stream>>>(p);
 			HRS_TRY(cudaGetLastError(), "histogram launch");
 			p.write_iota = 0;
 		}
-		plan_kernel<KB><<<nb, Pol::PLAN_THREADS, 0, a.stream>>>(p);
-		HRS_TRY(cudaGetLastError(), "plan launch");
+		if (!p.plan_in_histogram)
+		{
+			plan_kernel<KB><<<nb, RADIX, 0, a.stream>>>(p);
+			HRS_TRY(cudaGetLastError(), "plan launch");
+		}
 		HRS_TRY(cudaMemcpyAsync(&st->counters, counters, sizeof(Counters),
 								cudaMemcpyDeviceToHost, a.stream), "cudaMemcpyAsync");
 		HRS_TRY(cudaEventRecord(a.event, a.stream), "cudaEventRecord");

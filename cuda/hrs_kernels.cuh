@@ -62,14 +62,16 @@ histogram_kernel(const PassParams p)
 	HistogramAgent<KB>::run(p, s);
 }
 
+/* one bucket per block, in passes too large for the histogram to plan */
 template <int KB>
 __global__ void
-__launch_bounds__(Policy<KB>::PLAN_THREADS)
+__launch_bounds__(RADIX)
 plan_kernel(const PassParams p)
 {
-	__shared__ typename PlanAgent<KB>::TempStorage s;
+	__shared__ typename PlanAgent<KB, RADIX>::TempStorage s;
 
-	PlanAgent<KB>::run(p, s);
+	if (blockIdx.x < (uint32_t) (p.counters->alloc[p.pass] >> 32))
+		PlanAgent<KB, RADIX>::run(p, blockIdx.x, s);
 }
 
 template <int KB>
@@ -82,10 +84,10 @@ scatter_kernel(const PassParams p)
 	ScatterAgent<KB>::run(p, s);
 }
 
-/* the state every sort starts from (one block of PLAN_THREADS) */
+/* the state every sort starts from (one block of INIT_THREADS) */
 template <int KB>
 __global__ void
-__launch_bounds__(Policy<KB>::PLAN_THREADS)
+__launch_bounds__(Policy<KB>::INIT_THREADS)
 init_kernel(const PassParams p, const Bucket seed, unsigned long long alloc0)
 {
 	for (int i = threadIdx.x; i < RADIX; i += blockDim.x)
@@ -95,6 +97,8 @@ init_kernel(const PassParams p, const Bucket seed, unsigned long long alloc0)
 		((uint32_t *) p.counters)[i] = 0;
 	if (threadIdx.x < MASK_WORDS)
 		p.bucket_mask[threadIdx.x] = threadIdx.x < 4 ? ~0ull : 0ull;
+	if (threadIdx.x == 0)
+		p.bucket_done[0] = 0;
 	__syncthreads();
 	if (threadIdx.x == 0)
 	{

@@ -84,6 +84,15 @@ struct KeyTraits
 	{
 		return (unsigned) (k.w[p >> 3] >> (56 - 8 * (p & 7))) & 0xFFu;
 	}
+	__device__ __forceinline__ static Key from_words(const uint64_t *w)
+	{
+		Key			k;
+
+#pragma unroll
+		for (int j = 0; j < WORDS; j++)
+			k.w[j] = w[j];
+		return k;
+	}
 	__device__ __forceinline__ static Key max_key()
 	{
 		Key			k;
@@ -112,6 +121,10 @@ struct KeyTraits<4>
 	{
 		return (k >> (24 - 8 * p)) & 0xFFu;
 	}
+	__device__ __forceinline__ static Key from_words(const uint64_t *w)
+	{
+		return (uint32_t) w[0];
+	}
 	__device__ __forceinline__ static Key max_key()
 	{
 		return ~(uint32_t) 0;
@@ -134,6 +147,10 @@ struct KeyTraits<8>
 	__device__ __forceinline__ static unsigned digit(const Key &k, int p)
 	{
 		return (unsigned) (k >> (56 - 8 * p)) & 0xFFu;
+	}
+	__device__ __forceinline__ static Key from_words(const uint64_t *w)
+	{
+		return w[0];
 	}
 	__device__ __forceinline__ static Key max_key()
 	{

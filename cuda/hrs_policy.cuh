@@ -56,7 +56,13 @@ struct LocalPolicy
 /* settings shared by every key width */
 struct CommonPolicy
 {
-	static constexpr int PLAN_THREADS = 256;	/* one per digit value */
+	static constexpr int INIT_THREADS = 256;
+	/*
+	 * A pass of at most this many key blocks per SM plans its buckets in
+	 * the histogram kernel instead of a kernel of its own (a launch saved,
+	 * against a fence per histogram block).
+	 */
+	static constexpr int FUSED_PLAN_BLOCKS_PER_SM = 2;
 	static constexpr int IOTA_THREADS = 256;
 	/* longest run of keys equal on a local sort's probe fixed in place */
 	static constexpr int LOCAL_RUN_MAX = 16;
