@@ -49,6 +49,8 @@ struct Layout
 				off_bucket_mask[2],
 				off_bucket_done[2],
 				off_tracked,
+				off_block_bucket[2],
+				off_copy_block_range,
 				off_sub_cursor,
 				off_block_hist,
 				off_tasks[MAX_LOCAL],
@@ -85,6 +87,9 @@ struct Layout
 		for (int i = 0; i < 2; i++)
 			off_bucket_done[i] = take(at, max_buckets * sizeof(uint32_t));
 		off_tracked = take(at, max_buckets * sizeof(Tracked));
+		for (int i = 0; i < 2; i++)
+			off_block_bucket[i] = take(at, max_blocks * sizeof(uint32_t));
+		off_copy_block_range = take(at, max_blocks * sizeof(uint32_t));
 		off_sub_cursor = take(at, max_buckets * RADIX * sizeof(uint32_t));
 		off_block_hist = take(at, max_blocks * RADIX * sizeof(uint32_t));
 		for (int i = 0; i < Pol::NUM_LOCAL; i++)
@@ -258,6 +263,10 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 	p.bucket_done = (uint32_t *) (base + L.off_bucket_done[0]);
 	p.next_bucket_done = (uint32_t *) (base + L.off_bucket_done[1]);
 	p.tracked = (Tracked *) (base + L.off_tracked);
+	p.block_bucket = (uint32_t *) (base + L.off_block_bucket[0]);
+	p.next_block_bucket = (uint32_t *) (base + L.off_block_bucket[1]);
+	p.copy_block_range = (uint32_t *) (base + L.off_copy_block_range);
+	p.max_blocks = (uint32_t) L.max_blocks;
 
 	if (a.n <= Pol::LOCAL_LIMIT)
 	{
@@ -361,6 +370,8 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 		p.next_bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[cur ^ 1]);
 		p.bucket_done = (uint32_t *) (base + L.off_bucket_done[cur]);
 		p.next_bucket_done = (uint32_t *) (base + L.off_bucket_done[cur ^ 1]);
+		p.block_bucket = (uint32_t *) (base + L.off_block_bucket[cur]);
+		p.next_block_bucket = (uint32_t *) (base + L.off_block_bucket[cur ^ 1]);
 
 		if (pass > 0 || !counted)
 		{
@@ -413,7 +424,6 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 
 	/* copy the counts: the staging buffer is the next sort's once we return */
 	uint32_t	tasks[MAX_LOCAL];
-	const uint32_t nranges = (uint32_t) (st->counters.copy_alloc >> 32);
 	const uint32_t ncopy_blocks = (uint32_t) st->counters.copy_alloc;
 
 	memcpy(tasks, st->counters.tasks, sizeof(tasks));
@@ -423,9 +433,11 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 	if (ncopy_blocks > 0)
 		HRS_TRY(launch_overlapping(launched, copy_kernel<KB>, ncopy_blocks,
 								   Part::THREADS, 0, a.stream,
-								   (const CopyRange *) p.copies, nranges,
-								   a.keys[0], a.keys[1], a.vals[0], a.vals[1],
-								   a.keys_out), "copy launch");
+								   (const CopyRange *) p.copies,
+								   (const uint32_t *) p.copy_block_range,
+								   a.keys[0], a.vals[0],
+								   (const uint32_t *) a.vals[1], a.keys_out),
+				"copy launch");
 	return GS_OK;
 }
 

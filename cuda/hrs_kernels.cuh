@@ -159,11 +159,11 @@ local_sort_kernel(const LocalGroup g)
 template <int KB>
 __global__ void
 __launch_bounds__(Policy<KB>::Partition::THREADS)
-copy_kernel(const CopyRange *ranges, uint32_t nranges, void *k0, void *k1,
-			uint32_t *v0, uint32_t *v1, bool keys_out)
+copy_kernel(const CopyRange *ranges, const uint32_t *block_range, void *k0,
+			uint32_t *v0, const uint32_t *v1, bool keys_out)
 {
 	let_next_kernel_start();
-	CopyAgent<KB>::run(ranges, nranges, k0, k1, v0, v1, keys_out);
+	CopyAgent<KB>::run(ranges, block_range, k0, v0, v1, keys_out);
 	wait_for_previous_kernel();
 }
 
