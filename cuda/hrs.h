@@ -74,6 +74,15 @@ gs_status	cuda_status(cudaError_t e, const char *what, char *errbuf,
 gs_status	wait_event(cudaEvent_t event, gs_cancel_fn cancel, void *cancel_arg,
 					   char *errbuf, size_t errlen);
 
+/*
+ * Wait until the device has written want into *seq (pinned host memory),
+ * polling cancel; event, recorded after the kernel that writes it, reports
+ * a device fault, or that the kernel ended without writing it.
+ */
+gs_status	wait_counts(const uint32_t *seq, uint32_t want, cudaEvent_t event,
+						gs_cancel_fn cancel, void *cancel_arg, char *errbuf,
+						size_t errlen);
+
 /* wait for everything enqueued on stream so far, polling cancel */
 gs_status	wait_stream(cudaStream_t stream, cudaEvent_t event,
 						gs_cancel_fn cancel, void *cancel_arg,

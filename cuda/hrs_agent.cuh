@@ -109,6 +109,22 @@ struct Counters
 	uint32_t	pad;
 };
 
+/*
+ * The counters as the host sees them: pinned host memory that the first
+ * block of each scatter writes directly (unified addressing) from the
+ * counters its pass's plans left, seq last.  The host reads them while the
+ * scatter runs, with no copy in the stream between the plan and the
+ * scatter.
+ */
+struct HostCounts
+{
+	Counters	counters;
+	uint32_t	seq;			/* pass + 1 once counters are the pass's */
+};
+
+static_assert(sizeof(Counters) % sizeof(unsigned long long) == 0,
+			  "Counters is copied in 8-byte words");
+
 /* what every pass kernel needs; passed by value */
 struct PassParams
 {
@@ -129,6 +145,7 @@ struct PassParams
 	uint32_t   *next_bucket_done;	/* zeroed for each next bucket */
 	int			plan_in_histogram;	/* else plan_kernel follows */
 	Tracked    *tracked;		/* [bucket] of this pass */
+	HostCounts *host;			/* see HostCounts */
 	Task	   *tasks[MAX_LOCAL];	/* local sort lists, one per config */
 	CopyRange  *copies;
 	Counters   *counters;

@@ -136,6 +136,48 @@ wait_event(cudaEvent_t event, gs_cancel_fn cancel, void *cancel_arg,
 }
 
 gs_status
+wait_counts(const uint32_t *seq, uint32_t want, cudaEvent_t event,
+			gs_cancel_fn cancel, void *cancel_arg, char *errbuf, size_t errlen)
+{
+	long		pause = CommonPolicy::POLL_MIN_US;
+	struct timespec start;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;)
+	{
+		struct timespec now;
+		cudaError_t e;
+
+		if (__atomic_load_n(seq, __ATOMIC_ACQUIRE) == want)
+			return GS_OK;
+		e = cudaEventQuery(event);
+		if (e == cudaSuccess)
+		{
+			/* the kernel is done: the counts are there, or never will be */
+			if (__atomic_load_n(seq, __ATOMIC_ACQUIRE) == want)
+				return GS_OK;
+			snprintf(errbuf, errlen, "hybrid radix sort: a pass's counts did not reach the host");
+			return GS_ERR_INTERNAL;
+		}
+		if (e != cudaErrorNotReady)
+			return cuda_status(e, "waiting for the device", errbuf, errlen);
+		if (cancel != NULL && cancel(cancel_arg))
+		{
+			snprintf(errbuf, errlen, "canceled");
+			return GS_ERR_CANCELED;
+		}
+		/* spin briefly, then sleep, as wait_event does */
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - start.tv_sec) * 1000000L +
+			(now.tv_nsec - start.tv_nsec) / 1000 < CommonPolicy::POLL_SPIN_US)
+			continue;
+		sleep_us(pause);
+		if (pause < CommonPolicy::POLL_MAX_US)
+			pause *= 2;
+	}
+}
+
+gs_status
 wait_stream(cudaStream_t stream, cudaEvent_t event, gs_cancel_fn cancel,
 			void *cancel_arg, char *errbuf, size_t errlen)
 {

@@ -7,7 +7,8 @@
  * A pass is three launches, histogram, plan and scatter (two in a small
  * pass, whose histogram plans), with grids that cover the key blocks and
  * buckets that the previous pass's plans created; those counts live on
- * the device and are read back once per pass, while the scatter runs.  The local sorts are one launch per group of
+ * the device, and the first block of each scatter writes them to pinned
+ * host memory, where the host finds them while the scatter runs.  The local sorts are one launch per group of
  * configurations with the same block shape, and the copies one more.
  *
  * Copyright (c) 2026, gpusort developers
@@ -17,6 +18,7 @@
 #ifndef HRS_DISPATCH_CUH
 #define HRS_DISPATCH_CUH
 
+#include <stddef.h>
 #include <string.h>
 
 #include "hrs.h"
@@ -30,7 +32,7 @@ struct Staging
 {
 	unsigned long long and_mask[4];
 	unsigned long long or_mask[4];
-	Counters	counters;
+	HostCounts	counts;			/* written by the device (see HostCounts) */
 };
 
 /* scratch layout, computed the same way for sizing and for running */
@@ -297,6 +299,14 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 
 	memset(&seed, 0, sizeof(seed));
 	seed.size = (uint32_t) a.n;
+	{
+		void	   *dev = NULL;
+
+		HRS_TRY(cudaHostGetDevicePointer(&dev, a.staging, 0),
+				"cudaHostGetDevicePointer");
+		p.host = (HostCounts *) ((char *) dev + offsetof(Staging, counts));
+	}
+	st->counts.seq = 0;
 	init_kernel<KB><<<1, Pol::INIT_THREADS, 0, a.stream>>>(p, seed, alloc0);
 	HRS_TRY(cudaGetLastError(), "init launch");
 	if (a.n > Pol::PRESCAN_ROWS)
@@ -385,48 +395,47 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 			plan_kernel<KB><<<nb, RADIX, 0, a.stream>>>(p);
 			HRS_TRY(cudaGetLastError(), "plan launch");
 		}
-		HRS_TRY(cudaMemcpyAsync(&st->counters, counters, sizeof(Counters),
-								cudaMemcpyDeviceToHost, a.stream), "cudaMemcpyAsync");
-		HRS_TRY(cudaEventRecord(a.event, a.stream), "cudaEventRecord");
 		scatter_kernel<KB><<<nblocks, Part::THREADS, 0, a.stream>>>(p);
 		HRS_TRY(cudaGetLastError(), "scatter launch");
-		rc = wait_event(a.event, a.cancel, a.cancel_arg, errbuf, errlen);
+		HRS_TRY(cudaEventRecord(a.event, a.stream), "cudaEventRecord");
+		rc = wait_counts(&st->counts.seq, (uint32_t) pass + 1, a.event,
+						 a.cancel, a.cancel_arg, errbuf, errlen);
 		/* on cancel: let the scatter end before returning */
 		if (rc != GS_OK)
 		{
 			(void) cudaStreamSynchronize(a.stream);
 			return rc;
 		}
-		if (st->counters.overflow)
+		if (st->counts.counters.overflow)
 			break;
-		nb = (uint32_t) (st->counters.alloc[pass + 1] >> 32);
-		nblocks = (uint32_t) st->counters.alloc[pass + 1];
+		nb = (uint32_t) (st->counts.counters.alloc[pass + 1] >> 32);
+		nblocks = (uint32_t) st->counts.counters.alloc[pass + 1];
 		final_counts = nb == 0;
 	}
 
 	if (!final_counts)
 	{
 		/* the loop ran out of digits or a list overflowed */
-		HRS_TRY(cudaMemcpyAsync(&st->counters, counters, sizeof(Counters),
+		HRS_TRY(cudaMemcpyAsync(&st->counts.counters, counters, sizeof(Counters),
 								cudaMemcpyDeviceToHost, a.stream), "cudaMemcpyAsync");
 		rc = wait_stream(a.stream, a.event, a.cancel, a.cancel_arg, errbuf, errlen);
 		if (rc != GS_OK)
 			return rc;
 	}
-	if (st->counters.overflow)
+	if (st->counts.counters.overflow)
 	{
 		snprintf(errbuf, errlen, "hybrid radix sort: a work list overflowed");
 		return GS_ERR_INTERNAL;
 	}
 	for (int pass = 0; pass <= MAX_DIGITS; pass++)
-		if ((st->counters.alloc[pass] >> 32) != 0)
+		if ((st->counts.counters.alloc[pass] >> 32) != 0)
 			res->passes = pass + 1;
 
 	/* copy the counts: the staging buffer is the next sort's once we return */
 	uint32_t	tasks[MAX_LOCAL];
-	const uint32_t ncopy_blocks = (uint32_t) st->counters.copy_alloc;
+	const uint32_t ncopy_blocks = (uint32_t) st->counts.counters.copy_alloc;
 
-	memcpy(tasks, st->counters.tasks, sizeof(tasks));
+	memcpy(tasks, st->counts.counters.tasks, sizeof(tasks));
 	rc = launch_locals<KB, 0>(a, p, tasks, single, &launched, errbuf, errlen);
 	if (rc != GS_OK)
 		return rc;

@@ -81,6 +81,17 @@ scatter_kernel(const PassParams p)
 {
 	__shared__ typename ScatterAgent<KB>::TempStorage s;
 
+	if (blockIdx.x == 0 && threadIdx.x == 0)
+	{
+		/* the plans are done: the pass's counters go to the host now */
+		const unsigned long long *src = (const unsigned long long *) p.counters;
+		unsigned long long *dst = (unsigned long long *) &p.host->counters;
+
+		for (int i = 0; i < (int) (sizeof(Counters) / sizeof(unsigned long long)); i++)
+			dst[i] = src[i];
+		__threadfence_system();
+		*(volatile uint32_t *) &p.host->seq = (uint32_t) p.pass + 1;
+	}
 	ScatterAgent<KB>::run(p, s);
 }
 
