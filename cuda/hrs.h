@@ -76,10 +76,10 @@ gs_status	wait_event(cudaEvent_t event, gs_cancel_fn cancel, void *cancel_arg,
 
 /*
  * Wait until the device has written want into *seq (pinned host memory),
- * polling cancel; event, recorded after the kernel that writes it, reports
- * a device fault, or that the kernel ended without writing it.
+ * polling cancel; the stream, whose last work writes it, reports a device
+ * fault, or that it ended without writing it.
  */
-gs_status	wait_counts(const uint32_t *seq, uint32_t want, cudaEvent_t event,
+gs_status	wait_counts(const uint32_t *seq, uint32_t want, cudaStream_t stream,
 						gs_cancel_fn cancel, void *cancel_arg, char *errbuf,
 						size_t errlen);
 

@@ -136,7 +136,7 @@ wait_event(cudaEvent_t event, gs_cancel_fn cancel, void *cancel_arg,
 }
 
 gs_status
-wait_counts(const uint32_t *seq, uint32_t want, cudaEvent_t event,
+wait_counts(const uint32_t *seq, uint32_t want, cudaStream_t stream,
 			gs_cancel_fn cancel, void *cancel_arg, char *errbuf, size_t errlen)
 {
 	long		pause = CommonPolicy::POLL_MIN_US;
@@ -150,10 +150,10 @@ wait_counts(const uint32_t *seq, uint32_t want, cudaEvent_t event,
 
 		if (__atomic_load_n(seq, __ATOMIC_ACQUIRE) == want)
 			return GS_OK;
-		e = cudaEventQuery(event);
+		e = cudaStreamQuery(stream);
 		if (e == cudaSuccess)
 		{
-			/* the kernel is done: the counts are there, or never will be */
+			/* the stream is done: the counts are there, or never will be */
 			if (__atomic_load_n(seq, __ATOMIC_ACQUIRE) == want)
 				return GS_OK;
 			snprintf(errbuf, errlen, "hybrid radix sort: a pass's counts did not reach the host");

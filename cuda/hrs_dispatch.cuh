@@ -315,8 +315,9 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 		uint64_t	diff[4];
 
 		p.plan_in_histogram = nblocks0 <= fused_limit;
-		histogram_kernel<KB><<<nblocks0, Part::THREADS, 0, a.stream>>>(p);
-		HRS_TRY(cudaGetLastError(), "histogram launch");
+		HRS_TRY(launch_overlapping(true, histogram_kernel<KB>, nblocks0,
+								   Part::THREADS, 0, a.stream, p),
+				"histogram launch");
 		HRS_TRY(cudaMemcpyAsync(st->and_mask, p.bucket_mask, sizeof(st->and_mask),
 								cudaMemcpyDeviceToHost, a.stream), "cudaMemcpyAsync");
 		HRS_TRY(cudaMemcpyAsync(st->or_mask, p.bucket_mask + 4, sizeof(st->or_mask),
@@ -386,19 +387,20 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 		if (pass > 0 || !counted)
 		{
 			p.plan_in_histogram = nblocks <= fused_limit;
-			histogram_kernel<KB><<<nblocks, Part::THREADS, 0, a.stream>>>(p);
-			HRS_TRY(cudaGetLastError(), "histogram launch");
+			HRS_TRY(launch_overlapping(true, histogram_kernel<KB>, nblocks,
+									   Part::THREADS, 0, a.stream, p),
+					"histogram launch");
 			p.write_iota = 0;
 		}
 		if (!p.plan_in_histogram)
 		{
-			plan_kernel<KB><<<nb, RADIX, 0, a.stream>>>(p);
-			HRS_TRY(cudaGetLastError(), "plan launch");
+			HRS_TRY(launch_overlapping(true, plan_kernel<KB>, nb, RADIX, 0,
+									   a.stream, p), "plan launch");
 		}
-		scatter_kernel<KB><<<nblocks, Part::THREADS, 0, a.stream>>>(p);
-		HRS_TRY(cudaGetLastError(), "scatter launch");
-		HRS_TRY(cudaEventRecord(a.event, a.stream), "cudaEventRecord");
-		rc = wait_counts(&st->counts.seq, (uint32_t) pass + 1, a.event,
+		HRS_TRY(launch_overlapping(true, scatter_kernel<KB>, nblocks,
+								   Part::THREADS, 0, a.stream, p),
+				"scatter launch");
+		rc = wait_counts(&st->counts.seq, (uint32_t) pass + 1, a.stream,
 						 a.cancel, a.cancel_arg, errbuf, errlen);
 		/* on cancel: let the scatter end before returning */
 		if (rc != GS_OK)

@@ -17,12 +17,15 @@ namespace hrs
 {
 
 /*
- * Programmatic dependent launch (sm_90): the local sorts and copies at the
- * end of a sort touch disjoint ranges, so each lets the next kernel of the
- * stream start as soon as all its own blocks have started, and they
- * overlap instead of each waiting for the previous one's slowest block.
- * Each also waits, at its very end, for the kernel before it to complete,
- * so that the last one completing still means all of them have.  Both are
+ * Programmatic dependent launch (sm_90).  The pass kernels (histogram,
+ * plan, scatter) wait for the kernel before them at their very start and
+ * then let the next one launch: the next one's blocks are then ready the
+ * moment this one ends, instead of being launched only then.  The local
+ * sorts and copies at the end of a sort touch disjoint ranges, so each
+ * lets the next kernel start as soon as all its own blocks have started,
+ * and they overlap instead of each waiting for the previous one's slowest
+ * block; each waits for the kernel before it only at its very end, so
+ * that the last one completing still means all of them have.  Both are
  * no-ops for a kernel launched without the attribute.
  */
 __device__ __forceinline__ void
@@ -59,6 +62,8 @@ histogram_kernel(const PassParams p)
 {
 	__shared__ typename HistogramAgent<KB>::TempStorage s;
 
+	wait_for_previous_kernel();
+	let_next_kernel_start();
 	HistogramAgent<KB>::run(p, s);
 }
 
@@ -70,6 +75,8 @@ plan_kernel(const PassParams p)
 {
 	__shared__ typename PlanAgent<KB, RADIX>::TempStorage s;
 
+	wait_for_previous_kernel();
+	let_next_kernel_start();
 	if (blockIdx.x < (uint32_t) (p.counters->alloc[p.pass] >> 32))
 		PlanAgent<KB, RADIX>::run(p, blockIdx.x, s);
 }
@@ -81,6 +88,8 @@ scatter_kernel(const PassParams p)
 {
 	__shared__ typename ScatterAgent<KB>::TempStorage s;
 
+	wait_for_previous_kernel();
+	let_next_kernel_start();
 	if (blockIdx.x == 0 && threadIdx.x == 0)
 	{
 		/* the plans are done: the pass's counters go to the host now */
