@@ -58,6 +58,8 @@ struct Slot
 {
 	cudaStream_t stream;
 	cudaEvent_t poll;			/* no timing: for waits */
+	cudaStream_t side;			/* hrs::SortArgs::side, with its events */
+	cudaEvent_t side_mark[2];
 	void	   *staging;		/* pinned, hrs::STAGING_BYTES */
 	void	   *dmem;			/* device buffers, reused */
 	size_t		dmem_bytes;
@@ -146,6 +148,14 @@ engine_release(gs_engine *eng)
 			(void) cudaFreeHost(sl->staging);
 		if (sl->poll)
 			(void) cudaEventDestroy(sl->poll);
+		for (int i = 0; i < 2; i++)
+			if (sl->side_mark[i])
+				(void) cudaEventDestroy(sl->side_mark[i]);
+		if (sl->side)
+		{
+			(void) cudaStreamSynchronize(sl->side);
+			(void) cudaStreamDestroy(sl->side);
+		}
 		if (sl->stream)
 			(void) cudaStreamDestroy(sl->stream);
 	}
@@ -243,6 +253,11 @@ cuda_create(gs_engine **out, char *errbuf, size_t errlen)
 				"cudaStreamCreate");
 		ENG_TRY(cudaEventCreateWithFlags(&sl->poll, cudaEventDisableTiming),
 				"cudaEventCreate");
+		ENG_TRY(cudaStreamCreateWithFlags(&sl->side, cudaStreamNonBlocking),
+				"cudaStreamCreate");
+		for (int i = 0; i < 2; i++)
+			ENG_TRY(cudaEventCreateWithFlags(&sl->side_mark[i], cudaEventDisableTiming),
+					"cudaEventCreate");
 		ENG_TRY(cudaHostAlloc(&sl->staging, hrs::STAGING_BYTES, cudaHostAllocDefault),
 				"cudaHostAlloc");
 	}
@@ -413,6 +428,9 @@ sort_args(gs_engine *eng, Slot *sl, size_t n, int key_bytes, int flags,
 	a->sm_count = eng->prop.multiProcessorCount;
 	a->stream = sl->stream;
 	a->event = sl->poll;
+	a->side = sl->side;
+	a->side_mark[0] = sl->side_mark[0];
+	a->side_mark[1] = sl->side_mark[1];
 	a->staging = sl->staging;
 }
 

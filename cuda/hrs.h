@@ -38,6 +38,10 @@ struct SortArgs
 	int			sm_count;
 	cudaStream_t stream;
 	cudaEvent_t event;			/* scratch event for polling waits */
+	cudaStream_t side;			/* may be NULL: a second stream on which the
+								 * small buckets of a pass are sorted while
+								 * later passes run */
+	cudaEvent_t side_mark[2];	/* scratch events to fork and join it */
 	void	   *staging;		/* pinned host scratch of STAGING_BYTES */
 	gs_cancel_fn cancel;		/* may be NULL */
 	void	   *cancel_arg;

@@ -148,14 +148,17 @@ group_smem()
 }
 
 /*
- * Launch the local sorts counted in tasks[], one launch per group of
- * configurations (Policy::group_last) starting at FIRST; single, when its
- * size is not 0, is the only task (of configuration single_config).
+ * Launch the local sorts from[c] .. tasks[c] - 1 of each configuration c
+ * on stream, one launch per group of configurations (Policy::group_last)
+ * starting at FIRST; single, when its size is not 0, is the only task.
+ * *launched says whether a local sort is already the last kernel on the
+ * stream (the next may then overlap it).
  */
 template <int KB, int FIRST>
 static gs_status
-launch_locals(const SortArgs &a, const PassParams &p, const uint32_t *tasks,
-			  const Task &single, bool *launched, char *errbuf, size_t errlen)
+launch_locals(const SortArgs &a, cudaStream_t stream, const PassParams &p,
+			  const uint32_t *from, const uint32_t *tasks, const Task &single,
+			  bool *launched, char *errbuf, size_t errlen)
 {
 	if constexpr (FIRST < Policy<KB>::NUM_LOCAL)
 	{
@@ -167,10 +170,10 @@ launch_locals(const SortArgs &a, const PassParams &p, const uint32_t *tasks,
 		memset(&g, 0, sizeof(g));
 		for (int c = LAST; c >= FIRST; c--)
 		{
-			g.tasks[c] = p.tasks[c];
+			g.tasks[c] = p.tasks[c] + from[c];
 			g.first_block[c] = total;
-			g.count[c] = tasks[c];
-			total += tasks[c];
+			g.count[c] = tasks[c] - from[c];
+			total += g.count[c];
 		}
 		if (total > 0)
 		{
@@ -186,15 +189,31 @@ launch_locals(const SortArgs &a, const PassParams &p, const uint32_t *tasks,
 										 cudaFuncAttributeMaxDynamicSharedMemorySize,
 										 smem), "cudaFuncSetAttribute");
 			HRS_TRY(launch_overlapping(*launched, local_sort_kernel<KB, FIRST, LAST>,
-									   total, LP::THREADS, smem, a.stream, g),
+									   total, LP::THREADS, smem, stream, g),
 					"local sort launch");
 			*launched = true;
 		}
-		return launch_locals<KB, LAST + 1>(a, p, tasks, single, launched,
-										   errbuf, errlen);
+		return launch_locals<KB, LAST + 1>(a, stream, p, from, tasks, single,
+										   launched, errbuf, errlen);
 	}
 	return GS_OK;
 }
+
+/*
+ * Local sorts started early on the side stream must end before the sort
+ * returns, whichever way it returns: until the side stream is joined to
+ * the main one, leaving the scope waits for it.
+ */
+struct SideGuard
+{
+	cudaStream_t side = NULL;
+
+	~SideGuard()
+	{
+		if (side != NULL)
+			(void) cudaStreamSynchronize(side);
+	}
+};
 
 static inline int
 iota_grid(size_t n, int threads, int sm_count)
@@ -274,12 +293,14 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 	{
 		/* the whole input is one local sort, of row indexes made here */
 		uint32_t	tasks[MAX_LOCAL] = {0};
+		const uint32_t none[MAX_LOCAL] = {0};
 
 		iota_kernel<KB><<<iota_blocks, Pol::IOTA_THREADS, 0, a.stream>>>(a.vals[0], a.n);
 		HRS_TRY(cudaGetLastError(), "iota launch");
 		single.size = (uint32_t) a.n;
 		tasks[Pol::local_config(a.n)] = 1;
-		return launch_locals<KB, 0>(a, p, tasks, single, &launched, errbuf, errlen);
+		return launch_locals<KB, 0>(a, a.stream, p, none, tasks, single,
+									&launched, errbuf, errlen);
 	}
 
 	/*
@@ -367,6 +388,8 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 	uint32_t	nb = 1,
 				nblocks = nblocks0;
 	bool		final_counts = false;
+	uint32_t	started[MAX_LOCAL] = {0};	/* local sorts launched early */
+	SideGuard	guard;
 
 	for (int pass = 0; pass < varying && nb > 0; pass++)
 	{
@@ -413,6 +436,35 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 		nb = (uint32_t) (st->counts.counters.alloc[pass + 1] >> 32);
 		nblocks = (uint32_t) st->counts.counters.alloc[pass + 1];
 		final_counts = nb == 0;
+
+		/*
+		 * More passes to come: the buckets this pass finished small can be
+		 * sorted now, beside them, on the side stream (their ranges are
+		 * not touched again).
+		 */
+		if (a.side != NULL && nb > 0)
+		{
+			uint32_t	now[MAX_LOCAL];
+			uint32_t	fresh = 0;
+
+			memcpy(now, st->counts.counters.tasks, sizeof(now));
+			for (int c = 0; c < MAX_LOCAL; c++)
+				fresh += now[c] - started[c];
+			if (fresh > 0)
+			{
+				bool		side_launched = false;
+
+				HRS_TRY(cudaEventRecord(a.side_mark[0], a.stream), "cudaEventRecord");
+				HRS_TRY(cudaStreamWaitEvent(a.side, a.side_mark[0], 0),
+						"cudaStreamWaitEvent");
+				guard.side = a.side;
+				rc = launch_locals<KB, 0>(a, a.side, p, started, now, single,
+										  &side_launched, errbuf, errlen);
+				if (rc != GS_OK)
+					return rc;
+				memcpy(started, now, sizeof(started));
+			}
+		}
 	}
 
 	if (!final_counts)
@@ -438,7 +490,8 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 	const uint32_t ncopy_blocks = (uint32_t) st->counts.counters.copy_alloc;
 
 	memcpy(tasks, st->counts.counters.tasks, sizeof(tasks));
-	rc = launch_locals<KB, 0>(a, p, tasks, single, &launched, errbuf, errlen);
+	rc = launch_locals<KB, 0>(a, a.stream, p, started, tasks, single,
+							  &launched, errbuf, errlen);
 	if (rc != GS_OK)
 		return rc;
 	if (ncopy_blocks > 0)
@@ -449,6 +502,14 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 								   a.keys[0], a.vals[0],
 								   (const uint32_t *) a.vals[1], a.keys_out),
 				"copy launch");
+	if (guard.side != NULL)
+	{
+		/* the main stream goes on only once the side stream's sorts are done */
+		HRS_TRY(cudaEventRecord(a.side_mark[1], a.side), "cudaEventRecord");
+		HRS_TRY(cudaStreamWaitEvent(a.stream, a.side_mark[1], 0),
+				"cudaStreamWaitEvent");
+		guard.side = NULL;
+	}
 	return GS_OK;
 }
 

@@ -206,7 +206,9 @@ bench_one(size_t n, BDist d, int kb, int reps, int sm_count, void *staging)
 			   *vals[2];
 	void	   *temp;
 	size_t		temp_bytes = hrs::temp_bytes(kb, n);
-	cudaStream_t s;
+	cudaStream_t s,
+				side;
+	cudaEvent_t side_mark[2];
 	cudaEvent_t e0,
 				e1,
 				poll;
@@ -214,6 +216,9 @@ bench_one(size_t n, BDist d, int kb, int reps, int sm_count, void *staging)
 	std::vector<float> t;
 
 	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+	CK(cudaEventCreateWithFlags(&side_mark[0], cudaEventDisableTiming));
+	CK(cudaEventCreateWithFlags(&side_mark[1], cudaEventDisableTiming));
 	CK(cudaEventCreate(&e0));
 	CK(cudaEventCreate(&e1));
 	CK(cudaEventCreateWithFlags(&poll, cudaEventDisableTiming));
@@ -256,6 +261,9 @@ bench_one(size_t n, BDist d, int kb, int reps, int sm_count, void *staging)
 	a.sm_count = sm_count;
 	a.stream = s;
 	a.event = poll;
+	a.side = side;
+	a.side_mark[0] = side_mark[0];
+	a.side_mark[1] = side_mark[1];
 	a.staging = staging;
 
 	for (int r = 0; r <= reps; r++)
@@ -305,6 +313,9 @@ bench_one(size_t n, BDist d, int kb, int reps, int sm_count, void *staging)
 	CK(cudaEventDestroy(e1));
 	CK(cudaEventDestroy(poll));
 	CK(cudaStreamDestroy(s));
+	CK(cudaStreamDestroy(side));
+	CK(cudaEventDestroy(side_mark[0]));
+	CK(cudaEventDestroy(side_mark[1]));
 	return res;
 }
 
