@@ -7,10 +7,11 @@
  *	  gpusort_cuda_engine().
  *
  * Nothing here touches CUDA before create(), which is called lazily in a
- * backend.  An instance keeps its context, two slots (stream, events,
- * pinned staging and device buffers, reused by later sorts) and, once an
- * asynchronous sort was submitted, one worker thread.  Every failure comes
- * back as a gs_status with text; nothing throws, exits or prints.
+ * backend.  An instance keeps its context, two slots (stream, side stream,
+ * events, pinned staging and device buffers, reused by later sorts) and,
+ * once an asynchronous sort was submitted, one worker thread.  Every
+ * failure comes back as a gs_status with text; nothing throws, exits or
+ * prints.
  *
  * Copyright (c) 2026, gpusort developers
  *
