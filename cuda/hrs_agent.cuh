@@ -174,6 +174,21 @@ mask_byte(const uint64_t *x, int p)
 	return (unsigned) (x[p >> 3] >> (56 - 8 * (p & 7))) & 0xFFu;
 }
 
+/* a key block's keys into registers, item it of a thread at it * THREADS + x */
+template <typename Key, int THREADS, int ITEMS>
+__device__ __forceinline__ void
+load_block_keys(const Key *src, uint32_t count, Key (&k)[ITEMS])
+{
+#pragma unroll
+	for (int it = 0; it < ITEMS; it++)
+	{
+		uint32_t	i = it * THREADS + threadIdx.x;
+
+		if (i < count)
+			k[it] = src[i];
+	}
+}
+
 /*
  * Record that key blocks first .. first + count - 1 belong to item idx (a
  * bucket or copy range), so that a block finds its item with one load
@@ -279,7 +294,33 @@ locate_block(const PassParams &p, uint32_t block, BlockSpan &s)
 	return true;
 }
 
-/* a bucket for the next pass, with its key blocks */
+/*
+ * Bucket idx of the next pass, whose key blocks start at first_block: its
+ * record, its blocks' map entries, and fresh masks and count (its
+ * histogram is zeroed by the caller).
+ */
+__device__ __forceinline__ void
+write_bucket(const PassParams &p, uint32_t idx, uint32_t begin, uint32_t size,
+			 uint32_t first_block, uint32_t nblocks, int digit, uint32_t buf,
+			 bool masked)
+{
+	Bucket		b;
+
+	b.begin = begin;
+	b.size = size;
+	b.first_block = first_block;
+	b.digit = (uint8_t) digit;
+	b.buf = (uint8_t) buf;
+	b.skip = 0;
+	b.masked = masked;
+	p.next_buckets[idx] = b;
+	map_blocks(p.next_block_bucket, first_block, nblocks, idx, p.max_blocks);
+	for (int i = 0; i < MASK_WORDS; i++)
+		p.next_bucket_mask[(size_t) idx * MASK_WORDS + i] = i < 4 ? ~0ull : 0ull;
+	p.next_bucket_done[idx] = 0;
+}
+
+/* a bucket for the next pass, with its key blocks (one thread) */
 template <int KB>
 __device__ __forceinline__ void
 emit_bucket(const PassParams &p, uint32_t begin, uint32_t size, int digit,
@@ -296,25 +337,12 @@ emit_bucket(const PassParams &p, uint32_t begin, uint32_t size, int digit,
 		atomicExch(&p.counters->overflow, 1u);
 		return;
 	}
-	Bucket		b;
-
-	b.begin = begin;
-	b.size = size;
-	b.first_block = (uint32_t) old;
-	b.digit = (uint8_t) digit;
-	b.buf = (uint8_t) buf;
-	b.skip = 0;
-	b.masked = 0;
-	p.next_buckets[idx] = b;
-	map_blocks(p.next_block_bucket, b.first_block, nblocks, idx, p.max_blocks);
+	write_bucket(p, idx, begin, size, (uint32_t) old, nblocks, digit, buf, false);
 
 	uint4	   *h = (uint4 *) &p.next_bucket_hist[(size_t) idx * RADIX];
 
 	for (int i = 0; i < RADIX / 4; i++)
 		h[i] = make_uint4(0, 0, 0, 0);
-	for (int i = 0; i < MASK_WORDS; i++)
-		p.next_bucket_mask[(size_t) idx * MASK_WORDS + i] = i < 4 ? ~0ull : 0ull;
-	p.next_bucket_done[idx] = 0;
 }
 
 /* a finished all-equal range; only one in buffer 1 needs moving */
@@ -484,18 +512,8 @@ struct PlanAgent
 
 			if (idx < p.max_buckets)
 			{
-				Bucket		c;
-
-				c.begin = begin;
-				c.size = cnt;
-				c.first_block = (uint32_t) at;
-				c.digit = (uint8_t) next;
-				c.buf = (uint8_t) buf;
-				c.skip = 0;
-				c.masked = heavy;
-				p.next_buckets[idx] = c;
-				map_blocks(p.next_block_bucket, c.first_block, (uint32_t) mine,
-						   idx, p.max_blocks);
+				write_bucket(p, idx, begin, cnt, (uint32_t) at, (uint32_t) mine,
+							 next, buf, heavy);
 				if (heavy)
 				{
 					Tracked		t;
@@ -504,9 +522,6 @@ struct PlanAgent
 					t.child = idx;
 					p.tracked[bucket] = t;
 				}
-				for (int i = 0; i < MASK_WORDS; i++)
-					p.next_bucket_mask[(size_t) idx * MASK_WORDS + i] = i < 4 ? ~0ull : 0ull;
-				p.next_bucket_done[idx] = 0;
 			}
 			else
 				atomicExch(&p.counters->overflow, 1u);
@@ -719,14 +734,7 @@ struct HistogramAgent
 
 		Key			k[P::ITEMS];
 
-#pragma unroll
-		for (int it = 0; it < P::ITEMS; it++)
-		{
-			uint32_t	i = it * P::THREADS + threadIdx.x;
-
-			if (i < span.count)
-				k[it] = src[i];
-		}
+		load_block_keys<Key, P::THREADS>(src, span.count, k);
 		__syncthreads();
 #pragma unroll
 		for (int it = 0; it < P::ITEMS; it++)
@@ -854,14 +862,7 @@ struct ScatterAgent
 		uint32_t	v[P::ITEMS];
 		uint32_t	pos[P::ITEMS];
 
-#pragma unroll
-		for (int it = 0; it < P::ITEMS; it++)
-		{
-			uint32_t	i = it * P::THREADS + threadIdx.x;
-
-			if (i < span.count)
-				k[it] = src[i];
-		}
+		load_block_keys<Key, P::THREADS>(src, span.count, k);
 		/* pass 0 sorts the whole input, whose row indexes are positions */
 #pragma unroll
 		for (int it = 0; it < P::ITEMS; it++)

@@ -100,30 +100,48 @@ sleep_us(long us)
 	nanosleep(&ts, NULL);
 }
 
+/*
+ * The pause between two polls of the device: none for the first
+ * POLL_SPIN_US (most waits are short passes, and a sleep overshoots by the
+ * timer slack), then sleeps from POLL_MIN_US, doubling up to POLL_MAX_US.
+ */
+struct Backoff
+{
+	struct timespec start;
+	long		pause = CommonPolicy::POLL_MIN_US;
+
+	Backoff()
+	{
+		clock_gettime(CLOCK_MONOTONIC, &start);
+	}
+
+	void		wait()
+	{
+		struct timespec now;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - start.tv_sec) * 1000000L +
+			(now.tv_nsec - start.tv_nsec) / 1000 < CommonPolicy::POLL_SPIN_US)
+			return;
+		sleep_us(pause);
+		if (pause < CommonPolicy::POLL_MAX_US)
+			pause *= 2;
+	}
+};
+
 gs_status
 wait_event(cudaEvent_t event, gs_cancel_fn cancel, void *cancel_arg,
 		   char *errbuf, size_t errlen)
 {
 	bool		canceled = false;
-	long		pause = CommonPolicy::POLL_MIN_US;
-	struct timespec start;
+	Backoff		backoff;
 	cudaError_t e;
 
-	clock_gettime(CLOCK_MONOTONIC, &start);
 	while ((e = cudaEventQuery(event)) == cudaErrorNotReady)
 	{
-		struct timespec now;
-
 		if (!canceled && cancel != NULL && cancel(cancel_arg))
 			canceled = true;
-		/* spin briefly: most waits are short passes */
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if ((now.tv_sec - start.tv_sec) * 1000000L +
-			(now.tv_nsec - start.tv_nsec) / 1000 < CommonPolicy::POLL_SPIN_US)
-			continue;
-		sleep_us(pause);
-		if (pause < CommonPolicy::POLL_MAX_US)
-			pause *= 2;
+		backoff.wait();
 	}
 	if (e != cudaSuccess)
 		return cuda_status(e, "waiting for the device", errbuf, errlen);
@@ -139,13 +157,10 @@ gs_status
 wait_counts(const uint32_t *seq, uint32_t want, cudaStream_t stream,
 			gs_cancel_fn cancel, void *cancel_arg, char *errbuf, size_t errlen)
 {
-	long		pause = CommonPolicy::POLL_MIN_US;
-	struct timespec start;
+	Backoff		backoff;
 
-	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (;;)
 	{
-		struct timespec now;
 		cudaError_t e;
 
 		if (__atomic_load_n(seq, __ATOMIC_ACQUIRE) == want)
@@ -166,14 +181,7 @@ wait_counts(const uint32_t *seq, uint32_t want, cudaStream_t stream,
 			snprintf(errbuf, errlen, "canceled");
 			return GS_ERR_CANCELED;
 		}
-		/* spin briefly, then sleep, as wait_event does */
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if ((now.tv_sec - start.tv_sec) * 1000000L +
-			(now.tv_nsec - start.tv_nsec) / 1000 < CommonPolicy::POLL_SPIN_US)
-			continue;
-		sleep_us(pause);
-		if (pause < CommonPolicy::POLL_MAX_US)
-			pause *= 2;
+		backoff.wait();
 	}
 }
 
