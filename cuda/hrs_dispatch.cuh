@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include <atomic>
+
 #include "hrs.h"
 #include "hrs_kernels.cuh"
 
@@ -185,9 +187,23 @@ launch_locals(const SortArgs &a, cudaStream_t stream, const PassParams &p,
 			g.v1 = a.vals[1];
 			g.keys_out = a.keys_out;
 			g.single = single;
-			HRS_TRY(cudaFuncSetAttribute(local_sort_kernel<KB, FIRST, LAST>,
-										 cudaFuncAttributeMaxDynamicSharedMemorySize,
-										 smem), "cudaFuncSetAttribute");
+			/*
+			 * Once per kernel and device (the call costs the host about a
+			 * microsecond, on the critical path of a small sort).
+			 */
+			static std::atomic<unsigned long long> smem_set(0);
+			int			dev = 0;
+
+			HRS_TRY(cudaGetDevice(&dev), "cudaGetDevice");
+			if (dev >= 64 ||
+				!(smem_set.load(std::memory_order_relaxed) & (1ull << dev)))
+			{
+				HRS_TRY(cudaFuncSetAttribute(local_sort_kernel<KB, FIRST, LAST>,
+											 cudaFuncAttributeMaxDynamicSharedMemorySize,
+											 smem), "cudaFuncSetAttribute");
+				if (dev < 64)
+					smem_set.fetch_or(1ull << dev, std::memory_order_relaxed);
+			}
 			HRS_TRY(launch_overlapping(*launched, local_sort_kernel<KB, FIRST, LAST>,
 									   total, LP::THREADS, smem, stream, g),
 					"local sort launch");
@@ -389,6 +405,8 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 				nblocks = nblocks0;
 	bool		final_counts = false;
 	uint32_t	started[MAX_LOCAL] = {0};	/* local sorts launched early */
+	uint32_t	side_upto[MAX_LOCAL];	/* ... and those to launch next */
+	bool		side_pending = false;
 	SideGuard	guard;
 
 	for (int pass = 0; pass < varying && nb > 0; pass++)
@@ -423,6 +441,21 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 		HRS_TRY(launch_overlapping(true, scatter_kernel<KB>, nblocks,
 								   Part::THREADS, 0, a.stream, p),
 				"scatter launch");
+		if (side_pending)
+		{
+			/* the previous pass's small buckets, on the side stream */
+			bool		side_launched = false;
+
+			HRS_TRY(cudaStreamWaitEvent(a.side, a.side_mark[0], 0),
+					"cudaStreamWaitEvent");
+			guard.side = a.side;
+			rc = launch_locals<KB, 0>(a, a.side, p, started, side_upto, single,
+									  &side_launched, errbuf, errlen);
+			if (rc != GS_OK)
+				return rc;
+			memcpy(started, side_upto, sizeof(started));
+			side_pending = false;
+		}
 		rc = wait_counts(&st->counts.seq, (uint32_t) pass + 1, a.stream,
 						 a.cancel, a.cancel_arg, errbuf, errlen);
 		/* on cancel: let the scatter end before returning */
@@ -439,30 +472,22 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 
 		/*
 		 * More passes to come: the buckets this pass finished small can be
-		 * sorted now, beside them, on the side stream (their ranges are
-		 * not touched again).
+		 * sorted beside them on the side stream (their ranges are not
+		 * touched again).  The fork is marked here, after this pass's
+		 * scatter; the launches wait until the next pass is enqueued, so
+		 * that they do not delay it.
 		 */
 		if (a.side != NULL && nb > 0)
 		{
-			uint32_t	now[MAX_LOCAL];
 			uint32_t	fresh = 0;
 
-			memcpy(now, st->counts.counters.tasks, sizeof(now));
+			memcpy(side_upto, st->counts.counters.tasks, sizeof(side_upto));
 			for (int c = 0; c < MAX_LOCAL; c++)
-				fresh += now[c] - started[c];
+				fresh += side_upto[c] - started[c];
 			if (fresh > 0)
 			{
-				bool		side_launched = false;
-
 				HRS_TRY(cudaEventRecord(a.side_mark[0], a.stream), "cudaEventRecord");
-				HRS_TRY(cudaStreamWaitEvent(a.side, a.side_mark[0], 0),
-						"cudaStreamWaitEvent");
-				guard.side = a.side;
-				rc = launch_locals<KB, 0>(a, a.side, p, started, now, single,
-										  &side_launched, errbuf, errlen);
-				if (rc != GS_OK)
-					return rc;
-				memcpy(started, now, sizeof(started));
+				side_pending = true;
 			}
 		}
 	}
