@@ -16,6 +16,8 @@
 #include "nodes/extensible.h"
 #include "portability/instr_time.h"
 
+#include "gpusort_compat.h"
+
 extern CustomScanMethods gpusort_scan_methods;
 
 /* ---- sort state (sortstate.c): a tuplesort-shaped life cycle ---- */

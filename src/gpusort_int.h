@@ -12,6 +12,8 @@
 
 #include "postgres.h"
 
+#include "gpusort_compat.h"
+
 #include "gpusort_engine.h"
 
 /* ---- GUCs (gpusort.c) ---- */

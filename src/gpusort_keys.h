@@ -29,6 +29,8 @@
 #include "access/tupdesc.h"
 #include "lib/stringinfo.h"
 
+#include "gpusort_compat.h"
+
 typedef struct GsKeyPlan GsKeyPlan;
 
 /*

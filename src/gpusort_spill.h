@@ -15,6 +15,8 @@
 
 #include "utils/palloc.h"
 
+#include "gpusort_compat.h"
+
 /*
  * A row on disk: a uint32 holding its MinimalTuple's length and, in the top
  * bit, whether its key was encoded lossily; then its key; then the tuple

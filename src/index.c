@@ -174,7 +174,7 @@ gs_index_prepare_reindex(ReindexStmt *stmt)
 
 	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
 	if (!OidIsValid(relid) || IsCatalogRelationOid(relid) ||
-		!pg_class_ownercheck(relid, GetUserId()))
+		!gs_class_ownercheck(relid, GetUserId()))
 		return;
 
 	if (stmt->kind == REINDEX_OBJECT_INDEX)

@@ -175,10 +175,8 @@ gs_idx_sortsupport(GsIdxBuild *b)
 		s->ssup_nulls_first = (opt & INDOPTION_NULLS_FIRST) != 0;
 		s->ssup_attno = i + 1;
 		s->abbreviate = false;
-		PrepareSortSupportFromIndexRel(b->index,
-									   (opt & INDOPTION_DESC) ?
-									   BTGreaterStrategyNumber :
-									   BTLessStrategyNumber, s);
+		gs_PrepareSortSupportFromIndexRel(b->index,
+										  (opt & INDOPTION_DESC) != 0, s);
 	}
 }
 

@@ -24,6 +24,8 @@
 #include "utils/sortsupport.h"
 #include "utils/relcache.h"
 
+#include "gpusort_compat.h"
+
 #include "gpusort_int.h"
 #include "gpusort_keys.h"
 

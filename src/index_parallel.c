@@ -283,7 +283,7 @@ gs_idx_parallel_collect(GsIdxParallel *p, GsIdxBuild *b, IndexInfo *indexInfo)
 		if (!gs_idx_parallel_drain(p, b) && p->remaining > 0)
 		{
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1L,
-							 WAIT_EVENT_MQ_RECEIVE);
+							 GS_WAIT_EVENT_MQ_RECEIVE);
 			ResetLatch(MyLatch);
 		}
 		CHECK_FOR_INTERRUPTS();

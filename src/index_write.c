@@ -120,7 +120,7 @@ gs_btw_write_page(GsBtWriter *w, Page page, BlockNumber blkno)
 	SMgrRelation smgr;
 
 	if (w->use_wal)
-		log_newpage(&w->index->rd_node, MAIN_FORKNUM, blkno, page, true);
+		log_newpage(GS_REL_PHYSICAL(w->index), MAIN_FORKNUM, blkno, page, true);
 
 	smgr = RelationGetSmgr(w->index);
 
@@ -286,7 +286,7 @@ gs_btw_level_add(GsBtWriter *w, GsBtLevel *lv, IndexTuple itup,
 	freespace = PageGetFreeSpace(lv->page);
 
 	/* too large for any page: nbtree's own error */
-	if (unlikely(itemsz > BTMaxItemSize(lv->page)))
+	if (unlikely(itemsz > GS_BT_MAX_ITEM_SIZE(lv->page)))
 		_bt_check_third_page(w->index, w->heap, leaf, lv->page, itup);
 
 	/*

@@ -68,10 +68,12 @@
 
 #include "access/htup_details.h"
 #include "catalog/pg_collation.h"
+#include "catalog/pg_database.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "port/pg_bswap.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
@@ -221,7 +223,7 @@ classify_collation(Oid collation, bool *icu, pg_locale_t *localep,
 		*why = "no collation";
 		return false;
 	}
-	if (lc_collate_is_c(collation))
+	if (gs_lc_collate_is_c(collation))
 		return true;
 
 	locale = pg_newlocale_from_collation(collation);
@@ -250,14 +252,28 @@ classify_collation(Oid collation, bool *icu, pg_locale_t *localep,
 	/* libc: only C.UTF-8 has a byte order we can trust */
 	if (GetDatabaseEncoding() == PG_UTF8)
 	{
+		HeapTuple	tp;
+		Datum		d;
+		bool		isnull;
+
+		/*
+		 * The catalogs, not setlocale(): PostgreSQL 18 no longer sets the
+		 * process's LC_COLLATE from the database's collation.
+		 */
 		if (collation == DEFAULT_COLLATION_OID)
-			lcname = setlocale(LC_COLLATE, NULL);
+		{
+			tp = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(MyDatabaseId));
+			if (HeapTupleIsValid(tp))
+			{
+				d = SysCacheGetAttr(DATABASEOID, tp, Anum_pg_database_datcollate,
+									&isnull);
+				if (!isnull)
+					lcname = TextDatumGetCString(d);
+				ReleaseSysCache(tp);
+			}
+		}
 		else
 		{
-			HeapTuple	tp;
-			Datum		d;
-			bool		isnull;
-
 			tp = SearchSysCache1(COLLOID, ObjectIdGetDatum(collation));
 			if (HeapTupleIsValid(tp))
 			{
