@@ -17,10 +17,10 @@ OBJS = \
 	src/sortstate.o \
 	src/spill.o \
 	src/keys_sql.o \
-	$(patsubst %.c,%.o,$(wildcard src/index*.c))
+	$(patsubst $(srcdir)/%.c,%.o,$(wildcard $(srcdir)/src/index*.c))
 
 # pg_regress suites, one file per concern; order matters only for "setup"
-REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
+REGRESS = $(patsubst $(srcdir)/sql/%.sql,%,$(sort $(wildcard $(srcdir)/sql/*.sql)))
 REGRESS_OPTS = --load-extension=gpusort
 
 PG_CPPFLAGS = -I$(srcdir)/src
@@ -35,3 +35,12 @@ include $(PGXS)
 # The CUDA engine (cuda/) is built when nvcc is on PATH or under
 # /usr/local/cuda, unless the caller says WITH_CUDA=no.
 -include $(srcdir)/cuda/cuda.mk
+
+# A build outside the source tree (VPATH, as pg_buildext does for each
+# PostgreSQL version) puts the objects in src/ under the build directory.
+ifneq ($(abspath $(srcdir)),$(CURDIR))
+$(OBJS) $(OBJS:.o=.bc): | src/.dir
+src/.dir:
+	$(MKDIR_P) src
+	touch $@
+endif

@@ -1,97 +1,159 @@
 #!/usr/bin/env bash
-# Run every gpusort test on this machine.
+# Run every gpusort test, on each PostgreSQL version asked for.
 #
-#   scripts/test.sh
+#   scripts/test.sh [15] [17] [18]        (default: all three)
 #
-# Installs the Debian packages that are missing, builds and installs the
-# extension, then, inside a throwaway PostgreSQL 15 cluster that preloads
-# gpusort: the C unit tests (make -C test/<dir> check, e.g. test/engine) and
-# the pg_regress suite (make installcheck; sql/*.sql against expected/*.out).
-# No GPU is needed: without one gpusort uses its CPU engine.
+# For each version: build and install the extension, then, inside a throwaway
+# cluster that preloads gpusort, run the C unit tests (make -C test/<dir>
+# check) and the pg_regress suite (make installcheck; sql/*.sql against
+# expected/*.out).  Then build the Debian package and run the regression
+# suite against the installed package (scripts/package-test.sh), for the
+# versions in GS_PACKAGE_VERSIONS (default: 15; "none" for none).
 #
-# The last line printed is "N passed, M failed", counting each pg_regress test
-# and each unit-test directory (a build failure counts as one failure).  The
-# exit status is 0 only when nothing failed.
+# A version whose Debian suite is the host's own (15 on Debian 12, bookworm)
+# runs on the host: the missing Debian packages are installed with apt-get.
+# The others (17: trixie, 18: sid) run inside a root file system of their
+# suite, made with mmdebstrap and kept in $GS_CACHE (default
+# /var/cache/gpusort-ci) for the next run; each run works in a throwaway
+# overlay over it, so the cached file system stays clean.  Needs root (or
+# sudo) for apt-get, mmdebstrap, mount and chroot.  No GPU is needed:
+# without one gpusort uses its CPU engine.
+#
+# The last line printed is "N passed, M failed", counting each pg_regress
+# test and each unit-test directory once per version ("pg17/regress/01_int"),
+# plus each package test; a build failure counts as one failure.  The exit
+# status is 0 only when nothing failed.
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# ---- inside the cluster: pg_regress; appends "PASS name"/"FAIL name" ----
+# ---- inside the cluster: pg_regress; appends "PASS pgN/..."/"FAIL pgN/..." ----
 if [ "${1:-}" = --in-cluster ]; then
 	set +e
 	results=$2
+	prefix=$3
+	builddir=$4
 	gs_find_pg_config
-	gs_log "pg_regress: make installcheck (server $PGHOST:$PGPORT)"
-	rm -f "$GS_ROOT/regression.diffs" "$GS_ROOT/regression.out"
-	make -C "$GS_ROOT" PG_CONFIG="$PG_CONFIG" installcheck 2>&1 |
+	gs_log "$prefix: pg_regress: make installcheck (server $PGHOST:$PGPORT)"
+	rm -f "$builddir/regression.diffs" "$builddir/regression.out"
+	make -C "$builddir" PG_CONFIG="$PG_CONFIG" installcheck 2>&1 |
 		tee "$results.regress"
 	rc=${PIPESTATUS[0]}
-	# "test name ... ok 12 ms" / "     name ... FAILED" (parallel groups)
-	sed -nE 's/^(test +| +)([^ ]+) +\.\.\. (ok|FAILED|failed \(ignored\)).*/\3 \2/p' \
+	# 15: "test name ... ok 12 ms" / "     name ... FAILED" (parallel groups);
+	# 16 and later: "ok 1         - name   12 ms" / "not ok 2     - name"
+	sed -nE \
+		-e 's/^(test +| +)([^ ]+) +\.\.\. (ok|FAILED|failed \(ignored\)).*/\3 \2/p' \
+		-e 's/^(ok|not ok) +[0-9]+ +(\+ +)?- +([^ ]+).*/\1 \3/p' \
 		"$results.regress" |
 		while read -r status name; do
 			case "$status" in
-				FAILED) echo "FAIL regress/$name" ;;
-				*) echo "PASS regress/$name" ;;
+				FAILED|not) name=${name#ok }; echo "FAIL $prefix/regress/$name" ;;
+				*) echo "PASS $prefix/regress/$name" ;;
 			esac
 		done >>"$results"
 	if [ "$rc" -ne 0 ]; then
-		grep -q '^FAIL regress/' "$results" || echo "FAIL regress (pg_regress exited $rc)" >>"$results"
-		if [ -s "$GS_ROOT/regression.diffs" ]; then
-			gs_log "regression.diffs (first 2000 lines; full file: $GS_ROOT/regression.diffs)"
-			head -n 2000 "$GS_ROOT/regression.diffs"
+		grep -q "^FAIL $prefix/regress/" "$results" ||
+			echo "FAIL $prefix/regress (pg_regress exited $rc)" >>"$results"
+		if [ -s "$builddir/regression.diffs" ]; then
+			gs_log "regression.diffs (first 2000 lines; full file: $builddir/regression.diffs)"
+			head -n 2000 "$builddir/regression.diffs"
 		fi
 	fi
 	exit 0
 fi
 
-# ---- outside: packages, build, cluster ----
+# ---- one version on this system (the host, or inside a chroot) ----
+#   scripts/test.sh --local N RESULTS BUILDDIR
+if [ "${1:-}" = --local ]; then
+	export PG_MAJOR=$2
+	results=$3
+	builddir=$4
+	prefix=pg$PG_MAJOR
+	set +e
+	if ! (gs_install_packages); then
+		echo "FAIL $prefix/packages (apt-get)" >>"$results"
+		exit 0
+	fi
+	if ! (gs_build_install "$builddir"); then
+		echo "FAIL $prefix/build" >>"$results"
+		exit 0
+	fi
+	gs_find_pg_config
+	# unit tests: each test/<dir> with a Makefile, "make check" (output
+	# indented so that only the outer script's last line starts with a count)
+	for mk in "$builddir"/test/*/Makefile; do
+		[ -f "$mk" ] || continue
+		dir=$(dirname "$mk")
+		name=test/$(basename "$dir")
+		gs_log "$prefix: unit tests: make -C $name check"
+		if make -C "$dir" -j"$GS_JOBS" PG_CONFIG="$PG_CONFIG" check 2>&1 | sed 's/^/    /'; then
+			echo "PASS $prefix/$name" >>"$results"
+		else
+			echo "FAIL $prefix/$name" >>"$results"
+		fi
+	done
+	# the pg_regress suite, in a throwaway cluster
+	if ! gs_in_cluster bash "$builddir/scripts/test.sh" --in-cluster "$results" "$prefix" "$builddir"; then
+		echo "FAIL $prefix/cluster (pg_virtualenv failed)" >>"$results"
+	fi
+	exit 0
+fi
+
+# ---- outside: each version, then the summary ----
+versions=()
+for a in "$@"; do
+	case " $GS_VERSIONS " in
+		*" $a "*) versions+=("$a") ;;
+		*) gs_die "usage: scripts/test.sh [VERSION...]  (versions: $GS_VERSIONS; default all)" ;;
+	esac
+done
+[ "${#versions[@]}" -gt 0 ] || versions=($GS_VERSIONS)
+package_versions=${GS_PACKAGE_VERSIONS:-15}
+
 start=$(date +%s)
 results=$(mktemp "${TMPDIR:-/tmp}/gpusort-test.XXXXXX")
-trap 'rm -f "$results" "$results.regress"' EXIT
+timings=$(mktemp "${TMPDIR:-/tmp}/gpusort-times.XXXXXX")
+trap 'rm -f "$results" "$results.regress" "$timings"' EXIT
 
-summary()
-{
-	local passed failed
-	passed=$(grep -c '^PASS ' "$results" || true)
-	failed=$(grep -c '^FAIL ' "$results" || true)
-	if [ "$failed" -gt 0 ]; then
-		gs_log "failed:"
-		grep '^FAIL ' "$results" | sed 's/^FAIL /  /'
-	fi
-	echo "elapsed: $(($(date +%s) - start)) s"
-	echo "$passed passed, $failed failed"
-	[ "$failed" -eq 0 ]
-}
-
-if ! gs_install_packages; then
-	echo "FAIL packages (apt-get)" >>"$results"
-	summary
-	exit 1
-fi
-if ! gs_build_install; then
-	echo "FAIL build" >>"$results"
-	summary
-	exit 1
-fi
-
-# unit tests: each test/<dir> with a Makefile, "make check" (output indented so
-# that only this script's last line starts with a count)
-for mk in "$GS_ROOT"/test/*/Makefile; do
-	[ -f "$mk" ] || continue
-	dir=$(dirname "$mk")
-	name=test/$(basename "$dir")
-	gs_log "unit tests: make -C $name check"
-	if make -C "$dir" -j"$GS_JOBS" PG_CONFIG="$PG_CONFIG" check 2>&1 | sed 's/^/    /'; then
-		echo "PASS $name" >>"$results"
+for v in "${versions[@]}"; do
+	vstart=$(date +%s)
+	if gs_runs_on_host "$v"; then
+		gs_log "PostgreSQL $v: on this machine ($(gs_host_suite))"
+		bash "$GS_ROOT/scripts/test.sh" --local "$v" "$results" "$GS_ROOT" ||
+			echo "FAIL pg$v/local (exited $?)" >>"$results"
 	else
-		echo "FAIL $name" >>"$results"
+		gs_log "PostgreSQL $v: in a $(gs_suite "$v") root file system"
+		# the chroot writes its results into its own file system
+		if ! gs_in_overlay "$v" gs_run_tree_in_chroot "$v" "$results" \
+				scripts/test.sh --local "$v" /build/results /build/gpusort; then
+			grep -q "^[A-Z]* pg$v/" "$results" ||
+				echo "FAIL pg$v/chroot (could not make or enter the root file system)" >>"$results"
+		fi
 	fi
+	case " $package_versions " in
+		*" $v "*)
+			gs_log "PostgreSQL $v: Debian package (scripts/package-test.sh $v)"
+			if bash "$GS_ROOT/scripts/package-test.sh" "$v"; then
+				echo "PASS pg$v/package" >>"$results"
+			else
+				echo "FAIL pg$v/package" >>"$results"
+			fi
+			;;
+	esac
+	echo "pg$v: $(($(date +%s) - vstart)) s" >>"$timings"
 done
-[ -d "$GS_ROOT/test/engine" ] ||
-	echo "note: test/engine does not exist yet; CPU engine unit test skipped"
 
-# the pg_regress suite, in a throwaway cluster
-if ! gs_in_cluster bash "$GS_ROOT/scripts/test.sh" --in-cluster "$results"; then
-	echo "FAIL cluster (pg_virtualenv failed)" >>"$results"
+passed=$(grep -c '^PASS ' "$results" || true)
+failed=$(grep -c '^FAIL ' "$results" || true)
+gs_log "summary"
+for v in "${versions[@]}"; do
+	echo "  pg$v: $(grep -c "^PASS pg$v/" "$results" || true) passed," \
+		"$(grep -c "^FAIL pg$v/" "$results" || true) failed" \
+		"($(sed -n "s/^pg$v: //p" "$timings"))"
+done
+if [ "$failed" -gt 0 ]; then
+	echo "failed:"
+	grep '^FAIL ' "$results" | sed 's/^FAIL /  /'
 fi
-summary
+echo "elapsed: $(($(date +%s) - start)) s"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -11,6 +11,11 @@
 --                 count, whether both outputs are identical (same rows, same
 --                 order) and the node counts of the "on" plan
 --
+--   gs_explain(q [, options])
+--                 EXPLAIN (COSTS OFF[, options]) q, written the same way by
+--                 PostgreSQL 15, 17 and 18; use it rather than a bare EXPLAIN
+--                 (see the function for what differs between versions)
+--
 -- Queries given to gs_check must have a fully determined output order
 -- (PostgreSQL's sort is not stable), e.g. end ORDER BY with a unique column.
 --
@@ -79,6 +84,30 @@ BEGIN
 END
 $fn$;
 
+-- EXPLAIN without what PostgreSQL's versions print differently: init plans'
+-- "(returns $0)" (gone in 17), the table prefix of keys (18 adds it once a
+-- query groups, as the group step became a range table entry), "Window:"
+-- lines (new in 18), "Buffers:" lines (on by default under ANALYZE in 18),
+-- and the decimals of actual row counts (18 prints two)
+CREATE FUNCTION gs_explain(q text, opts text DEFAULT '') RETURNS SETOF text
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	l text;
+BEGIN
+	FOR l IN EXECUTE 'EXPLAIN (COSTS OFF' ||
+		CASE WHEN opts = '' THEN '' ELSE ', ' || opts END || ') ' || q
+	LOOP
+		CONTINUE WHEN l ~ '^\s*(Window|Buffers): ';
+		l := regexp_replace(l, ' \(returns \$\d+(,\$\d+)*\)$', '');
+		l := regexp_replace(l, '(rows=\d+)\.\d+', '\1', 'g');
+		IF l ~ '^\s*(Sort Key|Presorted Key|Group Key): ' THEN
+			l := regexp_replace(l, '\m[a-z_][a-z0-9_]*\.(?=[a-z_"])', '', 'g');
+		END IF;
+		RETURN NEXT l;
+	END LOOP;
+END
+$fn$;
+
 -- EXPLAIN ANALYZE reduced to what does not depend on the machine: no
 -- timings, numbers masked, and without the lines naming the engine and
 -- device, any fallback, times and memory (the suite also runs on a GPU
@@ -91,8 +120,9 @@ BEGIN
 	FOR l IN EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || q
 	LOOP
 		CONTINUE WHEN l ~ 'GpuSort (Engine|Fallback|Time|Memory)'
-			OR l ~ '^\s*(Sort Method|Worker \d+:|Memory Usage|Buffers):?';
-		RETURN NEXT regexp_replace(l, '\d+', 'N', 'g');
+			OR l ~ '^\s*(Sort Method|Worker \d+:|Memory Usage|Buffers|Window):?';
+		-- (18 prints actual row counts with two decimals)
+		RETURN NEXT regexp_replace(l, '\d+(\.\d+)?', 'N', 'g');
 	END LOOP;
 END
 $fn$;

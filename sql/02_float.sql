@@ -47,7 +47,7 @@ SET enable_hashagg = off;
 SELECT f8 + 0 AS f8, count(*) FROM gs_float GROUP BY f8 ORDER BY f8;
 SELECT f4 + 0 AS f4, count(*) FROM gs_float GROUP BY f4 ORDER BY f4 DESC;
 SELECT trim_scale(n) AS n, count(*) FROM gs_float GROUP BY n ORDER BY n;
-EXPLAIN (COSTS OFF) SELECT f8 + 0 AS f8, count(*) FROM gs_float GROUP BY f8 ORDER BY f8;
+SELECT * FROM gs_explain('SELECT f8 + 0 AS f8, count(*) FROM gs_float GROUP BY f8 ORDER BY f8');
 RESET enable_hashagg;
 
 -- many rows

@@ -71,7 +71,7 @@ SELECT 100 + g,
 FROM generate_series(1, 5000) g;
 -- intervals at the ends of their range (their spans overflow 64 bits)
 INSERT INTO gs_dt (id, iv) VALUES
-	(50, '2147483647 mons 2147483647 days 2562047788:00:54.775807'),
+	(50, '2147483647 mons 2147483647 days 2562047788:00:54.775806'),
 	(51, '-2147483648 mons -2147483648 days -2562047788:00:54.775807'),
 	(52, '2147483647 mons'), (53, '-2147483648 mons'),
 	(54, '2147483647 days'), (55, '-2147483648 days'),

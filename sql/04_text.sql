@@ -78,7 +78,7 @@ SELECT (SELECT reltoastrelid FROM pg_class WHERE relname = 'gs_text') <> 0 AS ha
 -- every collation, every direction (libc collations other than C: see
 -- 04b_libc)
 CREATE COLLATION gs_icu_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
-CREATE COLLATION gs_icu_num (provider = icu, locale = 'und-u-kn-true');
+CREATE COLLATION gs_icu_num (provider = icu, locale = 'und-u-kn');
 CREATE COLLATION gs_icu_de (provider = icu, locale = 'de-DE');
 -- ICU collations whose sort keys call strings equal that PostgreSQL then
 -- orders by their bytes (level 1 strength, ignorable punctuation)

@@ -9,6 +9,29 @@ SET gpusort.min_rows = 0;
 SET work_mem = '4MB';
 SET gpusort.topn_limit = 0;
 
+-- Where PostgreSQL's own plans differ between versions (16 sorts the input
+-- of count(DISTINCT ...) below the Agg; 17 plans UNION as a Merge Append of
+-- sorted inputs, 18 INTERSECT and EXCEPT too), the check is that every Sort of PostgreSQL's plan became
+-- a GpuSort, rather than how many there are.
+CREATE FUNCTION gs_check_replaced(q text,
+								  OUT rows bigint, OUT same boolean,
+								  OUT replaced boolean)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	saved text := current_setting('gpusort.enabled');
+	c record;
+	off_plan record;
+BEGIN
+	c := gs_check(q);
+	PERFORM set_config('gpusort.enabled', 'off', false);
+	off_plan := gs_plan(q);
+	PERFORM set_config('gpusort.enabled', saved, false);
+	rows := c.rows;
+	same := c.same;
+	replaced := c.sort = 0 AND c.gpusort = off_plan.sort;
+END
+$fn$;
+
 CREATE TABLE gs_l AS
 SELECT g AS id, g % 37 AS k, (g % 5)::text COLLATE "C" AS s, g * 3 AS v
 FROM generate_series(1, 3000) g;
@@ -40,22 +63,21 @@ RESET enable_nestloop;
 SELECT * FROM gs_check('SELECT id, row_number() OVER (PARTITION BY k ORDER BY v DESC) FROM gs_l ORDER BY id');
 SELECT * FROM gs_check('SELECT id, rank() OVER (ORDER BY s), sum(v) OVER (PARTITION BY s ORDER BY k, id ROWS BETWEEN 2 PRECEDING AND CURRENT ROW), lag(id) OVER (ORDER BY k DESC, id) FROM gs_l ORDER BY id');
 SELECT * FROM gs_check('SELECT k, s, dense_rank() OVER (PARTITION BY s ORDER BY k) FROM gs_l ORDER BY 1, 2, 3');
-EXPLAIN (COSTS OFF) SELECT id, row_number() OVER (PARTITION BY k ORDER BY v DESC) FROM gs_l ORDER BY id;
+SELECT * FROM gs_explain('SELECT id, row_number() OVER (PARTITION BY k ORDER BY v DESC) FROM gs_l ORDER BY id');
 SELECT id, k, v, row_number() OVER (PARTITION BY k ORDER BY v DESC) FROM gs_l WHERE k < 2 AND id < 300 ORDER BY id;
 
 -- GroupAggregate, DISTINCT, DISTINCT ON, UNION, INTERSECT, EXCEPT
 SET enable_hashagg = off;
-EXPLAIN (COSTS OFF) SELECT k, count(*) FROM gs_l GROUP BY k;
+SELECT * FROM gs_explain('SELECT k, count(*) FROM gs_l GROUP BY k');
 SELECT * FROM gs_check('SELECT k, count(*), sum(v) FROM gs_l GROUP BY k');
 SELECT * FROM gs_check('SELECT s, k, count(*), string_agg(id::text, '','' ORDER BY id) FROM gs_l GROUP BY s, k');
 SELECT * FROM gs_check('SELECT k, s FROM gs_l GROUP BY ROLLUP (k, s)');
 SELECT * FROM gs_check('SELECT DISTINCT k, s FROM gs_l');
 SELECT * FROM gs_check('SELECT DISTINCT ON (s) s, v, id FROM gs_l ORDER BY s, v DESC');
-SELECT * FROM gs_check('SELECT count(DISTINCT k) FROM gs_l');
-SELECT * FROM gs_check('SELECT k, s FROM gs_l UNION SELECT k, s FROM gs_r');
-SELECT * FROM gs_check('SELECT k FROM gs_l INTERSECT SELECT k FROM gs_r');
-SELECT * FROM gs_check('SELECT s FROM gs_r EXCEPT SELECT s FROM gs_l');
-EXPLAIN (COSTS OFF) SELECT k, s FROM gs_l UNION SELECT k, s FROM gs_r;
+SELECT * FROM gs_check_replaced('SELECT count(DISTINCT k) FROM gs_l');
+SELECT * FROM gs_check_replaced('SELECT k, s FROM gs_l UNION SELECT k, s FROM gs_r');
+SELECT * FROM gs_check_replaced('SELECT k FROM gs_l INTERSECT SELECT k FROM gs_r');
+SELECT * FROM gs_check_replaced('SELECT s FROM gs_r EXCEPT SELECT s FROM gs_l');
 SELECT k, s FROM gs_l WHERE k < 3 UNION SELECT k, s FROM gs_r WHERE k < 2;
 SELECT DISTINCT s FROM gs_r;
 RESET enable_hashagg;
@@ -139,7 +161,7 @@ SELECT (SELECT count(*) FROM gs_dml_on) AS rows_left,
 	   gs_digest('SELECT * FROM gs_dml_on ORDER BY id') = gs_digest('SELECT * FROM gs_dml_off ORDER BY id') AS same;
 
 -- an init plan attached to the sort itself, and one inside its key
-EXPLAIN (COSTS OFF) SELECT k, (SELECT max(v) FROM gs_l) AS m FROM gs_r WHERE id < 5 ORDER BY k, id;
+SELECT * FROM gs_explain('SELECT k, (SELECT max(v) FROM gs_l) AS m FROM gs_r WHERE id < 5 ORDER BY k, id');
 SELECT k, (SELECT max(v) FROM gs_l) AS m FROM gs_r WHERE id < 5 ORDER BY k, id;
 SELECT k, id FROM gs_r WHERE id < 8 ORDER BY abs(k - (SELECT 5)), id;
 -- COPY and a materialized view
@@ -160,8 +182,8 @@ SELECT id, k FROM gs_l WHERE id < 40 ORDER BY k DESC, id LIMIT 4 FOR UPDATE;
 SELECT * FROM gs_check('SELECT id FROM gs_l ORDER BY k % 2, k % 3, k % 4, k % 5, k % 6, k % 7, k % 8, k % 9, k % 10, k % 11, k % 12, k % 13, k % 14, k % 15, k % 16, k % 17, k % 18, k % 19, k % 20, k % 21, k % 22, k % 23, k % 24, k % 25, k % 26, k % 27, k % 28, k % 29, k % 30, k % 31, k % 32, k % 33, k % 34, k % 35, k % 36, s DESC, v % 7, v % 11 DESC, v % 13, id');
 
 -- EXPLAIN ANALYZE of a GpuSort that never runs, and in other formats
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
-SELECT (SELECT count(*) FROM (SELECT k FROM gs_r ORDER BY k, id LIMIT 1000) s WHERE s.k = o.k) FROM gs_l o WHERE o.id < 0;
+SELECT * FROM gs_explain('SELECT (SELECT count(*) FROM (SELECT k FROM gs_r ORDER BY k, id LIMIT 1000) s WHERE s.k = o.k) FROM gs_l o WHERE o.id < 0',
+						'ANALYZE, TIMING OFF, SUMMARY OFF');
 CREATE FUNCTION gs_explain_json(q text) RETURNS json LANGUAGE plpgsql AS $fn$
 DECLARE
 	j json;
@@ -171,7 +193,7 @@ BEGIN
 END
 $fn$;
 SELECT j->0->'Plan'->>'Node Type' AS node, j->0->'Plan'->>'Custom Plan Provider' AS provider,
-	   j->0->'Plan'->'Sort Key' AS sort_key, j->0->'Plan'->>'Actual Rows' AS actual_rows
+	   j->0->'Plan'->'Sort Key' AS sort_key, (j->0->'Plan'->>'Actual Rows')::numeric::bigint AS actual_rows
 FROM gs_explain_json('SELECT * FROM gs_r ORDER BY s DESC, k') j;
 CREATE FUNCTION gs_explain_lines(q text, fmt text) RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE

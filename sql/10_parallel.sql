@@ -32,7 +32,7 @@ SELECT * FROM gs_explain_analyze('SELECT id, k FROM gs_par ORDER BY k, id');
 SET work_mem = '4MB';
 -- parallel aggregate: sorts below Gather Merge feed a partial GroupAggregate
 SET enable_hashagg = off;
-EXPLAIN (COSTS OFF) SELECT f, count(*) FROM gs_par GROUP BY f;
+SELECT * FROM gs_explain('SELECT f, count(*) FROM gs_par GROUP BY f');
 SELECT * FROM gs_check('SELECT f, count(*), min(id) FROM gs_par GROUP BY f');
 RESET enable_hashagg;
 -- workers that spill to temporary files

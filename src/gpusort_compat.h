@@ -128,6 +128,21 @@
 								   BTLessStrategyNumber, (ssup))
 #endif
 
+/* ---- messages gpusort shares with PostgreSQL ---- */
+
+/*
+ * 18: messages quote the names of configuration parameters.  gpusort's
+ * temporary files raise PostgreSQL's own error, worded as that version
+ * words it.
+ */
+#if PG_VERSION_NUM >= 180000
+#define GS_MSG_TEMP_FILE_LIMIT \
+	"temporary file size exceeds \"temp_file_limit\" (%dkB)"
+#else
+#define GS_MSG_TEMP_FILE_LIMIT \
+	"temporary file size exceeds temp_file_limit (%dkB)"
+#endif
+
 /* ---- wait events ---- */
 
 /*

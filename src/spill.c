@@ -181,8 +181,7 @@ gs_temp_extend(GsTempFile *f, int64 len)
 	if (temp_file_limit >= 0 && held + len > (int64) temp_file_limit * 1024)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("temporary file size exceeds temp_file_limit (%dkB)",
-						temp_file_limit)));
+				 errmsg(GS_MSG_TEMP_FILE_LIMIT, temp_file_limit)));
 	off = f->end;
 	f->end += len;
 	held = __atomic_add_fetch(&f->held, len, __ATOMIC_RELAXED);
