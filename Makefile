@@ -15,6 +15,10 @@ OBJS = \
 	src/planner.o \
 	src/exec.o \
 	src/sortstate.o \
+	src/sort_load.o \
+	src/sort_runs.o \
+	src/sort_merge.o \
+	src/sort_emit.o \
 	src/spill.o \
 	src/keys_sql.o \
 	$(patsubst %.c,%.o,$(wildcard src/index*.c))
