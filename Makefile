@@ -19,6 +19,7 @@ OBJS = \
 	src/sort_runs.o \
 	src/sort_merge.o \
 	src/sort_emit.o \
+	src/sort_parallel.o \
 	src/spill.o \
 	src/keys_sql.o \
 	$(patsubst %.c,%.o,$(wildcard src/index*.c))

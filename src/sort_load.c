@@ -122,82 +122,17 @@ gs_arena_alloc(GsSortState *s, Size len)
 	return p;
 }
 
+static char *
+gs_arena_alloc_cb(void *arg, Size len)
+{
+	return gs_arena_alloc((GsSortState *) arg, len);
+}
+
 /* copy the slot's row into the arena as a MinimalTuple */
 static MinimalTuple
 gs_copy_row(GsSortState *s, TupleTableSlot *slot)
 {
-	MinimalTuple mt;
-	bool		should_free;
-
-	if (TTS_IS_MINIMALTUPLE(slot))
-	{
-		MinimalTuple src = ExecFetchSlotMinimalTuple(slot, &should_free);
-
-		mt = (MinimalTuple) gs_arena_alloc(s, src->t_len);
-		memcpy(mt, src, src->t_len);
-		if (should_free)
-			pfree(src);
-		return mt;
-	}
-
-	if (TTS_IS_HEAPTUPLE(slot) || TTS_IS_BUFFERTUPLE(slot))
-	{
-		HeapTuple	ht = ExecFetchSlotHeapTuple(slot, false, &should_free);
-
-		/*
-		 * A stored heap tuple can have fewer attributes than the descriptor
-		 * (columns added later with a default); form those from the
-		 * deformed values below instead.
-		 */
-		if (HeapTupleHeaderGetNatts(ht->t_data) >= s->tupdesc->natts)
-		{
-			Size		len = ht->t_len - MINIMAL_TUPLE_OFFSET;
-
-			mt = (MinimalTuple) gs_arena_alloc(s, len);
-			memcpy(mt, (char *) ht->t_data + MINIMAL_TUPLE_OFFSET, len);
-			mt->t_len = len;
-			if (should_free)
-				heap_freetuple(ht);
-			return mt;
-		}
-		if (should_free)
-			heap_freetuple(ht);
-	}
-
-	/* virtual slot (or short heap tuple): form from the values */
-	{
-		TupleDesc	desc = slot->tts_tupleDescriptor;
-		int			natts = desc->natts;
-		bool		hasnull = false;
-		Size		hoff;
-		Size		data_len;
-		int			i;
-
-		slot_getallattrs(slot);
-		for (i = 0; i < natts; i++)
-		{
-			if (slot->tts_isnull[i])
-			{
-				hasnull = true;
-				break;
-			}
-		}
-		hoff = SizeofMinimalTupleHeader;
-		if (hasnull)
-			hoff += BITMAPLEN(natts);
-		hoff = MAXALIGN(hoff);
-		data_len = heap_compute_data_size(desc, slot->tts_values,
-										  slot->tts_isnull);
-		mt = (MinimalTuple) gs_arena_alloc(s, hoff + data_len);
-		memset(mt, 0, hoff + data_len);
-		mt->t_len = hoff + data_len;
-		HeapTupleHeaderSetNatts(mt, natts);
-		mt->t_hoff = hoff + MINIMAL_TUPLE_OFFSET;
-		heap_fill_tuple(desc, slot->tts_values, slot->tts_isnull,
-						(char *) mt + hoff, data_len, &mt->t_infomask,
-						hasnull ? mt->t_bits : NULL);
-		return mt;
-	}
+	return gs_form_row(slot, s->tupdesc->natts, gs_arena_alloc_cb, s);
 }
 
 /*
@@ -403,4 +338,55 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 
 	if (gs_mem_used(s) > s->batch_limit && s->nrows >= MIN_BATCH_ROWS)
 		gs_spill_batch(s);
+}
+
+/*
+ * Take a row that is already copied and encoded (by a parallel worker, see
+ * sort_parallel.c): the tuple stays where it is, in memory that must
+ * outlive the sort state, and only its key is copied into the key buffer.
+ */
+void
+gs_sort_put_row(GsSortState *s, MinimalTuple tup, const char *key,
+				bool lossy)
+{
+	size_t		n;
+
+	Assert(s->status == GS_LOADING);
+	if (!s->load_started)
+	{
+		INSTR_TIME_SET_CURRENT(s->load_start);
+		s->load_started = true;
+	}
+
+	if (s->nrows == s->cap)
+	{
+		gs_finish_chunks(s);
+		if (!gs_grow(s))
+			gs_spill_batch(s);
+	}
+
+	n = s->nrows;
+	memcpy(s->keys + n * s->key_bytes, key, s->key_bytes);
+	if (lossy)
+	{
+		s->lossy[n / 64] |= UINT64CONST(1) << (n % 64);
+		s->any_lossy = true;
+	}
+	s->tuples[n] = tup;
+	s->max_tuple_len = Max(s->max_tuple_len, tup->t_len);
+	s->nrows = n + 1;
+	s->total_rows += 1;
+
+	if (s->chunk_rows > 0 && s->nrows - s->chunk_start >= s->chunk_rows)
+		gs_close_chunk(s, true);
+
+	if (gs_mem_used(s) > s->batch_limit && s->nrows >= MIN_BATCH_ROWS)
+		gs_spill_batch(s);
+}
+
+/* the width of the sort's keys, which parallel loaders must match */
+int
+gs_sort_key_bytes(GsSortState *s)
+{
+	return s->key_bytes;
 }

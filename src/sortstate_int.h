@@ -442,6 +442,90 @@ gs_row_head(int key_bytes, char *dst, const char *key, bool lossy,
 	return TAPE_ROW_HDR + key_bytes;
 }
 
+/*
+ * Copy the slot's row as a MinimalTuple into memory that alloc(arg, len)
+ * gives (the arena of sort_load.c, or shared memory for a parallel load,
+ * sort_parallel.c).  natts is the descriptor's number of attributes.
+ */
+typedef char *(*GsRowAllocFn) (void *arg, Size len);
+
+static inline MinimalTuple
+gs_form_row(TupleTableSlot *slot, int natts, GsRowAllocFn alloc, void *arg)
+{
+	MinimalTuple mt;
+	bool		should_free;
+
+	if (TTS_IS_MINIMALTUPLE(slot))
+	{
+		MinimalTuple src = ExecFetchSlotMinimalTuple(slot, &should_free);
+
+		mt = (MinimalTuple) alloc(arg, src->t_len);
+		memcpy(mt, src, src->t_len);
+		if (should_free)
+			pfree(src);
+		return mt;
+	}
+
+	if (TTS_IS_HEAPTUPLE(slot) || TTS_IS_BUFFERTUPLE(slot))
+	{
+		HeapTuple	ht = ExecFetchSlotHeapTuple(slot, false, &should_free);
+
+		/*
+		 * A stored heap tuple can have fewer attributes than the descriptor
+		 * (columns added later with a default); form those from the
+		 * deformed values below instead.
+		 */
+		if (HeapTupleHeaderGetNatts(ht->t_data) >= natts)
+		{
+			Size		len = ht->t_len - MINIMAL_TUPLE_OFFSET;
+
+			mt = (MinimalTuple) alloc(arg, len);
+			memcpy(mt, (char *) ht->t_data + MINIMAL_TUPLE_OFFSET, len);
+			mt->t_len = len;
+			if (should_free)
+				heap_freetuple(ht);
+			return mt;
+		}
+		if (should_free)
+			heap_freetuple(ht);
+	}
+
+	/* virtual slot (or short heap tuple): form from the values */
+	{
+		TupleDesc	desc = slot->tts_tupleDescriptor;
+		int			ndesc = desc->natts;
+		bool		hasnull = false;
+		Size		hoff;
+		Size		data_len;
+		int			i;
+
+		slot_getallattrs(slot);
+		for (i = 0; i < ndesc; i++)
+		{
+			if (slot->tts_isnull[i])
+			{
+				hasnull = true;
+				break;
+			}
+		}
+		hoff = SizeofMinimalTupleHeader;
+		if (hasnull)
+			hoff += BITMAPLEN(ndesc);
+		hoff = MAXALIGN(hoff);
+		data_len = heap_compute_data_size(desc, slot->tts_values,
+										  slot->tts_isnull);
+		mt = (MinimalTuple) alloc(arg, hoff + data_len);
+		memset(mt, 0, hoff + data_len);
+		mt->t_len = hoff + data_len;
+		HeapTupleHeaderSetNatts(mt, ndesc);
+		mt->t_hoff = hoff + MINIMAL_TUPLE_OFFSET;
+		heap_fill_tuple(desc, slot->tts_values, slot->tts_isnull,
+						(char *) mt + hoff, data_len, &mt->t_infomask,
+						hasnull ? mt->t_bits : NULL);
+		return mt;
+	}
+}
+
 /* ---- sortstate.c: life cycle and memory accounting ---- */
 extern void gs_advise_huge(void *p, size_t len);
 extern int64 gs_mem_used(GsSortState *s);
