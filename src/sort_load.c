@@ -390,3 +390,83 @@ gs_sort_key_bytes(GsSortState *s)
 {
 	return s->key_bytes;
 }
+
+/*
+ * Rows put in bulk (sort_parallel.c hands over the rows of its workers so,
+ * filling the arrays on threads).  gs_sort_bulk_reserve makes room for n
+ * more rows in the batch at once and returns where their tuple pointers
+ * and keys go; false when they do not fit the batch (a sort that spills),
+ * and the caller puts them one at a time with gs_sort_put_row.  Once the
+ * caller has filled them (and marked the lossy ones with
+ * gs_sort_bulk_lossy, i counting from the first reserved row),
+ * gs_sort_bulk_done takes them in, closing chunks as gs_sort_put would.
+ */
+bool
+gs_sort_bulk_reserve(GsSortState *s, size_t n, MinimalTuple **tuples,
+					 char **keys)
+{
+	size_t		need = s->nrows + n;
+	int64		mem;
+
+	Assert(s->status == GS_LOADING);
+	if (s->nruns > 0 || s->overlap || need > GS_MAX_ROWS)
+		return false;
+	mem = s->arena_bytes + s->chunk_bytes +
+		(int64) Max(need, s->cap) * (sizeof(MinimalTuple) + s->key_bytes) +
+		(int64) (Max(need, s->cap) / 64 + 1) * sizeof(uint64);
+	if (mem > s->batch_limit)
+		return false;
+	if (!s->load_started)
+	{
+		INSTR_TIME_SET_CURRENT(s->load_start);
+		s->load_started = true;
+	}
+	if (need > s->cap)
+	{
+		size_t		oldwords = s->cap / 64 + 1;
+		size_t		newwords = need / 64 + 1;
+
+		/* the engine must be done with the key buffer before it moves */
+		gs_finish_chunks(s);
+		s->tuples = repalloc_huge(s->tuples, need * sizeof(MinimalTuple));
+		s->keys = gs_keybuf_grow(s->keys_engine, s->keys,
+								 s->nrows * s->key_bytes,
+								 need * s->key_bytes);
+		s->lossy = repalloc_huge(s->lossy, newwords * sizeof(uint64));
+		memset(s->lossy + oldwords, 0, (newwords - oldwords) * sizeof(uint64));
+		s->cap = need;
+		gs_note_mem(s, 0);
+	}
+	*tuples = s->tuples + s->nrows;
+	*keys = s->keys + s->nrows * s->key_bytes;
+	return true;
+}
+
+void
+gs_sort_bulk_lossy(GsSortState *s, size_t i)
+{
+	size_t		row = s->nrows + i;
+
+	Assert(row < s->cap);
+	s->lossy[row / 64] |= UINT64CONST(1) << (row % 64);
+	s->any_lossy = true;
+}
+
+void
+gs_sort_bulk_done(GsSortState *s, size_t n, uint32 max_tuple_len)
+{
+	size_t		end = s->nrows + n;
+
+	Assert(end <= s->cap);
+	s->max_tuple_len = Max(s->max_tuple_len, max_tuple_len);
+	s->total_rows += n;
+	if (s->chunk_rows > 0)
+	{
+		while (end - s->chunk_start >= s->chunk_rows)
+		{
+			s->nrows = s->chunk_start + s->chunk_rows;
+			gs_close_chunk(s, true);
+		}
+	}
+	s->nrows = end;
+}

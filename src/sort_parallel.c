@@ -59,6 +59,7 @@
 #include "gpusort_exec.h"
 #include "gpusort_int.h"
 #include "gpusort_keys.h"
+#include "gpusort_spill.h"
 #include "sortstate_int.h"
 
 /* shared-memory blocks a loader writes: first size, doubling to the last */
@@ -89,6 +90,8 @@ typedef struct GsLoaderSlot
 	dsa_pointer first;			/* its first block */
 	uint64		nrows;
 	uint64		bytes;			/* of blocks */
+	uint64		nlossy;			/* rows whose key was encoded lossily */
+	uint32		max_tuple_len;
 	double		load_ms;
 	bool		done;
 } GsLoaderSlot;
@@ -476,7 +479,11 @@ gs_load_worker(GsLoadState *ls)
 		tup = gs_form_row(ts, desc->natts, gs_load_alloc, &w);
 		word = (uint32) ((char *) tup - (char *) w.blk);
 		if (gs_encode_key(kp, ts->tts_values, ts->tts_isnull, w.entry))
+		{
 			word |= LOAD_LOSSY_BIT;
+			slot->nlossy++;
+		}
+		slot->max_tuple_len = Max(slot->max_tuple_len, tup->t_len);
 		memcpy(w.entry + sh->key_bytes, &word, sizeof(uint32));
 		w.blk->nrows++;
 		nrows++;
@@ -572,6 +579,140 @@ gs_load_collect(GsLoadState *ls, GsSortState *sort, int i)
 }
 
 /*
+ * Handing the workers' rows over in bulk: every block's rows go to a known
+ * stretch of the sort's arrays, so threads (which call nothing of
+ * PostgreSQL's) fill the tuple pointers and copy the keys, a range of
+ * blocks each.
+ */
+typedef struct GsCopyBlock
+{
+	char	   *blk;
+	size_t		nrows;
+	size_t		dest;			/* first row in the arrays */
+} GsCopyBlock;
+
+typedef struct GsCopyJob
+{
+	GsCopyBlock *blocks;
+	int			nblocks;
+	MinimalTuple *tuples;
+	char	   *keys;
+	int			key_bytes;
+} GsCopyJob;
+
+static void
+gs_copy_part(void *arg, int part, int nparts, volatile bool *stop)
+{
+	GsCopyJob  *j = (GsCopyJob *) arg;
+	size_t		kb = j->key_bytes;
+	size_t		esz = kb + sizeof(uint32);
+	int			b;
+
+	for (b = j->nblocks * part / nparts;
+		 b < j->nblocks * (part + 1) / nparts && !*stop; b++)
+	{
+		GsCopyBlock *cb = &j->blocks[b];
+		char	   *end = cb->blk + ((GsLoadBlock *) cb->blk)->size;
+		MinimalTuple *tp = j->tuples + cb->dest;
+		char	   *kp = j->keys + cb->dest * kb;
+		size_t		r;
+
+		for (r = 0; r < cb->nrows; r++)
+		{
+			const char *ent = end - (r + 1) * esz;
+			uint32		word;
+
+			memcpy(&word, ent + kb, sizeof(uint32));
+			tp[r] = (MinimalTuple) (cb->blk + (word & ~LOAD_LOSSY_BIT));
+			memcpy(kp + r * kb, ent, kb);
+		}
+	}
+}
+
+/* the workers' rows into the sort's arrays at once; false if they don't fit */
+static bool
+gs_load_collect_bulk(GsLoadState *ls, GsSortState *sort)
+{
+	GsCopyJob	job;
+	size_t		total = 0;
+	size_t		dest = 0;
+	uint32		maxlen = 0;
+	int			cap = 16;
+	bool		any_lossy = false;
+	int			i;
+	int			b;
+
+	for (i = 0; i < ls->launched; i++)
+	{
+		total += ls->shared->slots[i].nrows;
+		maxlen = Max(maxlen, ls->shared->slots[i].max_tuple_len);
+	}
+	if (!gs_sort_bulk_reserve(sort, total, &job.tuples, &job.keys))
+		return false;
+	job.key_bytes = ls->key_bytes;
+	job.nblocks = 0;
+	job.blocks = palloc(cap * sizeof(GsCopyBlock));
+	for (i = 0; i < ls->launched; i++)
+	{
+		dsa_pointer dp = ls->shared->slots[i].first;
+
+		ls->workers[i].rows = (double) ls->shared->slots[i].nrows;
+		ls->workers[i].ms = ls->shared->slots[i].load_ms;
+		while (DsaPointerIsValid(dp))
+		{
+			GsLoadBlock *blk = (GsLoadBlock *) dsa_get_address(ls->area, dp);
+
+			if (job.nblocks == cap)
+			{
+				cap *= 2;
+				job.blocks = repalloc(job.blocks, cap * sizeof(GsCopyBlock));
+			}
+			job.blocks[job.nblocks].blk = (char *) blk;
+			job.blocks[job.nblocks].nrows = blk->nrows;
+			job.blocks[job.nblocks].dest = dest;
+			job.nblocks++;
+			dest += blk->nrows;
+			dp = blk->next;
+		}
+	}
+	if (dest != total)
+		elog(ERROR, "gpusort: a parallel loader's rows went missing");
+
+	while (!gs_parallel(gs_copy_part, &job,
+						Max(1, Min(gpusort_cpu_threads, job.nblocks))))
+		;
+
+	/* the few lossy keys (long strings, ICU text) are marked here */
+	for (i = 0; i < ls->launched && !any_lossy; i++)
+		any_lossy = ls->shared->slots[i].nlossy > 0;
+	if (any_lossy)
+	{
+		size_t		esz = ls->key_bytes + sizeof(uint32);
+
+		for (b = 0; b < job.nblocks; b++)
+		{
+			GsCopyBlock *cb = &job.blocks[b];
+			char	   *end = cb->blk + ((GsLoadBlock *) cb->blk)->size;
+			size_t		r;
+
+			for (r = 0; r < cb->nrows; r++)
+			{
+				uint32		word;
+
+				memcpy(&word, end - (r + 1) * esz + ls->key_bytes,
+					   sizeof(uint32));
+				if (word & LOAD_LOSSY_BIT)
+					gs_sort_bulk_lossy(sort, cb->dest + r);
+			}
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	gs_sort_bulk_done(sort, total, maxlen);
+	pfree(job.blocks);
+	return true;
+}
+
+/*
  * Load the input of the GpuSort into sort, through the GpuSortLoad node ps:
  * in parallel where workers can be had, else by the leader alone.  The
  * rows of the previous load (if any) must not be in use any more.
@@ -657,7 +798,11 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 		{
 			if (!ls->shared->slots[i].done)
 				elog(ERROR, "gpusort: a parallel loader ended without its rows");
-			gs_load_collect(ls, sort, i);
+		}
+		if (!gs_load_collect_bulk(ls, sort))
+		{
+			for (i = 0; i < ls->launched; i++)
+				gs_load_collect(ls, sort, i);
 		}
 		ls->collect_ms = gs_elapsed_ms(t0);
 	}
