@@ -146,3 +146,19 @@ BEGIN
 END
 $$;
 SELECT * FROM gs_check('SELECT * FROM gs_pl ORDER BY tc, id');
+
+-- an error raised in a worker while it loads comes up in the leader; then
+-- a spilled sort rescanned on the inner side of a nested loop
+\set VERBOSITY terse
+SELECT 1 / (id - 30000), id FROM gs_pl ORDER BY i8, id;
+\set VERBOSITY default
+SET work_mem = '64kB';
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
+SET enable_material = off;
+SELECT * FROM gs_check('SELECT o, s.id FROM generate_series(1, 2) o, (SELECT id, i8 FROM gs_pl ORDER BY i8, id OFFSET 0) s');
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+RESET enable_material;
+SET work_mem = '4MB';
+SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();

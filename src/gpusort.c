@@ -151,8 +151,9 @@ _PG_init(void)
 	/* parallel load (sort_parallel.c) */
 	DefineCustomBoolVariable("gpusort.parallel_load",
 							 "Lets parallel workers read, copy and encode the input of a large sort.",
-							 "The planner gives a sort of a plain table scan parallel loaders when "
-							 "PostgreSQL's parallel settings allow workers for that scan.",
+							 "The planner gives a sort of a plain table scan loading workers when "
+							 "PostgreSQL's parallel settings allow workers for that scan, and turns a "
+							 "Gather Merge over sorts in workers into one sort loaded by as many workers.",
 							 &gpusort_parallel_load,
 							 true,
 							 PGC_USERSET,
