@@ -15,6 +15,11 @@ OBJS = \
 	src/planner.o \
 	src/exec.o \
 	src/sortstate.o \
+	src/sort_load.o \
+	src/sort_runs.o \
+	src/sort_merge.o \
+	src/sort_emit.o \
+	src/sort_parallel.o \
 	src/spill.o \
 	src/keys_sql.o \
 	$(patsubst $(srcdir)/%.c,%.o,$(wildcard $(srcdir)/src/index*.c))

@@ -14,6 +14,16 @@
 # gpusort, and the table reports medians.  Results: $OUT/gpu50m.md and
 # $OUT/gpu50m.csv.
 #
+# The "parallel 8" cases (issue 16) let both sides use up to 8 parallel
+# workers (max_parallel_workers_per_gather = 8, the table's parallel_workers
+# = 8): PostgreSQL's Gather Merge against gpusort's parallel load.  For each
+# the gpusort side's time split -- load per participant (leader and
+# workers), handing the workers' rows over (collect), sort, the rest
+# (gathering, emitting, a final merge) -- goes to $OUT/split.md, with the
+# serial load (max_parallel_workers_per_gather = 0) beside it.  A parallel load
+# keeps the whole input in shared memory: when /dev/shm has less room than
+# that, the server is restarted with dynamic_shared_memory_type = mmap.
+#
 # Environment: ROWS (default 50000000), RUNS (default 3), DEADLINE,
 # SKIP_INDEX=1 (leave out the CREATE INDEX cases), ONLY (a bash regex: only
 # the cases whose name matches).
@@ -71,6 +81,8 @@ timed()
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
 
 echo "case,rows,postgres_ms,gpusort_ms,speedup,runs,note" >"$CSV"
+# does ONLY (if set) select the case named $1?
+wanted() { [ -z "${ONLY:-}" ] || [[ $1 =~ $ONLY ]]; }
 # case NAME RUNS COMMON_SETS QUERY [NOTE]: alternate off/on, medians
 bench_case()
 {
@@ -102,14 +114,68 @@ pgsql -c "SET work_mem = '16GB'; SET max_parallel_workers_per_gather = 0" \
 
 bench_case "scan only (floor)" 1 "SET work_mem = '16GB'" "SELECT * FROM g50 OFFSET $ROWS" "both sides read the table only"
 bench_case "ORDER BY int8 - in memory" "$RUNS" "SET work_mem = '16GB'" "SELECT * FROM g50 ORDER BY k OFFSET $ROWS"
+# ---- issue 16: parallel load, 8 workers on both sides ----
+PAR="SET max_parallel_workers_per_gather = 8; SET max_parallel_workers = 8; SET gpusort.parallel_load_mem = '64GB'"
+SPLIT=$OUT/split.md
+# one EXPLAIN (ANALYZE, TIMING OFF) of the gpusort side; its time split
+split_case()
+{
+	local name=$1 sets=$2 q=$3 f
+	wanted "$name" || return 0
+	[ "$(left)" -gt 0 ] || return 0
+	f=$OUT/explain-$(echo "$name" | tr -c 'a-zA-Z0-9\n' '-').txt
+	pgsql -c "$sets" -c "EXPLAIN (ANALYZE, TIMING OFF) $q" >"$f" 2>&1
+	awk -v name="$name" '
+		/GpuSort Time:/ {
+			for (i = 1; i <= NF; i++) {
+				if ($i ~ /^load=/) { split($i, a, "="); load = a[2] }
+				if ($i ~ /^waited=/ && !w) { split($i, a, "="); wait = a[2]; w = 1 }
+				if ($i ~ /^tie-break=/) { split($i, a, "="); tb = a[2] }
+				if ($i ~ /^spill=/) { split($i, a, "="); sp = a[2] }
+				if ($i ~ /^merge=/) { split($i, a, "="); mg = a[2] }
+				if ($i ~ /^sort=/) { split($i, a, "="); so = a[2] }
+			}
+		}
+		/Workers Launched:/ { launched = $NF }
+		/Leader Load:/ { sub(/.*Leader Load: /, ""); loads = loads " leader " $0 ";" }
+		/Worker [0-9]+ Load:/ { n = $2; sub(/.*Load: /, ""); loads = loads " w" n " " $0 ";" }
+		/Collect Time:/ { collect = $3 }
+		/Serial Load:/ { sub(/.*Serial Load: /, ""); serial = $0 }
+		/Execution Time:/ { exec = $3 }
+		END {
+			rest = exec - load - wait - tb - sp
+			printf "| %s | %s | %.0f | %s | %s | %.0f | %.0f | %.0f | %.0f |%s%s |\n", name, (launched == "" ? 0 : launched), load, (loads == "" ? "-" : loads), (collect == "" ? "-" : collect), so, tb, sp + mg, rest, (serial == "" ? "" : " serial: " serial), ""
+		}' "$f" >>"$SPLIT"
+}
+pgsql -q -c "ALTER TABLE g50 SET (parallel_workers = 8)"
+# room in /dev/shm for a whole input (about 100 bytes a row), else DSM in files
+need_kb=$((ROWS / 10 * 13 / 1024 * 10))
+shm_kb=$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 {print $4}')
+if [ -n "$shm_kb" ] && [ "$shm_kb" -lt "$need_kb" ]; then
+	say "/dev/shm has ${shm_kb} kB free, a parallel load needs about ${need_kb} kB: dynamic_shared_memory_type = mmap"
+	pg_restart -c shared_buffers=32GB -c shared_preload_libraries=gpusort -c dynamic_shared_memory_type=mmap || exit 1
+fi
+{
+	echo "gpusort side's time split (ms), EXPLAIN (ANALYZE, TIMING OFF); rest = execution - load - sort wait - tie-break - spill: gathering, emitting and a final merge"
+	echo
+	echo "| case | workers | load | per participant (rows, load) | collect | sort (engine) | tie-break | spill + merge | rest |"
+	echo "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"
+} >"$SPLIT"
+for c in "ORDER BY int8 - in memory|SET work_mem = '16GB'|SELECT * FROM g50 ORDER BY k OFFSET $ROWS" \
+	"ORDER BY text (C) - in memory|SET work_mem = '16GB'|SELECT * FROM g50 ORDER BY t OFFSET $ROWS" \
+	"ORDER BY int8 - work_mem 64MB|SET work_mem = '64MB'|SELECT * FROM g50 ORDER BY k OFFSET $ROWS"; do
+	IFS='|' read -r cname csets cq <<<"$c"
+	split_case "parallel 8: $cname" "$PAR; $csets" "$cq"
+	split_case "parallel 8: $cname - no workers" "$csets; SET max_parallel_workers_per_gather = 0" "$cq"
+	bench_case "parallel 8: $cname" 2 "$PAR; $csets" "$cq" "both sides may use 8 workers"
+done
+
 [ "${SKIP_INDEX:-0}" = 1 ] ||
 bench_case "CREATE INDEX int8 - serial" 1 "SET maintenance_work_mem = '16GB'; SET max_parallel_maintenance_workers = 0" \
 	"CREATE INDEX g50_k ON g50 (k); DROP INDEX g50_k" "PostgreSQL serial vs gpusort"
 [ "${SKIP_INDEX:-0}" = 1 ] ||
 bench_case "CREATE INDEX int8 - 8 workers" 1 "SET maintenance_work_mem = '16GB'; SET max_parallel_maintenance_workers = 8; ALTER TABLE g50 SET (parallel_workers = 8)" \
 	"CREATE INDEX g50_k ON g50 (k); DROP INDEX g50_k" "both may use 8 workers (gpusort: parallel scan only)"
-# does ONLY (if set) select the case named $1?
-wanted() { [ -z "${ONLY:-}" ] || [[ $1 =~ $ONLY ]]; }
 
 # TIMING OFF: the sort's own phase times without the per-row cost of
 # timing every node
@@ -145,6 +211,7 @@ bench_case "ORDER BY text (C) - in memory" 2 "SET work_mem = '16GB'" "SELECT * F
 	done
 } >"$MD"
 cat "$MD" >&3
+[ -f "$SPLIT" ] && { echo; cat "$SPLIT"; } >&3
 for f in explain-inmem explain-external-4 explain-external-8 explain-external-budget explain-chunked; do
 	[ -f "$OUT/$f.txt" ] || continue
 	echo "--- $f" >&3

@@ -4,6 +4,9 @@
 LOAD 'gpusort';
 SET gpusort.min_rows = 0;
 SET work_mem = '4MB';
+-- the sorts stay inside the workers (16_parallel_load tests the GpuSort that
+-- replaces a Gather Merge and loads its input through workers)
+SET gpusort.parallel_load = off;
 
 CREATE TABLE gs_par AS
 SELECT g AS id, (g * 7919) % 100003 AS k, md5(g::text) COLLATE "C" AS t,

@@ -148,13 +148,18 @@ gpusort_load(GpuSortState *gss)
 
 	/* the input is always read forward, whatever direction we are asked */
 	estate->es_direction = ForwardScanDirection;
-	for (;;)
+	if (gs_load_is(child))
+		gs_load_into(child, gss->sort);	/* in parallel where it can */
+	else
 	{
-		TupleTableSlot *slot = ExecProcNode(child);
+		for (;;)
+		{
+			TupleTableSlot *slot = ExecProcNode(child);
 
-		if (TupIsNull(slot))
-			break;
-		gs_sort_put(gss->sort, slot);
+			if (TupIsNull(slot))
+				break;
+			gs_sort_put(gss->sort, slot);
+		}
 	}
 	estate->es_direction = dir;
 
@@ -442,4 +447,5 @@ void
 gs_exec_init(void)
 {
 	RegisterCustomScanMethods(&gpusort_scan_methods);
+	RegisterCustomScanMethods(&gs_load_scan_methods);
 }

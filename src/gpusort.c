@@ -25,6 +25,7 @@ PG_MODULE_MAGIC;
 #define GS_TOPN_LIMIT_DEFAULT	10000
 #define GS_MAX_KEY_BYTES_DEFAULT 32
 #define GS_CPU_THREADS_DEFAULT	4
+#define GS_PARALLEL_LOAD_MEM_DEFAULT (1024 * 1024)	/* kB: 1GB */
 
 bool		gpusort_enabled = true;
 int			gpusort_engine_choice = GS_ENGINE_AUTO;
@@ -34,6 +35,8 @@ int			gpusort_max_key_bytes = GS_MAX_KEY_BYTES_DEFAULT;
 int			gpusort_topn_limit = GS_TOPN_LIMIT_DEFAULT;
 int			gpusort_gpu_memory_limit_kb = 0;
 int			gpusort_cpu_threads = GS_CPU_THREADS_DEFAULT;
+bool		gpusort_parallel_load = true;
+int			gpusort_parallel_load_mem_kb = GS_PARALLEL_LOAD_MEM_DEFAULT;
 char	   *gpusort_cuda_library = NULL;
 
 static const struct config_enum_entry engine_options[] = {
@@ -143,6 +146,29 @@ _PG_init(void)
 							1, GS_CPU_THREADS_MAX,
 							PGC_USERSET,
 							0,
+							NULL, NULL, NULL);
+
+	/* parallel load (sort_parallel.c) */
+	DefineCustomBoolVariable("gpusort.parallel_load",
+							 "Lets parallel workers read, copy and encode the input of a large sort.",
+							 "The planner gives a sort of a plain table scan loading workers when "
+							 "PostgreSQL's parallel settings allow workers for that scan, and turns a "
+							 "Gather Merge over sorts in workers into one sort loaded by as many workers.",
+							 &gpusort_parallel_load,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("gpusort.parallel_load_mem",
+							"Sets the largest estimated input that a sort loads in parallel.",
+							"A parallel load holds the sort's whole input in shared memory "
+							"until the sort ends; larger inputs are loaded by the backend alone.",
+							&gpusort_parallel_load_mem_kb,
+							GS_PARALLEL_LOAD_MEM_DEFAULT,
+							0, MAX_KILOBYTES,
+							PGC_USERSET,
+							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("gpusort.cuda_library",

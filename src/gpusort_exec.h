@@ -20,9 +20,16 @@
 
 extern CustomScanMethods gpusort_scan_methods;
 
-/* ---- sort state (sortstate.c): a tuplesort-shaped life cycle ---- */
-
+/* ---- parallel load (sort_parallel.c) ---- */
 typedef struct GsSortState GsSortState;
+
+extern CustomScanMethods gs_load_scan_methods;
+extern CustomScan *gs_load_make_plan(Plan *child, List *sortinfo,
+									 int nworkers, int plan_node_id);
+extern bool gs_load_is(PlanState *ps);
+extern void gs_load_into(PlanState *ps, GsSortState *sort);
+
+/* ---- sort state (sortstate.c): a tuplesort-shaped life cycle ---- */
 
 /* what EXPLAIN ANALYZE reports */
 typedef struct GsSortReport
@@ -60,6 +67,13 @@ extern GsSortState *gs_sort_begin(TupleDesc tupdesc, int nkeys,
 								  int work_mem_kb, bool random_access,
 								  double est_rows);
 extern void gs_sort_put(GsSortState *s, TupleTableSlot *slot);
+extern void gs_sort_put_row(GsSortState *s, MinimalTuple tup, const char *key,
+							bool lossy);
+extern int	gs_sort_key_bytes(GsSortState *s);
+extern bool gs_sort_bulk_reserve(GsSortState *s, size_t n,
+								 MinimalTuple **tuples, char **keys);
+extern void gs_sort_bulk_lossy(GsSortState *s, size_t i);
+extern void gs_sort_bulk_done(GsSortState *s, size_t n, uint32 max_tuple_len);
 extern void gs_sort_perform(GsSortState *s);
 extern bool gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot);
 extern void gs_sort_markpos(GsSortState *s);

@@ -32,6 +32,8 @@ extern int	gpusort_max_key_bytes;
 extern int	gpusort_topn_limit;
 extern int	gpusort_gpu_memory_limit_kb;
 extern int	gpusort_cpu_threads;
+extern bool gpusort_parallel_load;
+extern int	gpusort_parallel_load_mem_kb;
 
 /* the most threads gpusort.cpu_threads allows */
 #define GS_CPU_THREADS_MAX	64

@@ -26,13 +26,21 @@
  */
 #include "postgres.h"
 
+#include "access/parallel.h"
+#include "access/table.h"
+#include "catalog/pg_class.h"
 #include "miscadmin.h"
 #include "nodes/extensible.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/plannodes.h"
+#include "optimizer/cost.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/paths.h"
 #include "optimizer/planner.h"
 #include "parser/parsetree.h"
+#include "storage/bufmgr.h"
+#include "utils/rel.h"
 
 #include "gpusort_exec.h"
 #include "gpusort_int.h"
@@ -56,6 +64,20 @@ typedef enum SortBound
 } SortBound;
 
 static Plan *replace_sorts(Plan *plan, SortBound bound, int64 nbound);
+
+/*
+ * While replace_sorts walks the main plan tree: how many Gathers are above
+ * the node (whose part of the plan runs in workers), and the GpuSorts made
+ * outside any, which may get a parallel load.
+ */
+static int	gather_depth = 0;
+static bool collect_loads = false;
+static List *load_candidates = NIL;
+static List *load_gm_workers = NIL;	/* per candidate: the workers of the
+										 * Gather Merge it replaces, or 0 */
+
+static Plan *gather_merge_to_load(GatherMerge *gm);
+static double load_bytes(Plan *child);
 
 /*
  * The tuple bound a Limit gives its child, when it is a plan-time constant.
@@ -232,8 +254,12 @@ replace_sorts(Plan *plan, SortBound bound, int64 nbound)
 			break;
 	}
 
+	if (IsA(plan, Gather) || IsA(plan, GatherMerge))
+		gather_depth++;
 	plan->lefttree = replace_sorts(plan->lefttree, childbound, childn);
 	plan->righttree = replace_sorts(plan->righttree, BOUND_NONE, 0);
+	if (IsA(plan, Gather) || IsA(plan, GatherMerge))
+		gather_depth--;
 
 	switch (nodeTag(plan))
 	{
@@ -261,9 +287,261 @@ replace_sorts(Plan *plan, SortBound bound, int64 nbound)
 	}
 
 	if (IsA(plan, Sort) && sort_is_eligible((Sort *) plan, bound, nbound))
-		return make_gpusort((Sort *) plan);
+	{
+		Plan	   *gs = make_gpusort((Sort *) plan);
+
+		if (collect_loads && gather_depth == 0)
+		{
+			load_candidates = lappend(load_candidates, gs);
+			load_gm_workers = lappend_int(load_gm_workers, 0);
+		}
+		return gs;
+	}
+	if (IsA(plan, GatherMerge) && collect_loads && gather_depth == 0)
+		return gather_merge_to_load((GatherMerge *) plan);
 
 	return plan;
+}
+
+/* ---------------------------------------------------------------------
+ * Parallel load (sort_parallel.c): a GpuSort over a plain Seq Scan gets a
+ * GpuSortLoad node between the two and a parallel-aware scan, whose rows
+ * workers copy and encode into shared memory.
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Whether the statement may use parallel workers at all: what PostgreSQL's
+ * planner asks before it considers a parallel plan.  The scans' own
+ * parallel_safe flags (checked per GpuSort) already say no when the query
+ * holds anything parallel unsafe.
+ */
+static bool
+parallel_load_allowed(Query *parse, PlannedStmt *stmt, int cursorOptions)
+{
+	return gpusort_parallel_load &&
+		(cursorOptions & CURSOR_OPT_PARALLEL_OK) != 0 &&
+		IsUnderPostmaster && !IsParallelWorker() &&
+		parse->commandType == CMD_SELECT && !parse->hasModifyingCTE &&
+		stmt->commandType == CMD_SELECT && !stmt->hasModifyingCTE &&
+		max_parallel_workers_per_gather > 0;
+}
+
+static void
+max_id_walk(Plan *plan, int *maxid)
+{
+	ListCell   *lc;
+	List	   *children = NIL;
+
+	if (plan == NULL)
+		return;
+	*maxid = Max(*maxid, plan->plan_node_id);
+	max_id_walk(plan->lefttree, maxid);
+	max_id_walk(plan->righttree, maxid);
+	switch (nodeTag(plan))
+	{
+		case T_Append:
+			children = ((Append *) plan)->appendplans;
+			break;
+		case T_MergeAppend:
+			children = ((MergeAppend *) plan)->mergeplans;
+			break;
+		case T_SubqueryScan:
+			max_id_walk(((SubqueryScan *) plan)->subplan, maxid);
+			break;
+		case T_BitmapAnd:
+			children = ((BitmapAnd *) plan)->bitmapplans;
+			break;
+		case T_BitmapOr:
+			children = ((BitmapOr *) plan)->bitmapplans;
+			break;
+		case T_CustomScan:
+			children = ((CustomScan *) plan)->custom_plans;
+			break;
+		default:
+			break;
+	}
+	foreach(lc, children)
+		max_id_walk((Plan *) lfirst(lc), maxid);
+}
+
+/* the highest plan_node_id in the statement, so that new nodes get others */
+static int
+max_plan_node_id(PlannedStmt *stmt)
+{
+	int			maxid = 0;
+	ListCell   *lc;
+
+	max_id_walk(stmt->planTree, &maxid);
+	foreach(lc, stmt->subplans)
+		max_id_walk((Plan *) lfirst(lc), &maxid);
+	return maxid;
+}
+
+/*
+ * Workers for a scan of a table of pages blocks, by PostgreSQL's rule for a
+ * parallel heap scan: none below min_parallel_table_scan_size, then one
+ * more each time the table is three times larger, up to
+ * max_parallel_workers_per_gather (or the table's parallel_workers option).
+ */
+static int
+load_workers(Relation rel, BlockNumber pages)
+{
+	int			n = RelationGetParallelWorkers(rel, -1);
+	double		threshold = Max(min_parallel_table_scan_size, 1);
+
+	if (n < 0)
+	{
+		if (pages < (BlockNumber) min_parallel_table_scan_size)
+			return 0;
+		n = 1;
+		while ((double) pages >= threshold * 3 &&
+			   n < max_parallel_workers_per_gather)
+		{
+			n++;
+			threshold *= 3;
+		}
+	}
+	return Min(n, max_parallel_workers_per_gather);
+}
+
+/* shared memory a parallel load of child's rows takes, by the estimate */
+static double
+load_bytes(Plan *child)
+{
+	return child->plan_rows *
+		(MAXALIGN(child->plan_width + MINIMAL_TUPLE_DATA_OFFSET + 8) +
+		 gpusort_max_key_bytes + sizeof(uint32));
+}
+
+/*
+ * A Gather Merge over a GpuSort of a Parallel Seq Scan: each worker sorts
+ * its share and the leader merges them row by row through tuple queues,
+ * which keeps it the bottleneck.  Replace it by the GpuSort alone, loaded
+ * in parallel by as many workers (add_parallel_load adds the GpuSortLoad).
+ */
+static Plan *
+gather_merge_to_load(GatherMerge *gm)
+{
+	Plan	   *gs = gm->plan.lefttree;
+	Plan	   *scan;
+	ListCell   *lc;
+	ListCell   *lg;
+	double		rows = gm->plan.plan_rows;
+
+	if (gs == NULL || !IsA(gs, CustomScan) ||
+		((CustomScan *) gs)->methods != &gpusort_scan_methods)
+		return (Plan *) gm;
+	scan = gs->lefttree;
+	/* the scan may only depend on the Gather Merge's own rescan signal */
+	if (scan != NULL && gm->rescan_param >= 0)
+	{
+		scan->extParam = bms_del_member(bms_copy(scan->extParam),
+										gm->rescan_param);
+		scan->allParam = bms_del_member(bms_copy(scan->allParam),
+										gm->rescan_param);
+		gs->extParam = bms_del_member(bms_copy(gs->extParam),
+									  gm->rescan_param);
+		gs->allParam = bms_del_member(bms_copy(gs->allParam),
+									  gm->rescan_param);
+	}
+	if (scan == NULL || !IsA(scan, SeqScan) || !scan->parallel_aware ||
+		gm->plan.initPlan != NIL || gm->initParam != NULL ||
+		gm->plan.qual != NIL || gs->initPlan != NIL ||
+		!bms_is_empty(scan->extParam) ||
+		list_length(gm->plan.targetlist) != list_length(gs->targetlist))
+		return (Plan *) gm;
+	/* the Gather Merge must not project */
+	foreach(lc, gm->plan.targetlist)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+		Var		   *var = (Var *) tle->expr;
+
+		if (!IsA(var, Var) || var->varno != OUTER_VAR ||
+			var->varattno != tle->resno)
+			return (Plan *) gm;
+	}
+	/* the whole input, not a worker's share */
+	if (load_bytes(scan) * rows / Max(scan->plan_rows, 1) >
+		(double) gpusort_parallel_load_mem_kb * 1024)
+		return (Plan *) gm;
+
+	/* the GpuSort stands where the Gather Merge was: its column labels too */
+	forboth(lc, gm->plan.targetlist, lg, gs->targetlist)
+	{
+		TargetEntry *gmtle = lfirst_node(TargetEntry, lc);
+		TargetEntry *gstle = lfirst_node(TargetEntry, lg);
+
+		gstle->resname = gmtle->resname;
+		gstle->resjunk = gmtle->resjunk;
+		gstle->ressortgroupref = gmtle->ressortgroupref;
+	}
+	gs->startup_cost = gm->plan.startup_cost;
+	gs->total_cost = gm->plan.total_cost;
+	gs->plan_rows = rows;
+	gs->plan_node_id = gm->plan.plan_node_id;
+	gs->parallel_safe = false;
+	gs->extParam = bms_copy(gm->plan.extParam);
+	gs->allParam = bms_copy(gm->plan.allParam);
+	scan->plan_rows = rows;
+	load_candidates = lappend(load_candidates, gs);
+	load_gm_workers = lappend_int(load_gm_workers, Max(gm->num_workers, 1));
+	return gs;
+}
+
+static void
+add_parallel_load(PlannedStmt *stmt, CustomScan *cs, int *next_id,
+				  int gm_workers)
+{
+	Plan	   *child = cs->scan.plan.lefttree;
+	RangeTblEntry *rte;
+	Relation	rel;
+	BlockNumber pages;
+	double		bytes;
+	int			nworkers;
+
+	if (gm_workers > 0)
+	{
+		/* a Gather Merge replaced: its scan is parallel aware already */
+		cs->scan.plan.lefttree = (Plan *) gs_load_make_plan(child, cs->custom_private,
+															gm_workers, (*next_id)++);
+		stmt->parallelModeNeeded = true;
+		return;
+	}
+
+	if (child == NULL || !IsA(child, SeqScan) || child->parallel_aware ||
+		!child->parallel_safe || child->initPlan != NIL ||
+		!bms_is_empty(child->extParam))
+		return;
+	rte = rt_fetch(((Scan *) child)->scanrelid, stmt->rtable);
+	if (rte->rtekind != RTE_RELATION ||
+		(rte->relkind != RELKIND_RELATION && rte->relkind != RELKIND_MATVIEW))
+		return;
+
+	/* the whole input is held in shared memory while the sort runs */
+	bytes = load_bytes(child);
+	if (bytes > (double) gpusort_parallel_load_mem_kb * 1024)
+		return;
+
+	rel = table_open(rte->relid, NoLock);
+	pages = RelationGetNumberOfBlocks(rel);
+	nworkers = load_workers(rel, pages);
+	table_close(rel, NoLock);
+	if (nworkers <= 0)
+		return;
+
+	/*
+	 * Worth it when the rows the workers take off the leader (each costing
+	 * about cpu_tuple_cost to copy and encode) pay for starting them.
+	 */
+	if (child->plan_rows * cpu_tuple_cost * nworkers / (nworkers + 1) <=
+		parallel_setup_cost)
+		return;
+
+	child->parallel_aware = true;
+	cs->scan.plan.lefttree = (Plan *) gs_load_make_plan(child, cs->custom_private,
+														nworkers, (*next_id)++);
+	stmt->parallelModeNeeded = true;
 }
 
 static PlannedStmt *
@@ -281,9 +559,34 @@ gpusort_planner(Query *parse, const char *query_string, int cursorOptions,
 	if (!gpusort_enabled)
 		return stmt;
 
-	stmt->planTree = replace_sorts(stmt->planTree, BOUND_NONE, 0);
+	gather_depth = 0;
+	load_candidates = NIL;
+	load_gm_workers = NIL;
+	collect_loads = parallel_load_allowed(parse, stmt, cursorOptions);
+	PG_TRY();
+	{
+		stmt->planTree = replace_sorts(stmt->planTree, BOUND_NONE, 0);
+	}
+	PG_FINALLY();
+	{
+		collect_loads = false;
+		gather_depth = 0;
+	}
+	PG_END_TRY();
 	foreach(lc, stmt->subplans)
 		lfirst(lc) = replace_sorts((Plan *) lfirst(lc), BOUND_NONE, 0);
+
+	if (load_candidates != NIL)
+	{
+		int			next_id = max_plan_node_id(stmt) + 1;
+		ListCell   *lw;
+
+		forboth(lc, load_candidates, lw, load_gm_workers)
+			add_parallel_load(stmt, (CustomScan *) lfirst(lc), &next_id,
+							  lfirst_int(lw));
+	}
+	load_candidates = NIL;
+	load_gm_workers = NIL;
 
 	return stmt;
 }

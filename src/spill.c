@@ -12,7 +12,7 @@
  *
  *	 - A run is written by gpusort.cpu_threads threads, each formatting a
  *	   slice of the rows in sorted order into a buffer of its own and
- *	   writing it at the slice's place in the file (see sortstate.c).
+ *	   writing it at the slice's place in the file (see sort_runs.c).
  *	 - The final merge of exactly encoded keys is split into streams: each
  *	   stream's thread merges a group of runs into blocks of ready-made
  *	   MinimalTuples, and the backend only merges the few streams.
@@ -310,36 +310,6 @@ gs_temp_close(GsTempFile *f)
 				 errmsg("could not remove temporary file \"%s\": %m",
 						f->path)));
 	dlist_delete(&f->node);
-}
-
-/* ---------------------------------------------------------------------
- * Loser trees
- * ---------------------------------------------------------------------
- */
-
-static int
-gs_loser_match(int *tree, int n, int node, GsBeforeFn before, void *arg)
-{
-	int			a;
-	int			b;
-
-	if (node >= n)
-		return node - n;		/* a leaf: the input's number */
-	a = gs_loser_match(tree, n, 2 * node, before, arg);
-	b = gs_loser_match(tree, n, 2 * node + 1, before, arg);
-	if (before(arg, a, b))
-	{
-		tree[node] = b;
-		return a;
-	}
-	tree[node] = a;
-	return b;
-}
-
-int
-gs_loser_tree_build(int *tree, int n, GsBeforeFn before, void *arg)
-{
-	return n <= 1 ? 0 : gs_loser_match(tree, n, 1, before, arg);
 }
 
 /* ---------------------------------------------------------------------

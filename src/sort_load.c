@@ -1,0 +1,472 @@
+/*-------------------------------------------------------------------------
+ *
+ * sort_load.c
+ *	  The sort state's input: rows copied into the block arena, their keys
+ *	  encoded into the engine's key buffer, and chunks handed to the engine
+ *	  (sorted in the background while the next rows arrive) and finished
+ *	  with PostgreSQL's comparators where keys tie.
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "executor/executor.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+#include "utils/sortsupport.h"
+#include "utils/tuplestore.h"
+
+#include "gpusort_exec.h"
+#include "gpusort_int.h"
+#include "gpusort_keys.h"
+#include "gpusort_spill.h"
+#include "sortstate_int.h"
+
+/* make room for one more row; false if that would break work_mem */
+static bool
+gs_grow(GsSortState *s)
+{
+	size_t		newcap;
+	size_t		oldwords = s->cap / 64 + 1;
+	size_t		newwords;
+
+	if (s->cap >= GS_MAX_ROWS)
+		return false;
+	newcap = Min(s->cap * 2, GS_MAX_ROWS);
+	if (s->arena_bytes + s->chunk_bytes +
+		(int64) newcap * (sizeof(MinimalTuple) + s->key_bytes) > s->batch_limit)
+	{
+		/* not doubling: grow by what work_mem still allows, if useful */
+		int64		room = s->batch_limit - gs_mem_used(s);
+		size_t		more = room > 0 ?
+			(size_t) (room / (sizeof(MinimalTuple) + s->key_bytes + 1)) : 0;
+
+		if (more < s->cap / 8 + 16)
+			return false;
+		newcap = Min(s->cap + more, GS_MAX_ROWS);
+	}
+
+	s->tuples = repalloc_huge(s->tuples, newcap * sizeof(MinimalTuple));
+	s->keys = gs_keybuf_grow(s->keys_engine, s->keys,
+							 s->nrows * s->key_bytes,
+							 newcap * s->key_bytes);
+	newwords = newcap / 64 + 1;
+	s->lossy = repalloc_huge(s->lossy, newwords * sizeof(uint64));
+	memset(s->lossy + oldwords, 0, (newwords - oldwords) * sizeof(uint64));
+	s->cap = newcap;
+	gs_note_mem(s, 0);
+	return true;
+}
+
+static char *
+gs_arena_alloc(GsSortState *s, Size len)
+{
+	char	   *p;
+
+	len = MAXALIGN(len);
+	if (len > ARENA_BIG_TUPLE)
+	{
+		s->arena_bytes += len;
+		return MemoryContextAllocHuge(s->tupcxt, len);
+	}
+	if (len > s->blk_left)
+	{
+		GsBlock    *b = NULL;
+
+		/* a block an earlier batch used, if one is big enough */
+		while (s->blk_next < s->nblocks)
+		{
+			b = &s->blocks[s->blk_next++];
+			if (b->size >= len)
+				break;
+			b = NULL;
+		}
+		if (b == NULL)
+		{
+			size_t		blk = Max(s->next_blk_size, len);
+
+			if (s->nblocks == s->blocks_cap)
+			{
+				s->blocks_cap = Max(16, s->blocks_cap * 2);
+				s->blocks = s->blocks ?
+					repalloc(s->blocks, s->blocks_cap * sizeof(GsBlock)) :
+					MemoryContextAlloc(s->cxt, s->blocks_cap * sizeof(GsBlock));
+			}
+			b = &s->blocks[s->nblocks++];
+			b->ptr = MemoryContextAlloc(s->cxt, blk);
+			b->size = blk;
+			gs_advise_huge(b->ptr, blk);
+			s->blk_next = s->nblocks;
+			/*
+			 * Double, up to the largest block, and to a sixteenth of the
+			 * batch's memory: the block that crosses the limit is taken
+			 * whole, so that bounds how far a batch overshoots work_mem.
+			 */
+			if (s->next_blk_size < ARENA_MAX_BLOCK &&
+				(int64) s->next_blk_size * 2 <= Max(s->batch_limit / 16,
+													ARENA_FIRST_BLOCK))
+				s->next_blk_size *= 2;
+		}
+		s->blk_free = b->ptr;
+		s->blk_left = b->size;
+		s->arena_bytes += b->size;
+		gs_note_mem(s, 0);
+	}
+	p = s->blk_free;
+	s->blk_free += len;
+	s->blk_left -= len;
+	return p;
+}
+
+static char *
+gs_arena_alloc_cb(void *arg, Size len)
+{
+	return gs_arena_alloc((GsSortState *) arg, len);
+}
+
+/* copy the slot's row into the arena as a MinimalTuple */
+static MinimalTuple
+gs_copy_row(GsSortState *s, TupleTableSlot *slot)
+{
+	return gs_form_row(slot, s->tupdesc->natts, gs_arena_alloc_cb, s);
+}
+
+/*
+ * Put runs of equal keys of a sorted chunk in PostgreSQL's order.  The
+ * chunk's keys are sorted in place, so a run is a stretch of equal
+ * neighbours.  A run needs the comparators only when the key plan is not
+ * exact or one of its rows was encoded lossily.
+ */
+static void
+gs_tiebreak(GsSortState *s, GsChunk *c)
+{
+	size_t		kb = s->key_bytes;
+	const char *keys = s->keys + c->base * kb;
+	size_t		n = c->nrows;
+	size_t		i = 0;
+	size_t		checked = 0;
+
+	while (i < n)
+	{
+		size_t		j = i + 1;
+		const char *ki = keys + i * kb;
+
+		while (j < n && memcmp(ki, keys + j * kb, kb) == 0)
+			j++;
+		if (j - i > 1)
+		{
+			bool		need = !s->exact;
+			size_t		k;
+
+			for (k = i; !need && k < j; k++)
+				need = gs_row_lossy(s, c->perm[k]);
+			if (need)
+			{
+				qsort_arg(c->perm + i, j - i, sizeof(uint32), gs_cmp_rows, s);
+				s->tiebreak_rows += j - i;
+			}
+		}
+		checked += j - i;
+		if (checked >= INTERRUPT_INTERVAL)
+		{
+			CHECK_FOR_INTERRUPTS();
+			checked = 0;
+		}
+		i = j;
+	}
+}
+
+/*
+ * The engine is done with chunk c: take its permutation and put runs of
+ * equal keys in PostgreSQL's order.
+ */
+static void
+gs_finish_chunk(GsSortState *s, GsChunk *c)
+{
+	GsSortJob  *job = &s->jobs[c->job];
+	bool		need_ties = !s->exact || s->any_lossy;
+	gs_sort_stats st;
+	instr_time	t0;
+	size_t		i;
+
+	INSTR_TIME_SET_CURRENT(t0);
+	s->sort_engine = gs_engine_wait(job, &st, &s->fallback);
+	c->job = -1;
+	s->transfer_ms += st.upload_ms + st.download_ms;
+	s->engine_ms += st.upload_ms + st.sort_ms + st.download_ms;
+	for (i = 0; i < c->nrows; i++)
+		c->perm[i] += (uint32) c->base;
+	s->sort_ms += gs_elapsed_ms(t0);
+
+	/* the keys are in sorted order only if the engine was asked for them */
+	if (need_ties && c->keys_out)
+	{
+		INSTR_TIME_SET_CURRENT(t0);
+		gs_tiebreak(s, c);
+		s->tiebreak_ms += gs_elapsed_ms(t0);
+	}
+}
+
+/* wait for every chunk the engine is still sorting */
+void
+gs_finish_chunks(GsSortState *s)
+{
+	while (s->first_pending < s->nchunks)
+	{
+		GsChunk    *c = &s->chunks[s->first_pending];
+
+		if (c->job >= 0)
+			gs_finish_chunk(s, c);
+		s->first_pending++;
+	}
+}
+
+/*
+ * Hand the open chunk (rows chunk_start .. nrows-1) to the engine.  The
+ * engine sorts it in the background where it can, while rows for the next
+ * chunk come in; at most GS_MAX_INFLIGHT chunks are being sorted at once.
+ * With more than one chunk to merge later, or ties to break, the keys must
+ * come back sorted.
+ */
+void
+gs_close_chunk(GsSortState *s, bool keys_needed)
+{
+	GsChunk    *c;
+	size_t		n = s->nrows - s->chunk_start;
+	int			slot;
+
+	if (n == 0)
+		return;
+	/* the oldest chunk in flight must be done before its slot is reused */
+	if (s->nchunks - s->first_pending >= GS_MAX_INFLIGHT)
+	{
+		GsChunk    *old = &s->chunks[s->first_pending];
+
+		if (old->job >= 0)
+			gs_finish_chunk(s, old);
+		s->first_pending++;
+	}
+	if (s->nchunks == s->chunks_cap)
+	{
+		s->chunks_cap = Max(8, s->chunks_cap * 2);
+		s->chunks = s->chunks ?
+			repalloc(s->chunks, s->chunks_cap * sizeof(GsChunk)) :
+			MemoryContextAlloc(s->cxt, s->chunks_cap * sizeof(GsChunk));
+	}
+	slot = s->nchunks % GS_MAX_INFLIGHT;
+	c = &s->chunks[s->nchunks++];
+	c->base = s->chunk_start;
+	c->nrows = n;
+	c->job = -1;
+	c->keys_out = false;
+	c->perm = MemoryContextAllocHuge(s->cxt, n * sizeof(uint32));
+	s->chunk_bytes += n * sizeof(uint32);
+	/* the CPU engine's scratch records while it sorts (see engine_cpu.c) */
+	gs_note_mem(s, (int64) n * ENGINE_SCRATCH_PER_ROW);
+	s->total_chunks++;
+
+	if (n > 1)
+	{
+		bool		need_ties = !s->exact || s->any_lossy;
+		const char *why = NULL;
+		GsEngine   *e;
+		instr_time	t0;
+
+		/*
+		 * Whether the GPU is worth it is a question about the whole sort:
+		 * a chunk of a large one goes there however small it is.
+		 */
+		e = gs_engine_choose(Max((double) n, s->total_rows), &why);
+		if (why && s->fallback == NULL)
+			s->fallback = pstrdup(why);
+		c->keys_out = need_ties || keys_needed;
+		c->job = slot;
+		INSTR_TIME_SET_CURRENT(t0);
+		gs_engine_submit(&s->jobs[slot], e,
+						 s->keys + c->base * s->key_bytes, n, s->key_bytes,
+						 c->perm, c->keys_out ? GS_SORT_KEYS_OUT : 0);
+		s->sort_ms += gs_elapsed_ms(t0);
+	}
+	else
+	{
+		c->perm[0] = (uint32) c->base;
+		if (s->sort_engine == NULL)
+			s->sort_engine = s->keys_engine;
+	}
+	s->chunk_start = s->nrows;
+}
+
+void
+gs_sort_put(GsSortState *s, TupleTableSlot *slot)
+{
+	size_t		n;
+
+	Assert(s->status == GS_LOADING);
+	if (!s->load_started)
+	{
+		INSTR_TIME_SET_CURRENT(s->load_start);
+		s->load_started = true;
+	}
+
+	if (s->nrows == s->cap)
+	{
+		/* the engine must be done with the key buffer before it moves */
+		gs_finish_chunks(s);
+		if (!gs_grow(s))
+			gs_spill_batch(s);
+	}
+
+	n = s->nrows;
+	slot_getsomeattrs(slot, s->maxattno);
+	if (gs_encode_key(s->kp, slot->tts_values, slot->tts_isnull,
+					  s->keys + n * s->key_bytes))
+	{
+		s->lossy[n / 64] |= UINT64CONST(1) << (n % 64);
+		s->any_lossy = true;
+	}
+	s->tuples[n] = gs_copy_row(s, slot);
+	s->max_tuple_len = Max(s->max_tuple_len, s->tuples[n]->t_len);
+	s->nrows = n + 1;
+	s->total_rows += 1;
+
+	if (s->chunk_rows > 0 && s->nrows - s->chunk_start >= s->chunk_rows)
+		gs_close_chunk(s, true);
+
+	if (gs_mem_used(s) > s->batch_limit && s->nrows >= MIN_BATCH_ROWS)
+		gs_spill_batch(s);
+}
+
+/*
+ * Take a row that is already copied and encoded (by a parallel worker, see
+ * sort_parallel.c): the tuple stays where it is, in memory that must
+ * outlive the sort state, and only its key is copied into the key buffer.
+ */
+void
+gs_sort_put_row(GsSortState *s, MinimalTuple tup, const char *key,
+				bool lossy)
+{
+	size_t		n;
+
+	Assert(s->status == GS_LOADING);
+	if (!s->load_started)
+	{
+		INSTR_TIME_SET_CURRENT(s->load_start);
+		s->load_started = true;
+	}
+
+	if (s->nrows == s->cap)
+	{
+		gs_finish_chunks(s);
+		if (!gs_grow(s))
+			gs_spill_batch(s);
+	}
+
+	n = s->nrows;
+	memcpy(s->keys + n * s->key_bytes, key, s->key_bytes);
+	if (lossy)
+	{
+		s->lossy[n / 64] |= UINT64CONST(1) << (n % 64);
+		s->any_lossy = true;
+	}
+	s->tuples[n] = tup;
+	s->max_tuple_len = Max(s->max_tuple_len, tup->t_len);
+	s->nrows = n + 1;
+	s->total_rows += 1;
+
+	if (s->chunk_rows > 0 && s->nrows - s->chunk_start >= s->chunk_rows)
+		gs_close_chunk(s, true);
+
+	if (gs_mem_used(s) > s->batch_limit && s->nrows >= MIN_BATCH_ROWS)
+		gs_spill_batch(s);
+}
+
+/* the width of the sort's keys, which parallel loaders must match */
+int
+gs_sort_key_bytes(GsSortState *s)
+{
+	return s->key_bytes;
+}
+
+/*
+ * Rows put in bulk (sort_parallel.c hands over the rows of its workers so,
+ * filling the arrays on threads).  gs_sort_bulk_reserve makes room for n
+ * more rows in the batch at once and returns where their tuple pointers
+ * and keys go; false when they do not fit the batch (a sort that spills),
+ * and the caller puts them one at a time with gs_sort_put_row.  Once the
+ * caller has filled them (and marked the lossy ones with
+ * gs_sort_bulk_lossy, i counting from the first reserved row),
+ * gs_sort_bulk_done takes them in, closing chunks as gs_sort_put would.
+ */
+bool
+gs_sort_bulk_reserve(GsSortState *s, size_t n, MinimalTuple **tuples,
+					 char **keys)
+{
+	size_t		need = s->nrows + n;
+	int64		mem;
+
+	Assert(s->status == GS_LOADING);
+	if (s->nruns > 0 || s->overlap || need > GS_MAX_ROWS)
+		return false;
+	mem = s->arena_bytes + s->chunk_bytes +
+		(int64) Max(need, s->cap) * (sizeof(MinimalTuple) + s->key_bytes) +
+		(int64) (Max(need, s->cap) / 64 + 1) * sizeof(uint64);
+	if (mem > s->batch_limit)
+		return false;
+	if (!s->load_started)
+	{
+		INSTR_TIME_SET_CURRENT(s->load_start);
+		s->load_started = true;
+	}
+	if (need > s->cap)
+	{
+		size_t		oldwords = s->cap / 64 + 1;
+		size_t		newwords = need / 64 + 1;
+
+		/* the engine must be done with the key buffer before it moves */
+		gs_finish_chunks(s);
+		s->tuples = repalloc_huge(s->tuples, need * sizeof(MinimalTuple));
+		s->keys = gs_keybuf_grow(s->keys_engine, s->keys,
+								 s->nrows * s->key_bytes,
+								 need * s->key_bytes);
+		s->lossy = repalloc_huge(s->lossy, newwords * sizeof(uint64));
+		memset(s->lossy + oldwords, 0, (newwords - oldwords) * sizeof(uint64));
+		s->cap = need;
+		gs_note_mem(s, 0);
+	}
+	*tuples = s->tuples + s->nrows;
+	*keys = s->keys + s->nrows * s->key_bytes;
+	return true;
+}
+
+void
+gs_sort_bulk_lossy(GsSortState *s, size_t i)
+{
+	size_t		row = s->nrows + i;
+
+	Assert(row < s->cap);
+	s->lossy[row / 64] |= UINT64CONST(1) << (row % 64);
+	s->any_lossy = true;
+}
+
+void
+gs_sort_bulk_done(GsSortState *s, size_t n, uint32 max_tuple_len)
+{
+	size_t		end = s->nrows + n;
+
+	Assert(end <= s->cap);
+	s->max_tuple_len = Max(s->max_tuple_len, max_tuple_len);
+	s->total_rows += n;
+	if (s->chunk_rows > 0)
+	{
+		while (end - s->chunk_start >= s->chunk_rows)
+		{
+			s->nrows = s->chunk_start + s->chunk_rows;
+			gs_close_chunk(s, true);
+		}
+	}
+	s->nrows = end;
+}

@@ -1,0 +1,705 @@
+/*-------------------------------------------------------------------------
+ *
+ * sort_merge.c
+ *	  Every merge of the sort state: a loser tree over sources (sorted
+ *	  chunks in memory, runs on disk, or streams of runs merged by threads),
+ *	  ordered by normalized key and, between equal keys that need it,
+ *	  PostgreSQL's comparators; the in-memory chunk merge on threads; and
+ *	  the passes over runs until one merge can finish the sort.
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "executor/executor.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+#include "utils/sortsupport.h"
+#include "utils/tuplestore.h"
+
+#include "gpusort_exec.h"
+#include "gpusort_int.h"
+#include "gpusort_keys.h"
+#include "gpusort_spill.h"
+#include "sortstate_int.h"
+
+/* ---------------------------------------------------------------------
+ * Loser trees (declared in gpusort_spill.h: spill.c's streams use them too)
+ * ---------------------------------------------------------------------
+ */
+
+static int
+gs_loser_match(int *tree, int n, int node, GsBeforeFn before, void *arg)
+{
+	int			a;
+	int			b;
+
+	if (node >= n)
+		return node - n;		/* a leaf: the input's number */
+	a = gs_loser_match(tree, n, 2 * node, before, arg);
+	b = gs_loser_match(tree, n, 2 * node + 1, before, arg);
+	if (before(arg, a, b))
+	{
+		tree[node] = b;
+		return a;
+	}
+	tree[node] = a;
+	return b;
+}
+
+int
+gs_loser_tree_build(int *tree, int n, GsBeforeFn before, void *arg)
+{
+	return n <= 1 ? 0 : gs_loser_match(tree, n, 1, before, arg);
+}
+
+/*
+ * Merging the chunks of an in-memory sort on threads, when the keys alone
+ * decide the order.  The key space is cut at splitter keys taken from
+ * samples of every chunk; a binary search finds where each splitter falls
+ * in each chunk (the chunks' keys are sorted in place), so every range of
+ * keys knows its rows in every chunk and its place in the output, and the
+ * ranges are merged independently.  Keys equal to a splitter all go to the
+ * range that starts there, in every chunk.  The threads read the keys and
+ * the chunks' orders and write disjoint stretches of rows[].
+ */
+typedef struct GsParMerge
+{
+	const char *keys;
+	int			key_bytes;
+	int			nchunks;
+	const GsChunk *chunks;
+	int			nranges;
+	size_t	   *bounds;			/* [nranges + 1][nchunks]: start of each
+								 * range in each chunk */
+	uint32	   *rows;			/* out: batch rows in sorted order */
+	uint32	   *keyidx;			/* out, if wanted: where their keys are */
+} GsParMerge;
+
+/* one range's merge: the chunks' stretches of it, in a loser tree */
+typedef struct GsRangeMerge
+{
+	const GsParMerge *pm;
+	size_t		pos[GS_PAR_MERGE_MAX_CHUNKS];
+	size_t		end[GS_PAR_MERGE_MAX_CHUNKS];
+	int			tree[GS_PAR_MERGE_MAX_CHUNKS];
+} GsRangeMerge;
+
+static inline void
+gs_source_eof(GsSource *src)
+{
+	src->eof = true;
+	src->k0 = PG_UINT64_MAX;
+}
+
+/* read up to len more bytes of a source's run into dst; how many were read */
+static size_t
+gs_source_read(GsSortState *s, GsSource *src, char *dst, size_t len)
+{
+	size_t		n = (size_t) Min((int64) len, src->fend - src->fpos);
+	int			err;
+
+	if (n == 0)
+		return 0;
+	err = gs_temp_pread(s->file, dst, n, src->fpos);
+	if (err)
+		gs_temp_error(s->file, err, false);
+	src->fpos += n;
+	return n;
+}
+
+/*
+ * Make the read-ahead hold at least need (<= rbuf_size) bytes; false if the
+ * run ends before.  Reading a run through a buffer of its own lets the
+ * merge prefetch each run's next row.  What was read before the buffer's
+ * bytes is not needed again: its disk space is given back.
+ */
+static bool
+gs_source_fill(GsSortState *s, GsSource *src, size_t need)
+{
+	size_t		have = src->rlen - src->rpos;
+
+	if (likely(have >= need))
+		return true;
+	if (have > 0)
+		memmove(src->rbuf, src->rbuf + src->rpos, have);
+	src->rpos = 0;
+	src->rlen = have;
+	src->rlen += gs_source_read(s, src, src->rbuf + have,
+								src->rbuf_size - have);
+	src->given_back = gs_temp_discard(s->file, src->given_back,
+									  src->fpos - src->rlen, false);
+	return src->rlen >= need;
+}
+
+static void
+gs_source_read_run(GsSortState *s, GsSource *src)
+{
+	size_t		headlen = TAPE_ROW_HDR + s->key_bytes;
+	uint32		word;
+	uint32		len;
+	size_t		body;
+
+	if (src->left == 0)
+	{
+		/* the run is read: all of its space can go */
+		src->given_back = gs_temp_discard(s->file, src->given_back,
+										  src->fend, true);
+		gs_source_eof(src);
+		return;
+	}
+	src->left--;
+	/* keybuf holds the row's header and key (see gs_run_write) */
+	if (!gs_source_fill(s, src, headlen))
+		elog(ERROR, "gpusort: unexpected end of a sorted run");
+	memcpy(src->keybuf, src->rbuf + src->rpos, headlen);
+	src->rpos += headlen;
+	memcpy(&word, src->keybuf, sizeof(uint32));
+	len = word & ~TAPE_LOSSY_BIT;
+	body = len - MINIMAL_TUPLE_DATA_OFFSET;
+	if (len > src->tupbuf_size)
+	{
+		size_t		sz = Max(len, src->tupbuf_size * 2);
+
+		src->tupbuf = MemoryContextAllocHuge(s->mergecxt, sz);
+		src->tupbuf_size = sz;
+	}
+	if (body <= src->rbuf_size)
+	{
+		if (!gs_source_fill(s, src, body))
+			elog(ERROR, "gpusort: unexpected end of a sorted run");
+		memcpy(src->tupbuf + MINIMAL_TUPLE_DATA_OFFSET,
+			   src->rbuf + src->rpos, body);
+		src->rpos += body;
+	}
+	else
+	{
+		/* larger than the read-ahead: what it holds, then the rest */
+		size_t		have = src->rlen - src->rpos;
+
+		memcpy(src->tupbuf + MINIMAL_TUPLE_DATA_OFFSET,
+			   src->rbuf + src->rpos, have);
+		src->rpos = src->rlen = 0;
+		if (gs_source_read(s, src,
+						   src->tupbuf + MINIMAL_TUPLE_DATA_OFFSET + have,
+						   body - have) != body - have)
+			elog(ERROR, "gpusort: unexpected end of a sorted run");
+		src->given_back = gs_temp_discard(s->file, src->given_back,
+										  src->fpos, false);
+	}
+
+	/*
+	 * This source's next row is read when it next wins, after rows of other
+	 * runs: with many runs, too many streams for the hardware prefetcher.
+	 */
+	__builtin_prefetch(src->rbuf + src->rpos);
+	__builtin_prefetch(src->rbuf + src->rpos + 64);
+
+	src->key = src->keybuf + TAPE_ROW_HDR;
+	src->k0 = gs_key_word0(src->key, s->key_bytes);
+	src->lossy = (word & TAPE_LOSSY_BIT) != 0;
+	src->tup = (MinimalTuple) src->tupbuf;
+	src->tup->t_len = len;
+}
+
+/* move a source to its next row */
+static void
+gs_source_next(GsSortState *s, GsSource *src)
+{
+	if (src->run)
+	{
+		gs_source_read_run(s, src);
+		return;
+	}
+	if (src->stream)
+	{
+		const char *rec = gs_stream_next(src->stream);
+
+		if (rec == NULL)
+		{
+			gs_source_eof(src);
+			return;
+		}
+		src->key = rec + STREAM_KEY_OFFSET;
+		src->k0 = gs_key_word0(src->key, s->key_bytes);
+		src->lossy = false;
+		src->tup = (MinimalTuple) (rec + gs_stream_tuple_offset(s->key_bytes));
+		return;
+	}
+	if (src->pos >= src->chunk->nrows)
+	{
+		gs_source_eof(src);
+		return;
+	}
+	{
+		const uint32 *perm = src->chunk->perm;
+		size_t		n = src->chunk->nrows;
+		uint32		row = perm[src->pos];
+
+		if (src->want_tup)
+		{
+			gs_prefetch_row(s, perm, src->pos, n);
+			src->tup = s->tuples[row];
+		}
+		src->key = s->keys + (src->chunk->base + src->pos) * s->key_bytes;
+		src->k0 = gs_key_word0(src->key, s->key_bytes);
+		src->lossy = s->any_lossy && gs_row_lossy(s, row);
+		src->row = row;
+		src->pos++;
+	}
+}
+
+/* does source a's row come before source b's? */
+static inline bool
+gs_source_before(GsSortState *s, GsMerge *m, int a, int b)
+{
+	GsSource   *sa = &m->src[a];
+	GsSource   *sb = &m->src[b];
+	int			c;
+
+	/* most comparisons end at the first word (an eof source's is the max) */
+	if (likely(sa->k0 != sb->k0))
+		return sa->k0 < sb->k0;
+	if (sa->eof)
+		return false;
+	if (sb->eof)
+		return true;
+	c = gs_key_cmp_rest(sa->key, sb->key, s->key_bytes);
+	if (c == 0 && (!s->exact || sa->lossy || sb->lossy))
+		c = gs_cmp_tuples(s, sa->tup ? sa->tup : s->tuples[sa->row],
+						  sb->tup ? sb->tup : s->tuples[sb->row]);
+	if (c == 0)
+		c = (a > b) - (a < b);	/* any fixed order between equals */
+	return c < 0;
+}
+
+static bool
+gs_source_before_cb(void *arg, int a, int b)
+{
+	GsMerge    *m = (GsMerge *) arg;
+
+	return gs_source_before(m->s, m, a, b);
+}
+
+static GsMerge *
+gs_merge_start(GsSortState *s, int nsrc)
+{
+	GsMerge    *m = MemoryContextAllocZero(s->mergecxt, sizeof(GsMerge));
+
+	m->s = s;
+	m->nsrc = nsrc;
+	m->src = MemoryContextAllocZero(s->mergecxt, nsrc * sizeof(GsSource));
+	m->tree = MemoryContextAllocZero(s->mergecxt, Max(nsrc, 1) * sizeof(int));
+	m->tree_k0 = MemoryContextAllocZero(s->mergecxt,
+										Max(nsrc, 1) * sizeof(uint64));
+	m->pending = -1;
+	return m;
+}
+
+/* after the sources got their first rows */
+static void
+gs_merge_ready(GsSortState *s, GsMerge *m)
+{
+	int			i;
+
+	m->tree[0] = gs_loser_tree_build(m->tree, m->nsrc, gs_source_before_cb, m);
+	for (i = 1; i < m->nsrc; i++)
+		m->tree_k0[i] = m->src[m->tree[i]].k0;
+}
+
+/*
+ * The winner moved on: replay its path to the root.  Random keys make the
+ * comparison at each level a coin toss, so the common case (first words
+ * differ) is a branch-free select on the words kept in the tree; equal
+ * words take the full comparison.
+ */
+static void
+gs_merge_replay(GsSortState *s, GsMerge *m)
+{
+	int			w = m->tree[0];
+	uint64		wk;
+	int			node;
+
+	gs_source_next(s, &m->src[w]);
+	wk = m->src[w].k0;
+	for (node = (w + m->nsrc) / 2; node >= 1; node /= 2)
+	{
+		int			l = m->tree[node];
+		uint64		lk = m->tree_k0[node];
+		bool		swap = lk < wk;
+		uint64		mask;
+		int			imask;
+
+		if (unlikely(lk == wk))
+			swap = gs_source_before(s, m, l, w);
+		/* masks rather than ?:, which the compiler turns into branches */
+		mask = (uint64) 0 - (uint64) swap;
+		imask = (int) (uint32) mask;
+		m->tree[node] = l ^ ((l ^ w) & imask);
+		m->tree_k0[node] = lk ^ ((lk ^ wk) & mask);
+		w ^= (l ^ w) & imask;
+		wk ^= (lk ^ wk) & mask;
+	}
+	m->tree[0] = w;
+}
+
+/* the next row of a merge, or NULL at the end; valid until the next call */
+GsSource *
+gs_merge_next(GsSortState *s, GsMerge *m)
+{
+	GsSource   *w;
+
+	if (m->pending >= 0)
+	{
+		gs_merge_replay(s, m);
+		m->pending = -1;
+	}
+	w = &m->src[m->tree[0]];
+	if (w->eof)
+		return NULL;
+	m->pending = m->tree[0];
+	return w;
+}
+
+static void
+gs_source_open_run(GsSortState *s, GsSource *src, GsRun *run, size_t bufsize)
+{
+	src->run = run;
+	src->left = run->nrows;
+	src->keybuf = MemoryContextAlloc(s->mergecxt, TAPE_ROW_HDR + s->key_bytes);
+	src->tupbuf_size = 1024;
+	src->tupbuf = MemoryContextAlloc(s->mergecxt, src->tupbuf_size);
+	src->rbuf_size = Max(bufsize, BLCKSZ);
+	src->rbuf = MemoryContextAlloc(s->mergecxt, src->rbuf_size);
+	src->rpos = src->rlen = 0;
+	src->fpos = run->offset;
+	src->fend = run->offset + run->bytes;
+	src->given_back = run->offset;
+	gs_source_read_run(s, src);
+}
+
+/* a merge over runs[0 .. n-1] */
+GsMerge *
+gs_merge_runs(GsSortState *s, GsRun *runs, int n)
+{
+	GsMerge    *m = gs_merge_start(s, n);
+	size_t		bufsize;
+	int			i;
+
+	bufsize = (size_t) (s->mem_limit / Max(n, 1));
+	bufsize = Max(bufsize, MERGE_MIN_BUFFER);
+	bufsize = Min(bufsize, MERGE_MAX_BUFFER);
+	bufsize = TYPEALIGN_DOWN(BLCKSZ, bufsize);
+	for (i = 0; i < n; i++)
+		gs_source_open_run(s, &m->src[i], &runs[i], bufsize);
+	gs_merge_ready(s, m);
+	return m;
+}
+
+static int
+gs_key_qsort_cmp(const void *a, const void *b, void *arg)
+{
+	return gs_key_cmp(*(const char *const *) a, *(const char *const *) b,
+					  *(int *) arg);
+}
+
+/* the first row of chunk c whose key is not below key */
+static size_t
+gs_chunk_lower_bound(const GsParMerge *pm, int c, const char *key)
+{
+	const GsChunk *ch = &pm->chunks[c];
+	const char *base = pm->keys + ch->base * pm->key_bytes;
+	size_t		lo = 0;
+	size_t		hi = ch->nrows;
+
+	while (lo < hi)
+	{
+		size_t		mid = lo + (hi - lo) / 2;
+
+		if (gs_key_cmp(base + mid * pm->key_bytes, key, pm->key_bytes) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static inline bool
+gs_range_before(const GsRangeMerge *rm, int a, int b)
+{
+	const GsParMerge *pm = rm->pm;
+	int			kb = pm->key_bytes;
+	int			cmp;
+
+	if (rm->pos[a] >= rm->end[a])
+		return false;
+	if (rm->pos[b] >= rm->end[b])
+		return true;
+	cmp = gs_key_cmp(pm->keys + (pm->chunks[a].base + rm->pos[a]) * kb,
+					 pm->keys + (pm->chunks[b].base + rm->pos[b]) * kb, kb);
+	return cmp < 0 || (cmp == 0 && a < b);
+}
+
+static bool
+gs_range_before_cb(void *arg, int a, int b)
+{
+	return gs_range_before((const GsRangeMerge *) arg, a, b);
+}
+
+static void
+gs_par_merge_part(void *arg, int part, int nparts, volatile bool *stop)
+{
+	GsParMerge *pm = (GsParMerge *) arg;
+	int			k = pm->nchunks;
+	GsRangeMerge rm;
+	int			r;
+
+	rm.pm = pm;
+	for (r = part; r < pm->nranges; r += nparts)
+	{
+		const size_t *b0 = pm->bounds + (size_t) r * k;
+		size_t		out = 0;
+		size_t		left = 0;
+		int			c;
+
+		/* the range's place in the output: the rows of all earlier ranges */
+		for (c = 0; c < k; c++)
+		{
+			out += b0[c];
+			rm.pos[c] = b0[c];
+			rm.end[c] = b0[k + c];
+			left += rm.end[c] - rm.pos[c];
+		}
+		rm.tree[0] = gs_loser_tree_build(rm.tree, k, gs_range_before_cb, &rm);
+		while (left-- > 0)
+		{
+			int			w = rm.tree[0];
+			int			node;
+
+			if (pm->keyidx)
+				pm->keyidx[out] = (uint32) (pm->chunks[w].base + rm.pos[w]);
+			pm->rows[out++] = pm->chunks[w].perm[rm.pos[w]++];
+			for (node = (w + k) / 2; node >= 1; node /= 2)
+			{
+				int			l = rm.tree[node];
+
+				if (gs_range_before(&rm, l, w))
+				{
+					rm.tree[node] = w;
+					w = l;
+				}
+			}
+			rm.tree[0] = w;
+			if ((left % INTERRUPT_INTERVAL) == 0 && *stop)
+				return;
+		}
+	}
+}
+
+/*
+ * Merge the chunks into rows[] (and, when keyidx is not NULL, where each
+ * row's key is into keyidx[]) on threads; false when it can't be done so
+ * (keys that need PostgreSQL's comparators, one thread, few rows, many
+ * chunks) and the caller merges on the backend.
+ */
+static bool
+gs_par_merge_chunks(GsSortState *s, uint32 *rows, uint32 *keyidx, size_t n)
+{
+	int			k = s->nchunks;
+	int			nthreads = Min(gpusort_cpu_threads, GS_CPU_THREADS_MAX);
+	int			nranges = nthreads * PAR_MERGE_RANGES_PER_THREAD;
+	int			kb = s->key_bytes;
+	GsParMerge	pm;
+	const char **samples;
+	int			nsamples = 0;
+	int			c;
+	int			r;
+
+	if (!s->exact || s->any_lossy || nthreads <= 1 ||
+		n < PAR_MERGE_MIN_ROWS || k > GS_PAR_MERGE_MAX_CHUNKS)
+		return false;
+
+	pm.keys = s->keys;
+	pm.key_bytes = kb;
+	pm.nchunks = k;
+	pm.chunks = s->chunks;
+	pm.nranges = nranges;
+	pm.rows = rows;
+	pm.keyidx = keyidx;
+	pm.bounds = palloc((size_t) (nranges + 1) * k * sizeof(size_t));
+
+	/* splitters: every k-th of the sorted samples, nranges - 1 in all */
+	samples = palloc((size_t) k * nranges * sizeof(char *));
+	for (c = 0; c < k; c++)
+	{
+		const GsChunk *ch = &s->chunks[c];
+
+		for (r = 1; r < nranges; r++)
+			samples[nsamples++] = s->keys +
+				(ch->base + ch->nrows * r / nranges) * kb;
+	}
+	qsort_arg(samples, nsamples, sizeof(char *), gs_key_qsort_cmp, &kb);
+	for (c = 0; c < k; c++)
+	{
+		pm.bounds[c] = 0;
+		pm.bounds[(size_t) nranges * k + c] = s->chunks[c].nrows;
+	}
+	for (r = 1; r < nranges; r++)
+	{
+		const char *split = samples[(size_t) r * nsamples / nranges];
+
+		for (c = 0; c < k; c++)
+		{
+			size_t		at = gs_chunk_lower_bound(&pm, c, split);
+
+			/* splitters ascend, but equal ones must not step back */
+			pm.bounds[(size_t) r * k + c] =
+				Max(at, pm.bounds[(size_t) (r - 1) * k + c]);
+		}
+	}
+	pfree(samples);
+
+	/*
+	 * bounds[r][c] is where range r starts in chunk c; the output offset of
+	 * range r is the sum over the chunks, which gs_par_merge_part works out
+	 * from the same numbers.
+	 */
+	while (!gs_parallel(gs_par_merge_part, &pm, nthreads))
+		;
+	pfree(pm.bounds);
+	return true;
+}
+
+/*
+ * Merge the batch's sorted chunks into rows[], the batch rows in sorted
+ * order, and (when keyidx is not NULL) keyidx[], where their keys are in
+ * the key buffer: on threads where gs_par_merge_chunks can, else here.
+ */
+void
+gs_merge_chunk_rows(GsSortState *s, uint32 *rows, uint32 *keyidx)
+{
+	GsMerge    *m;
+	GsSource   *src;
+	size_t		i = 0;
+	int			c;
+
+	if (gs_par_merge_chunks(s, rows, keyidx, s->nrows))
+		return;
+	m = gs_merge_start(s, s->nchunks);
+	for (c = 0; c < s->nchunks; c++)
+	{
+		m->src[c].chunk = &s->chunks[c];
+		gs_source_next(s, &m->src[c]);
+	}
+	gs_merge_ready(s, m);
+	while ((src = gs_merge_next(s, m)) != NULL)
+	{
+		rows[i] = src->row;
+		if (keyidx)
+			keyidx[i] = (uint32) ((src->key - s->keys) / s->key_bytes);
+		if ((++i % INTERRUPT_INTERVAL) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	Assert(i == s->nrows);
+	MemoryContextReset(s->mergecxt);
+}
+
+/*
+ * The final merge on threads (see the top of the file), or NULL where it
+ * can't be: keys that need PostgreSQL's comparators for ties, a single
+ * thread allowed, or rows too large for a stream's blocks.
+ */
+GsMerge *
+gs_merge_streams(GsSortState *s)
+{
+	int			nstreams = Min(gpusort_cpu_threads, s->nruns);
+	size_t		block;
+	size_t		readsize;
+	GsMerge    *m;
+	int			t;
+
+	if (!s->exact || s->any_lossy || nstreams < 2)
+		return NULL;
+	block = gs_stream_block_size(s->mem_limit, nstreams);
+	if (2 * (gs_stream_tuple_offset(s->key_bytes) +
+			 MAXALIGN(s->max_tuple_len)) > block)
+		return NULL;
+	readsize = (size_t) (s->mem_limit / 2 / s->nruns);
+	readsize = Max(readsize, MERGE_MIN_BUFFER);
+	readsize = Min(readsize, MERGE_MAX_BUFFER);
+	readsize = Max(readsize, TAPE_ROW_HDR + s->key_bytes + s->max_tuple_len);
+
+	m = gs_merge_start(s, nstreams);
+	for (t = 0; t < nstreams; t++)
+	{
+		int			first = s->nruns * t / nstreams;
+		int			last = s->nruns * (t + 1) / nstreams;
+
+		m->src[t].stream = gs_stream_start(s->mergecxt, s->file, s->key_bytes,
+										   &s->runs[first], last - first,
+										   block, readsize);
+		if (m->src[t].stream == NULL)
+		{
+			/* no thread to be had: stop those started, merge here */
+			MemoryContextReset(s->mergecxt);
+			return NULL;
+		}
+	}
+	for (t = 0; t < nstreams; t++)
+		gs_source_next(s, &m->src[t]);
+	gs_merge_ready(s, m);
+	s->nstreams = nstreams;
+	return m;
+}
+
+/* add up how long the backend waited for a merge's threads */
+void
+gs_merge_waits(GsSortState *s, GsMerge *m)
+{
+	int			i;
+
+	for (i = 0; i < m->nsrc; i++)
+	{
+		if (m->src[i].stream)
+			s->merge_wait_ms += gs_stream_wait_ms(m->src[i].stream);
+	}
+}
+
+/* merge runs in passes until one merge can produce the result */
+void
+gs_merge_passes(GsSortState *s)
+{
+	while (s->nruns > s->merge_order)
+	{
+		GsRun	   *old = s->runs;
+		int			nold = s->nruns;
+		int			first;
+
+		/* the merged runs of this pass start a new list */
+		s->runs = NULL;
+		s->nruns = 0;
+		s->runs_cap = 0;
+		for (first = 0; first < nold; first += s->merge_order)
+		{
+			int			n = Min(s->merge_order, nold - first);
+			GsWriter	w;
+			GsMerge    *m = gs_merge_runs(s, old + first, n);
+			GsSource   *src;
+
+			w.run = gs_new_run(s);
+			w.size = SPILL_WRITE_BUFFER;
+			w.buf = MemoryContextAlloc(s->mergecxt, w.size);
+			w.used = 0;
+			while ((src = gs_merge_next(s, m)) != NULL)
+				gs_writer_put(s, &w, src->key, src->lossy, src->tup);
+			gs_writer_emit(s, &w, w.buf, w.used);
+			MemoryContextReset(s->mergecxt);
+		}
+		pfree(old);
+		s->merge_passes++;
+	}
+}

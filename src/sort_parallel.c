@@ -1,0 +1,858 @@
+/*-------------------------------------------------------------------------
+ *
+ * sort_parallel.c
+ *	  Parallel load of a GpuSort: PostgreSQL's parallel workers read the
+ *	  input, copy its rows and encode their keys into shared memory, and
+ *	  the sorting process takes them from there.
+ *
+ * The planner gives a GpuSort whose input is a plain Seq Scan (parallel
+ * safe, not under a Gather) a small custom node, "GpuSortLoad", between
+ * the two, and makes the scan parallel aware (planner.c).  At run time the
+ * GpuSort asks that node for its rows (gs_load_into):
+ *
+ *	 - the node sets up a parallel context over itself with
+ *	   ExecInitParallelPlan, as Gather does, and launches the workers;
+ *	 - each worker runs the node's plan: the partial scan hands it rows,
+ *	   which it copies as MinimalTuples into blocks of a DSA area that the
+ *	   leader created for this load, with each row's normalized key beside
+ *	   it.  Nothing goes through a tuple queue;
+ *	 - the leader runs its share of the partial scan through the sort
+ *	   state's ordinary put (into its own arena), then waits for the
+ *	   workers and hands their rows to the sort state with
+ *	   gs_sort_put_row: the tuples stay where the workers wrote them, only
+ *	   the keys are copied into the engine's key buffer (which the workers
+ *	   cannot write: it belongs to the engine, pinned memory of the GPU
+ *	   engine or the GPU service).
+ *
+ * The DSA area outlives the parallel context (which is gone at the end of
+ * the executor run, before the rows may have all been read); it is freed
+ * when the next load starts, when the node ends, or, on error, with the
+ * resource owner.  Workers that cannot be had, or a run outside parallel
+ * mode (a cursor, a portal fetched in pieces), leave the leader to load
+ * alone, serially, exactly as a GpuSort without this node does.
+ *
+ * The whole input is held in shared memory until the sort ends, whatever
+ * work_mem says (the sort state still spills its own batches by work_mem);
+ * so the planner only asks for a parallel load when its estimate of the
+ * input fits gpusort.parallel_load_mem, and the load checks /dev/shm first.
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sys/statvfs.h>
+
+#include "access/parallel.h"
+#include "commands/explain.h"
+#include "executor/execParallel.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/extensible.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "storage/dsm_impl.h"
+#include "storage/lwlock.h"
+#include "utils/dsa.h"
+
+#include "gpusort_exec.h"
+#include "gpusort_int.h"
+#include "gpusort_keys.h"
+#include "gpusort_spill.h"
+#include "sortstate_int.h"
+
+/* shared-memory blocks a loader writes: first size, doubling to the last */
+#define LOAD_FIRST_BLOCK	(1024 * 1024)
+#define LOAD_MAX_BLOCK		(32 * 1024 * 1024)
+
+/* an entry's tuple offset word: the top bit says the key is lossy */
+#define LOAD_LOSSY_BIT		((uint32) 1 << 31)
+
+/*
+ * A block of a loader's rows.  Tuples grow up from after the header; each
+ * row's entry -- its key, then a uint32 holding its tuple's offset in the
+ * block and the lossy bit -- grows down from the end, so row i's entry is
+ * at size - (i + 1) * entry size.
+ */
+typedef struct GsLoadBlock
+{
+	dsa_pointer next;			/* the loader's next block */
+	uint64		size;
+	uint64		nrows;
+} GsLoadBlock;
+
+#define LOAD_BLOCK_HDR	MAXALIGN(sizeof(GsLoadBlock))
+
+/* what one worker loaded, in the parallel DSM */
+typedef struct GsLoaderSlot
+{
+	dsa_pointer first;			/* its first block */
+	uint64		nrows;
+	uint64		bytes;			/* of blocks */
+	uint64		nlossy;			/* rows whose key was encoded lossily */
+	uint32		max_tuple_len;
+	double		load_ms;
+	bool		done;
+} GsLoaderSlot;
+
+/* the node's part of the parallel DSM */
+typedef struct GsLoadShared
+{
+	dsa_handle	area;
+	int			key_bytes;
+	int			nslots;
+	GsLoaderSlot slots[FLEXIBLE_ARRAY_MEMBER];
+} GsLoadShared;
+
+/* what EXPLAIN ANALYZE shows of one loader */
+typedef struct GsLoaderReport
+{
+	double		rows;
+	double		ms;
+} GsLoaderReport;
+
+typedef struct GsLoadState
+{
+	CustomScanState css;
+	/* the sort's definition, for the workers' key plans */
+	int			nkeys;
+	AttrNumber *attnums;
+	Oid		   *sortops;
+	Oid		   *collations;
+	bool	   *nulls_first;
+	int			maxattno;
+	int			nworkers;		/* planned */
+
+	/* leader */
+	ParallelExecutorInfo *pei;
+	dsa_area   *area;			/* the rows of the last load */
+	int			key_bytes;		/* of the sort being loaded */
+	bool		scan_shared;	/* the child's scan lives in a parallel DSM */
+
+	/* worker */
+	GsLoadShared *shared;
+
+	/* report of the last load */
+	bool		loaded;
+	int			launched;
+	const char *serial_reason;	/* why the leader loaded alone */
+	GsLoaderReport leader;
+	GsLoaderReport *workers;	/* [nworkers] */
+	double		collect_ms;		/* handing the workers' rows to the sort */
+} GsLoadState;
+
+/* a worker writing rows into its blocks */
+typedef struct GsLoadWriter
+{
+	dsa_area   *area;
+	GsLoaderSlot *slot;
+	GsLoadBlock *blk;			/* current block */
+	size_t		tup_end;		/* next free byte for a tuple */
+	size_t		ent_start;		/* lowest entry */
+	size_t		esz;			/* entry size */
+	size_t		next_size;
+	char	   *entry;			/* entry of the row being added */
+} GsLoadWriter;
+
+static Node *gs_load_create_state(CustomScan *cscan);
+static void gs_load_begin(CustomScanState *node, EState *estate, int eflags);
+static TupleTableSlot *gs_load_exec(CustomScanState *node);
+static void gs_load_end(CustomScanState *node);
+static void gs_load_rescan(CustomScanState *node);
+static Size gs_load_estimate_dsm(CustomScanState *node, ParallelContext *pcxt);
+static void gs_load_init_dsm(CustomScanState *node, ParallelContext *pcxt,
+							 void *coordinate);
+static void gs_load_reinit_dsm(CustomScanState *node, ParallelContext *pcxt,
+							   void *coordinate);
+static void gs_load_init_worker(CustomScanState *node, shm_toc *toc,
+								void *coordinate);
+static void gs_load_shutdown(CustomScanState *node);
+static void gs_load_explain(CustomScanState *node, List *ancestors,
+							ExplainState *es);
+
+CustomScanMethods gs_load_scan_methods = {
+	"GpuSortLoad",
+	gs_load_create_state
+};
+
+static CustomExecMethods gs_load_exec_methods = {
+	.CustomName = "GpuSortLoad",
+	.BeginCustomScan = gs_load_begin,
+	.ExecCustomScan = gs_load_exec,
+	.EndCustomScan = gs_load_end,
+	.ReScanCustomScan = gs_load_rescan,
+	.EstimateDSMCustomScan = gs_load_estimate_dsm,
+	.InitializeDSMCustomScan = gs_load_init_dsm,
+	.ReInitializeDSMCustomScan = gs_load_reinit_dsm,
+	.InitializeWorkerCustomScan = gs_load_init_worker,
+	.ShutdownCustomScan = gs_load_shutdown,
+	.ExplainCustomScan = gs_load_explain,
+};
+
+/* ---------------------------------------------------------------------
+ * Plan
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * The GpuSortLoad node put between a GpuSort and its child scan, which the
+ * caller makes parallel aware.  sortinfo is the GpuSort's custom_private
+ * (key columns, operators, collations, nulls first).  Its target list is
+ * the identity over a scan tuple that is the child's output, so that
+ * EXPLAIN resolves the GpuSort's keys through it to the scan's columns.
+ */
+CustomScan *
+gs_load_make_plan(Plan *child, List *sortinfo, int nworkers, int plan_node_id)
+{
+	CustomScan *cscan = makeNode(CustomScan);
+	List	   *tlist = NIL;
+	List	   *scan_tlist = NIL;
+	ListCell   *lc;
+
+	foreach(lc, child->targetlist)
+	{
+		TargetEntry *ctle = lfirst_node(TargetEntry, lc);
+		Oid			type = exprType((Node *) ctle->expr);
+		int32		typmod = exprTypmod((Node *) ctle->expr);
+		Oid			coll = exprCollation((Node *) ctle->expr);
+
+		scan_tlist = lappend(scan_tlist,
+							 makeTargetEntry((Expr *) makeVar(OUTER_VAR, ctle->resno,
+															  type, typmod, coll, 0),
+											 ctle->resno, ctle->resname,
+											 ctle->resjunk));
+		tlist = lappend(tlist,
+						makeTargetEntry((Expr *) makeVar(INDEX_VAR, ctle->resno,
+														 type, typmod, coll, 0),
+										ctle->resno, ctle->resname,
+										ctle->resjunk));
+	}
+
+	cscan->scan.plan.startup_cost = child->startup_cost;
+	cscan->scan.plan.total_cost = child->total_cost;
+	cscan->scan.plan.plan_rows = child->plan_rows;
+	cscan->scan.plan.plan_width = child->plan_width;
+	cscan->scan.plan.parallel_aware = true;
+	cscan->scan.plan.parallel_safe = true;
+	cscan->scan.plan.async_capable = false;
+	cscan->scan.plan.plan_node_id = plan_node_id;
+	cscan->scan.plan.targetlist = tlist;
+	cscan->scan.plan.qual = NIL;
+	cscan->scan.plan.lefttree = child;
+	cscan->scan.plan.righttree = NULL;
+	cscan->scan.plan.extParam = bms_copy(child->extParam);
+	cscan->scan.plan.allParam = bms_copy(child->allParam);
+	cscan->scan.scanrelid = 0;
+	cscan->flags = 0;
+	cscan->custom_plans = NIL;
+	cscan->custom_exprs = NIL;
+	cscan->custom_private = lappend(list_copy(sortinfo),
+									list_make1_int(nworkers));
+	cscan->custom_scan_tlist = scan_tlist;
+	cscan->custom_relids = NULL;
+	cscan->methods = &gs_load_scan_methods;
+	return cscan;
+}
+
+/* ---------------------------------------------------------------------
+ * Executor methods
+ * ---------------------------------------------------------------------
+ */
+
+static Node *
+gs_load_create_state(CustomScan *cscan)
+{
+	GsLoadState *ls = palloc0(sizeof(GsLoadState));
+	List	   *colidx = linitial(cscan->custom_private);
+	List	   *sortops = lsecond(cscan->custom_private);
+	List	   *colls = lthird(cscan->custom_private);
+	List	   *nullsfirst = lfourth(cscan->custom_private);
+	List	   *opts = list_nth(cscan->custom_private, 4);
+	int			n = list_length(colidx);
+	int			i;
+
+	NodeSetTag(ls, T_CustomScanState);
+	ls->css.methods = &gs_load_exec_methods;
+	ls->nkeys = n;
+	ls->attnums = palloc(n * sizeof(AttrNumber));
+	ls->sortops = palloc(n * sizeof(Oid));
+	ls->collations = palloc(n * sizeof(Oid));
+	ls->nulls_first = palloc(n * sizeof(bool));
+	for (i = 0; i < n; i++)
+	{
+		ls->attnums[i] = (AttrNumber) list_nth_int(colidx, i);
+		ls->sortops[i] = list_nth_oid(sortops, i);
+		ls->collations[i] = list_nth_oid(colls, i);
+		ls->nulls_first[i] = list_nth_int(nullsfirst, i) != 0;
+		ls->maxattno = Max(ls->maxattno, ls->attnums[i]);
+	}
+	ls->nworkers = linitial_int(opts);
+	return (Node *) ls;
+}
+
+static void
+gs_load_begin(CustomScanState *node, EState *estate, int eflags)
+{
+	GsLoadState *ls = (GsLoadState *) node;
+
+	outerPlanState(node) = ExecInitNode(outerPlan(node->ss.ps.plan), estate,
+										eflags);
+	ls->workers = palloc0(Max(ls->nworkers, 1) * sizeof(GsLoaderReport));
+}
+
+/* the rows of the last load are no longer wanted */
+static void
+gs_load_release(GsLoadState *ls)
+{
+	if (ls->area)
+	{
+		dsa_detach(ls->area);
+		ls->area = NULL;
+	}
+}
+
+static void
+gs_load_shutdown(CustomScanState *node)
+{
+	GsLoadState *ls = (GsLoadState *) node;
+
+	/* the workers are gone; the rows, in their own area, stay */
+	if (ls->pei)
+	{
+		ExecParallelFinish(ls->pei);
+		ExecParallelCleanup(ls->pei);
+		ls->pei = NULL;
+	}
+}
+
+static void
+gs_load_end(CustomScanState *node)
+{
+	GsLoadState *ls = (GsLoadState *) node;
+
+	gs_load_shutdown(node);
+	gs_load_release(ls);
+	ExecEndNode(outerPlanState(node));
+}
+
+static void
+gs_load_rescan(CustomScanState *node)
+{
+	GsLoadState *ls = (GsLoadState *) node;
+	PlanState  *child = outerPlanState(node);
+
+	/*
+	 * A scan set up in a parallel DSM that is gone must not be touched: the
+	 * next load sets it up again in a new one (gs_load_into).
+	 */
+	if (ls->scan_shared && ls->pei == NULL)
+		return;
+	if (child->chgParam == NULL)
+		ExecReScan(child);
+}
+
+static Size
+gs_load_estimate_dsm(CustomScanState *node, ParallelContext *pcxt)
+{
+	return add_size(offsetof(GsLoadShared, slots),
+					mul_size(Max(pcxt->nworkers, 1), sizeof(GsLoaderSlot)));
+}
+
+static void
+gs_load_reinit_dsm(CustomScanState *node, ParallelContext *pcxt,
+				   void *coordinate)
+{
+	GsLoadState *ls = (GsLoadState *) node;
+	GsLoadShared *sh = (GsLoadShared *) coordinate;
+	int			i;
+
+	sh->area = dsa_get_handle(ls->area);
+	sh->key_bytes = ls->key_bytes;
+	sh->nslots = pcxt->nworkers;
+	for (i = 0; i < sh->nslots; i++)
+	{
+		memset(&sh->slots[i], 0, sizeof(GsLoaderSlot));
+		sh->slots[i].first = InvalidDsaPointer;
+	}
+	ls->shared = sh;
+}
+
+static void
+gs_load_init_dsm(CustomScanState *node, ParallelContext *pcxt,
+				 void *coordinate)
+{
+	gs_load_reinit_dsm(node, pcxt, coordinate);
+}
+
+static void
+gs_load_init_worker(CustomScanState *node, shm_toc *toc, void *coordinate)
+{
+	((GsLoadState *) node)->shared = (GsLoadShared *) coordinate;
+}
+
+/* a new block for a row of len bytes (MAXALIGNed) */
+static void
+gs_load_new_block(GsLoadWriter *w, size_t len)
+{
+	size_t		size = Max(w->next_size, LOAD_BLOCK_HDR + len + w->esz);
+	dsa_pointer dp;
+	GsLoadBlock *b;
+
+	dp = dsa_allocate_extended(w->area, size, DSA_ALLOC_HUGE | DSA_ALLOC_NO_OOM);
+	if (!DsaPointerIsValid(dp))
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of shared memory for a parallel sort load"),
+				 errdetail("A block of %zu bytes could not be allocated.", size),
+				 errhint("Free space in /dev/shm, lower gpusort.parallel_load_mem, or turn gpusort.parallel_load off.")));
+	b = (GsLoadBlock *) dsa_get_address(w->area, dp);
+	b->next = InvalidDsaPointer;
+	b->size = size;
+	b->nrows = 0;
+	if (w->blk)
+		w->blk->next = dp;
+	else
+		w->slot->first = dp;
+	w->slot->bytes += size;
+	w->blk = b;
+	w->tup_end = LOAD_BLOCK_HDR;
+	w->ent_start = size;
+	if (w->next_size < LOAD_MAX_BLOCK)
+		w->next_size *= 2;
+}
+
+/* room for a tuple of len bytes and its entry (gs_form_row's allocator) */
+static char *
+gs_load_alloc(void *arg, Size len)
+{
+	GsLoadWriter *w = (GsLoadWriter *) arg;
+	char	   *p;
+
+	len = MAXALIGN(len);
+	if (w->blk == NULL || w->tup_end + len + w->esz > w->ent_start)
+		gs_load_new_block(w, len);
+	p = (char *) w->blk + w->tup_end;
+	w->tup_end += len;
+	w->ent_start -= w->esz;
+	w->entry = (char *) w->blk + w->ent_start;
+	return p;
+}
+
+/* a worker's share of the load: every row its partial scan gives */
+static void
+gs_load_worker(GsLoadState *ls)
+{
+	GsLoadShared *sh = ls->shared;
+	GsLoaderSlot *slot;
+	PlanState  *child = outerPlanState(ls);
+	TupleDesc	desc = ExecGetResultType(child);
+	GsKeyPlan  *kp;
+	GsLoadWriter w;
+	instr_time	t0;
+	uint64		nrows = 0;
+
+	Assert(ParallelWorkerNumber >= 0 && ParallelWorkerNumber < sh->nslots);
+	INSTR_TIME_SET_CURRENT(t0);
+	slot = &sh->slots[ParallelWorkerNumber];
+	kp = gs_keyplan_create(ls->nkeys, ls->attnums, ls->sortops,
+						   ls->collations, ls->nulls_first, desc,
+						   gpusort_max_key_bytes);
+	if (kp == NULL || gs_keyplan_key_bytes(kp) != sh->key_bytes)
+		elog(ERROR, "gpusort: a parallel loader's key layout differs from the leader's");
+
+	memset(&w, 0, sizeof(w));
+	w.area = dsa_attach(sh->area);
+	w.slot = slot;
+	w.esz = sh->key_bytes + sizeof(uint32);
+	w.next_size = LOAD_FIRST_BLOCK;
+
+	for (;;)
+	{
+		TupleTableSlot *ts = ExecProcNode(child);
+		MinimalTuple tup;
+		uint32		word;
+
+		if (TupIsNull(ts))
+			break;
+		slot_getsomeattrs(ts, ls->maxattno);
+		tup = gs_form_row(ts, desc->natts, gs_load_alloc, &w);
+		word = (uint32) ((char *) tup - (char *) w.blk);
+		if (gs_encode_key(kp, ts->tts_values, ts->tts_isnull, w.entry))
+		{
+			word |= LOAD_LOSSY_BIT;
+			slot->nlossy++;
+		}
+		slot->max_tuple_len = Max(slot->max_tuple_len, tup->t_len);
+		memcpy(w.entry + sh->key_bytes, &word, sizeof(uint32));
+		w.blk->nrows++;
+		nrows++;
+	}
+
+	slot->nrows = nrows;
+	slot->load_ms = gs_elapsed_ms(t0);
+	pg_write_barrier();
+	slot->done = true;
+	/* the area's segments stay pinned until the leader lets them go */
+	dsa_detach(w.area);
+
+	/* the node's row count, as its instrumentation shows it */
+	if (ls->css.ss.ps.instrument)
+		ls->css.ss.ps.instrument->tuplecount += nrows;
+}
+
+static TupleTableSlot *
+gs_load_exec(CustomScanState *node)
+{
+	GsLoadState *ls = (GsLoadState *) node;
+
+	if (IsParallelWorker())
+	{
+		/* a worker's whole job; nothing goes back through the queue */
+		if (ls->shared)
+			gs_load_worker(ls);
+		return NULL;
+	}
+	/* not driven by gs_load_into: pass rows through */
+	return ExecProcNode(outerPlanState(node));
+}
+
+/* ---------------------------------------------------------------------
+ * The leader
+ * ---------------------------------------------------------------------
+ */
+
+bool
+gs_load_is(PlanState *ps)
+{
+	return ps != NULL && IsA(ps, CustomScanState) &&
+		((CustomScanState *) ps)->methods == &gs_load_exec_methods;
+}
+
+/* whether /dev/shm has room for the estimated input, with some margin */
+static bool
+gs_load_shm_room(double bytes)
+{
+	struct statvfs sv;
+
+	if (dynamic_shared_memory_type != DSM_IMPL_POSIX)
+		return true;
+	if (statvfs("/dev/shm", &sv) != 0)
+		return true;			/* can't tell: let the allocation say */
+	return (double) sv.f_bavail * sv.f_frsize >= bytes * 1.25;
+}
+
+/* hand the rows of worker i to the sort */
+static void
+gs_load_collect(GsLoadState *ls, GsSortState *sort, int i)
+{
+	GsLoaderSlot *slot = &ls->shared->slots[i];
+	int			kb = ls->key_bytes;
+	size_t		esz = kb + sizeof(uint32);
+	dsa_pointer dp = slot->first;
+	uint64		seen = 0;
+
+	ls->workers[i].rows = (double) slot->nrows;
+	ls->workers[i].ms = slot->load_ms;
+	while (DsaPointerIsValid(dp))
+	{
+		GsLoadBlock *b = (GsLoadBlock *) dsa_get_address(ls->area, dp);
+		char	   *end = (char *) b + b->size;
+		uint64		r;
+
+		for (r = 0; r < b->nrows; r++)
+		{
+			const char *ent = end - (r + 1) * esz;
+			uint32		word;
+
+			memcpy(&word, ent + kb, sizeof(uint32));
+			gs_sort_put_row(sort,
+							(MinimalTuple) ((char *) b + (word & ~LOAD_LOSSY_BIT)),
+							ent, (word & LOAD_LOSSY_BIT) != 0);
+			if ((++seen % 65536) == 0)
+				CHECK_FOR_INTERRUPTS();
+		}
+		dp = b->next;
+	}
+	if (seen != slot->nrows)
+		elog(ERROR, "gpusort: a parallel loader's rows went missing");
+}
+
+/*
+ * Handing the workers' rows over in bulk: every block's rows go to a known
+ * stretch of the sort's arrays, so threads (which call nothing of
+ * PostgreSQL's) fill the tuple pointers and copy the keys, a range of
+ * blocks each.
+ */
+typedef struct GsCopyBlock
+{
+	char	   *blk;
+	size_t		nrows;
+	size_t		dest;			/* first row in the arrays */
+} GsCopyBlock;
+
+typedef struct GsCopyJob
+{
+	GsCopyBlock *blocks;
+	int			nblocks;
+	MinimalTuple *tuples;
+	char	   *keys;
+	int			key_bytes;
+} GsCopyJob;
+
+static void
+gs_copy_part(void *arg, int part, int nparts, volatile bool *stop)
+{
+	GsCopyJob  *j = (GsCopyJob *) arg;
+	size_t		kb = j->key_bytes;
+	size_t		esz = kb + sizeof(uint32);
+	int			b;
+
+	for (b = j->nblocks * part / nparts;
+		 b < j->nblocks * (part + 1) / nparts && !*stop; b++)
+	{
+		GsCopyBlock *cb = &j->blocks[b];
+		char	   *end = cb->blk + ((GsLoadBlock *) cb->blk)->size;
+		MinimalTuple *tp = j->tuples + cb->dest;
+		char	   *kp = j->keys + cb->dest * kb;
+		size_t		r;
+
+		for (r = 0; r < cb->nrows; r++)
+		{
+			const char *ent = end - (r + 1) * esz;
+			uint32		word;
+
+			memcpy(&word, ent + kb, sizeof(uint32));
+			tp[r] = (MinimalTuple) (cb->blk + (word & ~LOAD_LOSSY_BIT));
+			memcpy(kp + r * kb, ent, kb);
+		}
+	}
+}
+
+/* the workers' rows into the sort's arrays at once; false if they don't fit */
+static bool
+gs_load_collect_bulk(GsLoadState *ls, GsSortState *sort)
+{
+	GsCopyJob	job;
+	size_t		total = 0;
+	size_t		dest = 0;
+	uint32		maxlen = 0;
+	int			cap = 16;
+	bool		any_lossy = false;
+	int			i;
+	int			b;
+
+	for (i = 0; i < ls->launched; i++)
+	{
+		total += ls->shared->slots[i].nrows;
+		maxlen = Max(maxlen, ls->shared->slots[i].max_tuple_len);
+	}
+	if (!gs_sort_bulk_reserve(sort, total, &job.tuples, &job.keys))
+		return false;
+	job.key_bytes = ls->key_bytes;
+	job.nblocks = 0;
+	job.blocks = palloc(cap * sizeof(GsCopyBlock));
+	for (i = 0; i < ls->launched; i++)
+	{
+		dsa_pointer dp = ls->shared->slots[i].first;
+
+		ls->workers[i].rows = (double) ls->shared->slots[i].nrows;
+		ls->workers[i].ms = ls->shared->slots[i].load_ms;
+		while (DsaPointerIsValid(dp))
+		{
+			GsLoadBlock *blk = (GsLoadBlock *) dsa_get_address(ls->area, dp);
+
+			if (job.nblocks == cap)
+			{
+				cap *= 2;
+				job.blocks = repalloc(job.blocks, cap * sizeof(GsCopyBlock));
+			}
+			job.blocks[job.nblocks].blk = (char *) blk;
+			job.blocks[job.nblocks].nrows = blk->nrows;
+			job.blocks[job.nblocks].dest = dest;
+			job.nblocks++;
+			dest += blk->nrows;
+			dp = blk->next;
+		}
+	}
+	if (dest != total)
+		elog(ERROR, "gpusort: a parallel loader's rows went missing");
+
+	while (!gs_parallel(gs_copy_part, &job,
+						Max(1, Min(gpusort_cpu_threads, job.nblocks))))
+		;
+
+	/* the few lossy keys (long strings, ICU text) are marked here */
+	for (i = 0; i < ls->launched && !any_lossy; i++)
+		any_lossy = ls->shared->slots[i].nlossy > 0;
+	if (any_lossy)
+	{
+		size_t		esz = ls->key_bytes + sizeof(uint32);
+
+		for (b = 0; b < job.nblocks; b++)
+		{
+			GsCopyBlock *cb = &job.blocks[b];
+			char	   *end = cb->blk + ((GsLoadBlock *) cb->blk)->size;
+			size_t		r;
+
+			for (r = 0; r < cb->nrows; r++)
+			{
+				uint32		word;
+
+				memcpy(&word, end - (r + 1) * esz + ls->key_bytes,
+					   sizeof(uint32));
+				if (word & LOAD_LOSSY_BIT)
+					gs_sort_bulk_lossy(sort, cb->dest + r);
+			}
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	gs_sort_bulk_done(sort, total, maxlen);
+	pfree(job.blocks);
+	return true;
+}
+
+/*
+ * Load the input of the GpuSort into sort, through the GpuSortLoad node ps:
+ * in parallel where workers can be had, else by the leader alone.  The
+ * rows of the previous load (if any) must not be in use any more.
+ */
+void
+gs_load_into(PlanState *ps, GsSortState *sort)
+{
+	GsLoadState *ls = (GsLoadState *) ps;
+	PlanState  *child = outerPlanState(ls);
+	EState	   *estate = ps->state;
+	Plan	   *plan = ps->plan;
+	const char *reason = NULL;
+	instr_time	t0;
+	double		rows = 0;
+	int			i;
+
+	gs_load_release(ls);
+	ls->loaded = true;
+	ls->launched = 0;
+	ls->collect_ms = 0;
+	memset(ls->workers, 0, Max(ls->nworkers, 1) * sizeof(GsLoaderReport));
+
+	if (!gpusort_parallel_load)
+		reason = "gpusort.parallel_load is off";
+	else if (ls->nworkers <= 0)
+		reason = "no workers planned";
+	else if (!estate->es_use_parallel_mode)
+		reason = "not in parallel mode";
+	else if (!ls->scan_shared &&
+			 !gs_load_shm_room(plan->plan_rows *
+							   (MAXALIGN(plan->plan_width + MINIMAL_TUPLE_DATA_OFFSET + 8) +
+								gs_sort_key_bytes(sort) + sizeof(uint32))))
+		reason = "too little free space in /dev/shm";
+
+	if (reason == NULL || ls->scan_shared)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(estate->es_query_cxt);
+
+		ls->area = dsa_create(LWTRANCHE_PARALLEL_QUERY_DSA);
+		ls->key_bytes = gs_sort_key_bytes(sort);
+		if (ls->pei == NULL)
+			ls->pei = ExecInitParallelPlan(ps, estate, NULL,
+										   Max(ls->nworkers, 1), -1);
+		else
+			ExecParallelReinitialize(ps, ls->pei, NULL);
+		MemoryContextSwitchTo(oldcxt);
+		ls->scan_shared = true;
+		if (reason == NULL)
+		{
+			LaunchParallelWorkers(ls->pei->pcxt);
+			ls->launched = ls->pei->pcxt->nworkers_launched;
+			if (ls->launched == 0)
+				reason = "no free worker";
+		}
+	}
+	ls->serial_reason = reason;
+
+	/* the leader's share: the sort state's own put */
+	if (ps->instrument)
+		InstrStartNode(ps->instrument);
+	INSTR_TIME_SET_CURRENT(t0);
+	for (;;)
+	{
+		TupleTableSlot *slot = ExecProcNode(child);
+
+		if (TupIsNull(slot))
+			break;
+		gs_sort_put(sort, slot);
+		rows += 1;
+	}
+	ls->leader.rows = rows;
+	ls->leader.ms = gs_elapsed_ms(t0);
+	if (ps->instrument)
+		InstrStopNode(ps->instrument, rows);
+
+	if (ls->pei)
+	{
+		/* wait for the workers (their errors come up here), then take
+		 * their rows */
+		ExecParallelFinish(ls->pei);
+		INSTR_TIME_SET_CURRENT(t0);
+		for (i = 0; i < ls->launched; i++)
+		{
+			if (!ls->shared->slots[i].done)
+				elog(ERROR, "gpusort: a parallel loader ended without its rows");
+		}
+		if (!gs_load_collect_bulk(ls, sort))
+		{
+			for (i = 0; i < ls->launched; i++)
+				gs_load_collect(ls, sort, i);
+		}
+		ls->collect_ms = gs_elapsed_ms(t0);
+	}
+}
+
+static void
+gs_load_explain(CustomScanState *node, List *ancestors, ExplainState *es)
+{
+	GsLoadState *ls = (GsLoadState *) node;
+	int			i;
+
+	ExplainPropertyInteger("Workers Planned", NULL, ls->nworkers, es);
+	if (!es->analyze || !ls->loaded)
+		return;
+	ExplainPropertyInteger("Workers Launched", NULL, ls->launched, es);
+	if (ls->serial_reason)
+		ExplainPropertyText("Serial Load", ls->serial_reason, es);
+
+	if (es->format == EXPLAIN_FORMAT_TEXT)
+	{
+		if (es->str->len > 0 && es->str->data[es->str->len - 1] != '\n')
+			appendStringInfoChar(es->str, '\n');
+		appendStringInfoSpaces(es->str, es->indent * 2);
+		appendStringInfo(es->str, "Leader Load: rows=%.0f time=%.3f ms\n",
+						 ls->leader.rows, ls->leader.ms);
+		for (i = 0; i < ls->launched; i++)
+		{
+			appendStringInfoSpaces(es->str, es->indent * 2);
+			appendStringInfo(es->str, "Worker %d Load: rows=%.0f time=%.3f ms\n",
+							 i, ls->workers[i].rows, ls->workers[i].ms);
+		}
+		if (ls->launched > 0)
+		{
+			appendStringInfoSpaces(es->str, es->indent * 2);
+			appendStringInfo(es->str, "Collect Time: %.3f ms\n", ls->collect_ms);
+		}
+		return;
+	}
+
+	ExplainPropertyFloat("Leader Rows", NULL, ls->leader.rows, 0, es);
+	ExplainPropertyFloat("Leader Load Time", "ms", ls->leader.ms, 3, es);
+	ExplainOpenGroup("Load Workers", "Load Workers", false, es);
+	for (i = 0; i < ls->launched; i++)
+	{
+		ExplainOpenGroup("Load Worker", NULL, true, es);
+		ExplainPropertyInteger("Worker Number", NULL, i, es);
+		ExplainPropertyFloat("Rows", NULL, ls->workers[i].rows, 0, es);
+		ExplainPropertyFloat("Load Time", "ms", ls->workers[i].ms, 3, es);
+		ExplainCloseGroup("Load Worker", NULL, true, es);
+	}
+	ExplainCloseGroup("Load Workers", "Load Workers", false, es);
+	ExplainPropertyFloat("Collect Time", "ms", ls->collect_ms, 3, es);
+}

@@ -1,0 +1,498 @@
+/*-------------------------------------------------------------------------
+ *
+ * sort_runs.c
+ *	  Writing the sort state's batches out as sorted runs when they outgrow
+ *	  work_mem: on threads, in the background while the next batch loads,
+ *	  and the batches' memory that the two take turns with.
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "executor/executor.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+#include "utils/sortsupport.h"
+#include "utils/tuplestore.h"
+
+#include "gpusort_exec.h"
+#include "gpusort_int.h"
+#include "gpusort_keys.h"
+#include "gpusort_spill.h"
+#include "sortstate_int.h"
+
+/*
+ * Writing a run of a batch on several threads.  The rows' order is known
+ * (rows[]), so each part takes a slice of it: the parts first add up their
+ * rows' bytes, which places every slice in the file, then format their
+ * rows into a buffer of their own and write it at their place.  Most of
+ * the time goes to fetching rows scattered over the arena, which is why
+ * it pays to spread.  The job refers to the batch's memory only, not to
+ * the sort state's current batch, so the second pass can run in the
+ * background while the next batch is loaded.
+ */
+struct GsSpillJob
+{
+	GsTempFile *file;
+	int			key_bytes;
+	MinimalTuple *tuples;		/* the batch's rows */
+	const uint64 *lossy;		/* and their lossy bits */
+	const uint32 *rows;			/* batch rows in sorted order */
+	const char *keys;			/* key of rows[i] at keys + i * key_bytes, */
+	const uint32 *keyidx;		/* else at keys + keyidx[i] * key_bytes */
+	uint32	   *merged;			/* rows and keyidx to free, if allocated */
+	size_t		n;
+	int			nparts;
+	size_t		bufsize;		/* of each part's write buffer */
+	int			pass;			/* 1: add up bytes, 2: write */
+	int64		base;			/* file offset of the run */
+	int64		bytes[GS_CPU_THREADS_MAX];
+	char	   *bufs[GS_CPU_THREADS_MAX];
+	int			err[GS_CPU_THREADS_MAX];
+};
+
+/* a new, empty run at the end of the sort's temporary file */
+GsRun *
+gs_new_run(GsSortState *s)
+{
+	GsRun	   *run;
+
+	if (s->file == NULL)
+		s->file = gs_temp_create(s->cxt);
+	if (s->nruns == s->runs_cap)
+	{
+		s->runs_cap = Max(16, s->runs_cap * 2);
+		s->runs = s->runs ?
+			repalloc(s->runs, s->runs_cap * sizeof(GsRun)) :
+			MemoryContextAlloc(s->cxt, s->runs_cap * sizeof(GsRun));
+	}
+	run = &s->runs[s->nruns++];
+	run->offset = gs_temp_extend(s->file, 0);
+	run->bytes = 0;
+	run->nrows = 0;
+	return run;
+}
+
+void
+gs_writer_emit(GsSortState *s, GsWriter *w, const char *data, size_t len)
+{
+	int64		off;
+	int			err;
+
+	if (len == 0)
+		return;
+	off = gs_temp_extend(s->file, len);
+	Assert(off == w->run->offset + w->run->bytes);
+	err = gs_temp_pwrite(s->file, data, len, off);
+	if (err)
+		gs_temp_error(s->file, err, true);
+	w->run->bytes += len;
+}
+
+void
+gs_writer_put(GsSortState *s, GsWriter *w, const char *key, bool lossy,
+			  MinimalTuple tup)
+{
+	size_t		len = gs_row_disk_bytes(s->key_bytes, tup);
+	size_t		body = tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
+	size_t		head;
+
+	if (w->used + len > w->size)
+	{
+		gs_writer_emit(s, w, w->buf, w->used);
+		w->used = 0;
+	}
+	head = gs_row_head(s->key_bytes, w->buf + w->used, key, lossy, tup);
+	if (len <= w->size)
+	{
+		memcpy(w->buf + w->used + head,
+			   (char *) tup + MINIMAL_TUPLE_DATA_OFFSET, body);
+		w->used += len;
+	}
+	else
+	{
+		/* larger than the buffer: its header, then the tuple from place */
+		gs_writer_emit(s, w, w->buf, head);
+		gs_writer_emit(s, w, (char *) tup + MINIMAL_TUPLE_DATA_OFFSET, body);
+	}
+	w->run->nrows++;
+	if ((w->run->nrows % INTERRUPT_INTERVAL) == 0)
+		CHECK_FOR_INTERRUPTS();
+}
+
+static void
+gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
+{
+	GsSpillJob *j = (GsSpillJob *) arg;
+	size_t		from = j->n * part / nparts;
+	size_t		to = j->n * (part + 1) / nparts;
+	size_t		kb = j->key_bytes;
+	char	   *buf = j->bufs[part];
+	size_t		used = 0;
+	int64		off;
+	size_t		i;
+
+	if (j->pass == 1)
+	{
+		int64		sum = 0;
+
+		for (i = from; i < to; i++)
+		{
+			if (i + GATHER_PREFETCH < to)
+				__builtin_prefetch(j->tuples[j->rows[i + GATHER_PREFETCH]]);
+			sum += gs_row_disk_bytes(kb, j->tuples[j->rows[i]]);
+			if ((i % INTERRUPT_INTERVAL) == 0 && *stop)
+				return;
+		}
+		j->bytes[part] = sum;
+		return;
+	}
+
+	off = j->base;
+	for (i = 0; i < (size_t) part; i++)
+		off += j->bytes[i];
+	for (i = from; i < to; i++)
+	{
+		uint32		row = j->rows[i];
+		MinimalTuple tup = j->tuples[row];
+		const char *key = j->keyidx ? j->keys + j->keyidx[i] * kb :
+			j->keys + i * kb;
+		size_t		body = tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
+		size_t		head = TAPE_ROW_HDR + kb;
+
+		if (i + GATHER_PREFETCH < to)
+			__builtin_prefetch(j->tuples[j->rows[i + GATHER_PREFETCH]]);
+		if (used + head + body > j->bufsize)
+		{
+			if ((j->err[part] = gs_temp_pwrite(j->file, buf, used, off)) != 0)
+				return;
+			off += used;
+			used = 0;
+			if (*stop)
+				return;
+		}
+		gs_row_head(kb, buf + used, key, gs_lossy_bit(j->lossy, row), tup);
+		if (head + body <= j->bufsize)
+		{
+			memcpy(buf + used + head,
+				   (char *) tup + MINIMAL_TUPLE_DATA_OFFSET, body);
+			used += head + body;
+		}
+		else
+		{
+			/* larger than the buffer: its header, then the tuple in place */
+			if ((j->err[part] = gs_temp_pwrite(j->file, buf, head, off)) != 0 ||
+				(j->err[part] = gs_temp_pwrite(j->file,
+												(char *) tup + MINIMAL_TUPLE_DATA_OFFSET,
+												body, off + head)) != 0)
+				return;
+			off += head + body;
+		}
+	}
+	j->err[part] = gs_temp_pwrite(j->file, buf, used, off);
+}
+
+/* raise the first write failure any part of a finished job met */
+static void
+gs_spill_check(GsSpillJob *j)
+{
+	int			p;
+
+	for (p = 0; p < j->nparts; p++)
+	{
+		if (j->err[p])
+			gs_temp_error(j->file, j->err[p], true);
+	}
+}
+
+/*
+ * A job writing the batch's rows in the order of rows[] as a new run: the
+ * first pass is done, the run placed in the file (temp_file_limit checked)
+ * and the second pass is left to the caller.
+ */
+static GsSpillJob *
+gs_spill_prepare(GsSortState *s, const uint32 *rows, const char *keys,
+				 const uint32 *keyidx, uint32 *merged, size_t n)
+{
+	GsSpillJob *j = MemoryContextAllocZero(s->cxt, sizeof(GsSpillJob));
+	int64		total = 0;
+	GsRun	   *run;
+	int			p;
+
+	j->file = s->file;
+	j->key_bytes = s->key_bytes;
+	j->tuples = s->tuples;
+	j->lossy = s->lossy;
+	j->rows = rows;
+	j->keys = keys;
+	j->keyidx = keyidx;
+	j->merged = merged;
+	j->n = n;
+	j->nparts = (int) Min((size_t) gpusort_cpu_threads,
+						  n / SPILL_PART_MIN_ROWS + 1);
+	/* the buffers take at most a sixteenth of the batch's memory */
+	j->bufsize = (size_t) (s->batch_limit / 16 / j->nparts);
+	j->bufsize = Max(j->bufsize, SPILL_WRITE_BUFFER_MIN);
+	j->bufsize = Min(j->bufsize, SPILL_WRITE_BUFFER);
+	for (p = 0; p < j->nparts; p++)
+		j->bufs[p] = MemoryContextAlloc(s->cxt, j->bufsize);
+	gs_note_mem(s, (int64) j->nparts * j->bufsize);
+
+	/* a pass stopped by an interrupt that did not throw starts over */
+	j->pass = 1;
+	while (!gs_parallel(gs_spill_part, j, j->nparts))
+		;
+	for (p = 0; p < j->nparts; p++)
+		total += j->bytes[p];
+	run = gs_new_run(s);
+	j->base = gs_temp_extend(s->file, total);
+	Assert(j->base == run->offset);
+	run->bytes = total;
+	run->nrows = n;
+	j->pass = 2;
+	return j;
+}
+
+static void
+gs_spill_free(GsSpillJob *j)
+{
+	int			p;
+
+	for (p = 0; p < j->nparts; p++)
+		pfree(j->bufs[p]);
+	if (j->merged)
+		pfree(j->merged);
+	pfree(j);
+}
+
+/* free what the batch's rows use, keeping its arrays and blocks */
+static void
+gs_release_rows(GsSortState *s)
+{
+	int			i;
+
+	for (i = 0; i < s->nchunks; i++)
+		pfree(s->chunks[i].perm);
+	s->nchunks = 0;
+	memset(s->lossy, 0, (s->cap / 64 + 1) * sizeof(uint64));
+	MemoryContextReset(s->tupcxt);
+}
+
+/* forget the in-memory batch, keeping its arrays for the next one */
+static void
+gs_reset_batch(GsSortState *s)
+{
+	gs_release_rows(s);
+	s->first_pending = 0;
+	s->chunk_bytes = 0;
+	s->nrows = 0;
+	s->chunk_start = 0;
+	s->arena_bytes = 0;
+	s->blk_left = 0;
+	s->blk_next = 0;
+}
+
+/* free the batch's arrays and arena blocks, when no more rows will come */
+void
+gs_free_batch(GsSortState *s)
+{
+	int			i;
+
+	pfree(s->tuples);
+	s->tuples = NULL;
+	gs_keybuf_free(s->keys_engine, s->keys);
+	s->keys = NULL;
+	s->cap = 0;
+	for (i = 0; i < s->nblocks; i++)
+		pfree(s->blocks[i].ptr);
+	s->nblocks = 0;
+}
+
+#define GS_SWAP(type, a, b) \
+	do { type swap_ = (a); (a) = (b); (b) = swap_; } while (0)
+
+/* the batch being loaded and the spare one trade places */
+void
+gs_swap_batches(GsSortState *s)
+{
+	GsBatch    *o = &s->spare;
+
+	GS_SWAP(MinimalTuple *, s->tuples, o->tuples);
+	GS_SWAP(char *, s->keys, o->keys);
+	GS_SWAP(uint64 *, s->lossy, o->lossy);
+	GS_SWAP(size_t, s->cap, o->cap);
+	GS_SWAP(GsChunk *, s->chunks, o->chunks);
+	GS_SWAP(int, s->nchunks, o->nchunks);
+	GS_SWAP(int, s->chunks_cap, o->chunks_cap);
+	GS_SWAP(GsBlock *, s->blocks, o->blocks);
+	GS_SWAP(int, s->nblocks, o->nblocks);
+	GS_SWAP(int, s->blocks_cap, o->blocks_cap);
+	GS_SWAP(MemoryContext, s->tupcxt, o->tupcxt);
+}
+
+/* wait for the spare batch's write, then free its rows */
+void
+gs_spill_wait(GsSortState *s)
+{
+	GsSpillJob *j = s->writing;
+	instr_time	t0;
+	bool		done;
+
+	if (j == NULL)
+		return;
+	INSTR_TIME_SET_CURRENT(t0);
+	done = gs_task_wait(s->write_task);
+	s->spill_wait_ms += gs_elapsed_ms(t0);
+	if (!done)
+	{
+		/* stopped by an interrupt that did not throw: write it again */
+		while (!gs_parallel(gs_spill_part, j, j->nparts))
+			;
+	}
+	s->write_task = NULL;
+	s->writing = NULL;
+	gs_spill_check(j);
+	gs_spill_free(j);
+	gs_swap_batches(s);
+	gs_release_rows(s);
+	gs_swap_batches(s);
+}
+
+/*
+ * From the second batch on, writing overlaps loading: each batch gets half
+ * of work_mem, and a second set of arrays and arena blocks.  The first
+ * batch's are cut down to the new size (its arena blocks beyond it freed).
+ * The arrays get room for as many rows as the first batch's rows, at their
+ * size in the arena, say will fit (the first batch's arrays were sized up
+ * front from the planner's estimate, and may be far too large).
+ */
+static void
+gs_start_overlap(GsSortState *s, size_t rows, int64 arena)
+{
+	size_t		cap = Max(s->cap / 2, MIN_BATCH_ROWS);
+	int64		kept = 0;
+	int			i;
+	int			n = 0;
+
+	if (rows > 0)
+	{
+		double		per_row = (double) arena / rows +
+			sizeof(MinimalTuple) + s->key_bytes;
+		double		fit = (double) s->mem_limit / 2 / per_row * 1.05;
+
+		cap = Min(cap, (size_t) fit + MIN_BATCH_ROWS);
+	}
+
+	s->overlap = true;
+	s->batch_limit = s->mem_limit / 2;
+	/* new blocks small enough that the last one overshoots by little */
+	s->next_blk_size = Min(s->next_blk_size,
+						   Max(ARENA_FIRST_BLOCK,
+							   TYPEALIGN(1024, s->batch_limit / 16)));
+
+	/* the arrays to half their rows, the blocks to what still fits */
+	s->tuples = repalloc_huge(s->tuples, cap * sizeof(MinimalTuple));
+	s->keys = gs_keybuf_grow(s->keys_engine, s->keys, 0, cap * s->key_bytes);
+	s->lossy = repalloc_huge(s->lossy, (cap / 64 + 1) * sizeof(uint64));
+	memset(s->lossy, 0, (cap / 64 + 1) * sizeof(uint64));
+	s->cap = cap;
+	kept = (int64) cap * (sizeof(MinimalTuple) + s->key_bytes);
+	for (i = 0; i < s->nblocks; i++)
+	{
+		if (kept + (int64) s->blocks[i].size <= s->batch_limit)
+		{
+			kept += s->blocks[i].size;
+			s->blocks[n++] = s->blocks[i];
+		}
+		else
+			pfree(s->blocks[i].ptr);
+	}
+	s->nblocks = n;
+
+	/* the spare batch: the same arrays, blocks as it goes */
+	s->spare.cap = cap;
+	s->spare.tuples = MemoryContextAllocHuge(s->cxt, cap * sizeof(MinimalTuple));
+	s->spare.keys = gs_keybuf_alloc(s->keys_engine, cap * s->key_bytes, s->cxt);
+	s->spare.lossy = MemoryContextAllocHuge(s->cxt, (cap / 64 + 1) * sizeof(uint64));
+	memset(s->spare.lossy, 0, (cap / 64 + 1) * sizeof(uint64));
+	s->spare.tupcxt = AllocSetContextCreate(s->cxt, "GpuSort tuples",
+											ALLOCSET_DEFAULT_SIZES);
+}
+
+/*
+ * Sort the batch's last chunk and write the batch out as a new run.  The
+ * first spill writes while the backend waits; from then on (when threads
+ * may be used) the write goes on in the background while the next batch
+ * is loaded into the spare batch's memory, and is waited for at the next
+ * spill or at the end of the input.
+ */
+void
+gs_spill_batch(GsSortState *s)
+{
+	GsSpillJob *j;
+	instr_time	t0;
+	size_t		rows;
+	int64		arena;
+
+	if (s->nrows == 0)
+		return;
+	gs_close_chunk(s, true);
+	gs_finish_chunks(s);
+
+	INSTR_TIME_SET_CURRENT(t0);
+	if (s->file == NULL)
+		s->file = gs_temp_create(s->cxt);
+	rows = s->nrows;
+	arena = s->arena_bytes;
+	/* the spare batch must be written before it can be loaded again */
+	gs_spill_wait(s);
+	if (s->nchunks == 1)
+	{
+		/* one chunk: its order and its keys, sorted in place */
+		GsChunk    *c = &s->chunks[0];
+
+		j = gs_spill_prepare(s, c->perm, s->keys + c->base * s->key_bytes,
+							 NULL, NULL, c->nrows);
+	}
+	else
+	{
+		/*
+		 * Merge the chunks into the rows' order and where their keys are,
+		 * here on the backend (ties may need PostgreSQL's comparators),
+		 * then write as for one chunk.
+		 */
+		size_t		n = s->nrows;
+		uint32	   *merged = MemoryContextAllocHuge(s->cxt,
+													2 * n * sizeof(uint32));
+		uint32	   *rows = merged;
+		uint32	   *keyidx = merged + n;
+
+		gs_note_mem(s, (int64) n * 2 * sizeof(uint32));
+		gs_merge_chunk_rows(s, rows, keyidx);
+		j = gs_spill_prepare(s, rows, s->keys, keyidx, merged, n);
+	}
+
+	if (s->overlap)
+	{
+		s->spare_bytes = gs_mem_used(s);
+		gs_swap_batches(s);
+		s->writing = j;
+		s->write_task = gs_task_start(s->cxt, gs_spill_part, j, j->nparts);
+	}
+	else
+	{
+		while (!gs_parallel(gs_spill_part, j, j->nparts))
+			;
+		gs_spill_check(j);
+		gs_spill_free(j);
+	}
+	s->total_runs++;
+	gs_reset_batch(s);
+	if (!s->overlap && gpusort_cpu_threads > 1)
+		gs_start_overlap(s, rows, arena);
+	s->spill_ms += gs_elapsed_ms(t0);
+}

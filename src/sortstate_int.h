@@ -1,0 +1,562 @@
+/*-------------------------------------------------------------------------
+ *
+ * sortstate_int.h
+ *	  The sort state's insides, shared by sortstate.c (its life cycle),
+ *	  sort_load.c, sort_runs.c, sort_merge.c and sort_emit.c.
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SORTSTATE_INT_H
+#define SORTSTATE_INT_H
+
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "executor/tuptable.h"
+#include "portability/instr_time.h"
+#include "utils/sortsupport.h"
+#include "utils/tuplestore.h"
+
+#include "gpusort_exec.h"
+#include "gpusort_int.h"
+#include "gpusort_keys.h"
+#include "gpusort_spill.h"
+
+/*
+ * Arena blocks start small (sorts of a few rows stay cheap) and double up
+ * to a size where malloc overhead is negligible; tuples larger than a
+ * quarter of the biggest block get a chunk of their own.
+ */
+#define ARENA_FIRST_BLOCK	(32 * 1024)
+#define ARENA_MAX_BLOCK		(8 * 1024 * 1024)
+#define ARENA_BIG_TUPLE		(ARENA_MAX_BLOCK / 4)
+
+/* transparent huge page size on x86-64 and arm64 with 4 kB base pages */
+#define HUGE_PAGE_BYTES		(2 * 1024 * 1024)
+
+/*
+ * Rows a batch takes before it may be spilled, whatever work_mem says:
+ * spilling runs of a row or two costs far more than the memory it saves.
+ */
+#define MIN_BATCH_ROWS		64
+
+/*
+ * Host memory an engine takes per row while it sorts, over the keys and the
+ * permutation: the CPU engine's two 12-byte record buffers.  Reported in
+ * EXPLAIN's peak memory; it is not counted against work_mem (like the
+ * stack of PostgreSQL's own quicksort).
+ */
+#define ENGINE_SCRATCH_PER_ROW	24
+
+/* smallest chunk, however small the GPU memory budget */
+#define MIN_CHUNK_ROWS		256
+
+/* rows emitted ahead of the current one whose memory is prefetched */
+#define PREFETCH_DISTANCE	8
+
+/* rows ahead whose pointer is prefetched while gathering sorted order */
+#define GATHER_PREFETCH		16
+
+/*
+ * Gathering row pointers into sorted order (one random read a row) is
+ * spread over gpusort.cpu_threads threads from this many rows on; below,
+ * starting threads costs more than it saves.
+ */
+#define PAR_GATHER_MIN_ROWS	(1024 * 1024)
+
+/*
+ * The in-memory chunk merge on threads (gs_par_merge_chunks) cuts the keys
+ * into this many ranges a thread, so that uneven ranges even out (18
+ * chunks of 50M int8 rows on the H100: 0.9 s on 4 threads, against
+ * 1.8-2.5 s on the backend); and
+ * takes at most this many chunks (a tree of that size on each thread's
+ * stack), from PAR_MERGE_MIN_ROWS rows on: below, starting threads costs
+ * about what merging on the backend does.
+ */
+#define PAR_MERGE_RANGES_PER_THREAD	8
+#define GS_PAR_MERGE_MAX_CHUNKS	256
+#define PAR_MERGE_MIN_ROWS	65536
+
+/* how often long loops of ours check for interrupts (rows) */
+#define INTERRUPT_INTERVAL	65536
+
+/* and the tie-break, in comparisons (each may be a strcoll) */
+#define COMPARE_INTERRUPT_INTERVAL 1024
+
+/*
+ * Reading a run from disk: each run being merged gets a read buffer of
+ * work_mem / merge order, at least MERGE_MIN_BUFFER.  So work_mem bounds
+ * the merge order: 4MB gives 128 runs per pass; each run of a 4MB sort
+ * holds ~4MB, so one pass merges ~512MB and two passes ~64GB.  Below
+ * MERGE_MIN_ORDER runs per pass the passes themselves cost more than the
+ * few buffers over a tiny work_mem.  Larger buffers than MERGE_MAX_BUFFER
+ * buy nothing on sequential temp-file reads.  With 128 runs (50M rows,
+ * work_mem 64MB, H100 machine) reading rows straight from PostgreSQL's tape
+ * buffers took a cache miss a row and the final merge ~13 s under EXPLAIN
+ * ANALYZE; through a read buffer per run with a prefetch of each run's next
+ * row, 6.7 s.  What remained was one core doing all of the merge, and one
+ * core writing every run (4.5-6.3 s for the 3.1 GB of those runs): hence
+ * the threads below.
+ *
+ * Writing a run: the batch's rows are split into up to gpusort.cpu_threads
+ * slices of at least SPILL_PART_MIN_ROWS rows (below that a thread's start
+ * costs about what its slice does), each written by a thread through a
+ * SPILL_WRITE_BUFFER buffer (one system call per buffer; 32 times BufFile's
+ * 8 kB), smaller (down to SPILL_WRITE_BUFFER_MIN) where that would be more
+ * than a sixteenth of the batch's memory.  From the second batch on the write runs in the background while
+ * the next batch loads (gs_spill_batch).  On the H100 (50M rows, work_mem
+ * 64MB, 4 threads) the backend then waited 3-12 ms in all for the 3.1 GB
+ * of runs, where writing them on its own core had taken 4.5-6.3 s.
+ *
+ * The final merge, when the keys alone decide the order (exact keys) and
+ * gpusort.cpu_threads allows: the runs are split into that many groups,
+ * each merged by a thread into a stream of rows (spill.c), and the backend
+ * merges the streams.  Half of work_mem goes to the streams' blocks, half
+ * to the runs' read buffers.  Same machine and sort: the final merge took
+ * 3.1-3.6 s as rows were returned, of which the backend waited 0.15-0.25 s
+ * for the streams (0.04 s with 8 threads), against 6.7 s merged on the
+ * backend alone.
+ *
+ * Chunks in flight: two (GS_MAX_INFLIGHT, the engine API's limit).  With
+ * 18 chunks of 50M int8 keys on the H100 the backend waited 56 ms in all
+ * for 190 ms of engine work (transfers and sorts), so a second chunk in
+ * flight already hides nearly all of it; a third would cost another chunk's
+ * device buffers for at most those 56 ms.
+ */
+#define MERGE_MIN_BUFFER	(4 * BLCKSZ)
+#define MERGE_MIN_ORDER		6
+#define MERGE_MAX_BUFFER	(1024 * 1024)
+#define SPILL_WRITE_BUFFER	(256 * 1024)
+#define SPILL_WRITE_BUFFER_MIN	(16 * 1024)
+#define SPILL_PART_MIN_ROWS	16384
+
+typedef enum GsStatus
+{
+	GS_LOADING,					/* taking rows */
+	GS_SORTED,					/* in-memory result in sorted[] */
+	GS_MERGING,					/* streaming the final merge of runs */
+	GS_STORED					/* final merge materialised in a tuplestore */
+} GsStatus;
+
+/* a sorted chunk of the in-memory batch */
+typedef struct GsChunk
+{
+	size_t		base;			/* first row (batch row index) */
+	size_t		nrows;
+	uint32	   *perm;			/* batch row indexes in sorted order; keys
+								 * base.. base+nrows-1 are sorted in place */
+	int			job;			/* slot in jobs[] while the engine sorts it,
+								 * else -1 */
+	bool		keys_out;		/* the engine returns the keys sorted */
+} GsChunk;
+
+/*
+ * An arena block.  Blocks outlive a batch: the next batch after a spill
+ * fills them again, so their pages are faulted in once per sort rather than
+ * once per batch (which costs as much as copying the rows).
+ */
+typedef struct GsBlock
+{
+	char	   *ptr;
+	size_t		size;
+} GsBlock;
+
+/* one input of a merge: an in-memory chunk, a run on disk, or a stream */
+typedef struct GsSource
+{
+	bool		eof;
+	uint64		k0;				/* the key's first word (a 4-byte key
+								 * widened); PG_UINT64_MAX at eof */
+	const char *key;			/* current row */
+	bool		lossy;
+	MinimalTuple tup;			/* NULL for a chunk row not fetched (!want_tup) */
+	/* chunk */
+	GsChunk    *chunk;
+	size_t		pos;
+	uint32		row;			/* batch row of the current row */
+	bool		want_tup;		/* fetch tuples as rows come (else lazily) */
+	/* run on disk */
+	GsRun	   *run;
+	size_t		left;			/* rows not yet read */
+	int64		fpos;			/* file offset of the next bytes to read */
+	int64		fend;			/* end of the run */
+	int64		given_back;		/* disk space before this was given back */
+	char	   *keybuf;			/* header and key of the current row */
+	char	   *tupbuf;			/* MAXALIGNed */
+	size_t		tupbuf_size;
+	char	   *rbuf;			/* read-ahead: rbuf[rpos .. rlen) is the
+								 * run's next bytes */
+	size_t		rbuf_size;
+	size_t		rpos;
+	size_t		rlen;
+	/* stream: runs merged by a thread (spill.c) */
+	GsStream   *stream;
+} GsSource;
+
+typedef struct GsMerge
+{
+	GsSortState *s;
+	int			nsrc;
+	GsSource   *src;
+	int		   *tree;			/* tree[0] winner, tree[1..nsrc-1] losers */
+	uint64	   *tree_k0;		/* each loser's first key word, so that a
+								 * replay reads only the tree */
+	int			pending;		/* source to advance before the next row,
+								 * -1 if none */
+} GsMerge;
+
+/*
+ * What a batch of rows in memory owns beyond the sort state's cursors.
+ * Once writing runs overlaps loading, two batches take turns: one is
+ * written out by threads while the next is loaded (see gs_spill_batch).
+ */
+typedef struct GsBatch
+{
+	MinimalTuple *tuples;
+	char	   *keys;
+	uint64	   *lossy;
+	size_t		cap;
+	GsChunk    *chunks;
+	int			nchunks;
+	int			chunks_cap;
+	GsBlock    *blocks;
+	int			nblocks;
+	int			blocks_cap;
+	MemoryContext tupcxt;
+} GsBatch;
+
+typedef struct GsSpillJob GsSpillJob;
+
+struct GsSortState
+{
+	MemoryContext cxt;			/* owns everything below */
+	MemoryContext tupcxt;		/* tuples too big for an arena block */
+	MemoryContext mergecxt;		/* merge buffers */
+	GsStatus	status;
+
+	/* sort definition */
+	TupleDesc	tupdesc;
+	int			nkeys;
+	AttrNumber *attnums;
+	Oid		   *sortops;
+	Oid		   *collations;
+	bool	   *nulls_first;
+	int			maxattno;
+	int			work_mem_kb;
+	bool		random_access;
+
+	/* keys */
+	GsKeyPlan  *kp;
+	int			key_bytes;
+	bool		exact;			/* static part: every column fully encoded */
+	bool		any_lossy;		/* some row's encoding lost information */
+	uint64	   *lossy;			/* bit per batch row */
+	SortSupport ssup;			/* PostgreSQL's comparators, for ties */
+
+	/* engine */
+	GsEngine   *keys_engine;	/* owner of the key buffer */
+	GsEngine   *sort_engine;	/* the one that sorted (the last chunk) */
+	char	   *fallback;
+
+	/* the in-memory batch */
+	size_t		nrows;			/* rows in the batch */
+	size_t		cap;			/* rows the arrays below have room for */
+	MinimalTuple *tuples;		/* in arrival order */
+	char	   *keys;			/* cap * key_bytes, engine-owned */
+	size_t		chunk_rows;		/* GPU budget in rows; 0 = no limit */
+	size_t		chunk_start;	/* first row of the open chunk */
+	GsChunk    *chunks;
+	int			nchunks;
+	int			chunks_cap;
+	int			first_pending;	/* chunks from here on are being sorted */
+	GsSortJob	jobs[GS_MAX_INFLIGHT];	/* never move: engine.c links them */
+	MinimalTuple *sorted;		/* GS_SORTED: rows in sorted order */
+	size_t		nsorted;
+
+	/* arena */
+	char	   *blk_free;
+	size_t		blk_left;
+	size_t		next_blk_size;
+	int64		arena_bytes;	/* arena memory this batch has taken */
+	GsBlock    *blocks;			/* every arena block, kept across batches */
+	int			nblocks;
+	int			blocks_cap;
+	int			blk_next;		/* first block this batch has not used */
+	int64		chunk_bytes;	/* chunk permutations */
+	int64		mem_limit;
+	int64		batch_limit;	/* for the batch being loaded */
+	int64		mem_peak;
+
+	/* writing runs in the background (see gs_spill_batch) */
+	bool		overlap;
+	GsBatch		spare;			/* the batch not being loaded */
+	GsSpillJob *writing;		/* the spare's write in progress, or NULL */
+	int64		spare_bytes;	/* memory the spare holds meanwhile */
+	GsTask	   *write_task;
+
+	/* runs on disk */
+	GsTempFile *file;
+	uint32		max_tuple_len;	/* of any row so far */
+	GsRun	   *runs;
+	int			nruns;
+	int			runs_cap;
+	int			merge_order;
+	GsMerge    *merge;			/* GS_MERGING */
+	Tuplestorestate *store;		/* GS_STORED */
+	TupleTableSlot *store_slot;
+
+	/* reading GS_SORTED */
+	size_t		current;		/* as in tuplesort: next row to return */
+	bool		eof_reached;
+	size_t		markpos;
+	bool		markeof;
+
+	/* report */
+	double		total_rows;
+	int			total_chunks;
+	int			total_runs;
+	int			merge_passes;
+	int			nstreams;		/* threads of the final merge */
+	double		load_ms;
+	double		sort_ms;		/* submitting and waiting for the engine */
+	double		engine_ms;		/* the engine's own work (transfers and
+								 * sort), maybe in the background */
+	double		transfer_ms;
+	double		tiebreak_ms;
+	double		tiebreak_rows;
+	uint64		ncompares;
+	double		spill_ms;
+	double		spill_wait_ms;	/* waiting for background writes */
+	double		merge_ms;
+	double		merge_wait_ms;	/* waiting for the merge's threads */
+	instr_time	stream_start;	/* the final merge began returning rows */
+	bool		merge_timed;	/* and its time was taken */
+	instr_time	load_start;
+	bool		load_started;
+};
+
+/*
+ * Writing a run on the backend (merge passes): rows are formatted into a
+ * buffer, which goes to the end of the file when full.  Nothing else
+ * extends the file meanwhile, so the run stays one stretch.
+ */
+typedef struct GsWriter
+{
+	GsRun	   *run;
+	char	   *buf;
+	size_t		size;
+	size_t		used;
+} GsWriter;
+
+static inline double
+gs_elapsed_ms(instr_time start)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, start);
+	return INSTR_TIME_GET_MILLISEC(now);
+}
+
+/*
+ * Compare the words of two keys after the first (the merge compares the
+ * first words itself, see gs_key_word0); only keys wider than 8 bytes have
+ * such words.  Words are native uint64, most significant first.
+ */
+static inline int
+gs_key_cmp_rest(const char *a, const char *b, int key_bytes)
+{
+	int			w;
+
+	for (w = 8; w < key_bytes; w += 8)
+	{
+		uint64		x;
+		uint64		y;
+
+		memcpy(&x, a + w, 8);
+		memcpy(&y, b + w, 8);
+		if (x != y)
+			return x < y ? -1 : 1;
+	}
+	return 0;
+}
+
+static inline bool
+gs_lossy_bit(const uint64 *bits, size_t row)
+{
+	return (bits[row / 64] >> (row % 64)) & 1;
+}
+
+static inline bool
+gs_row_lossy(GsSortState *s, size_t row)
+{
+	return gs_lossy_bit(s->lossy, row);
+}
+
+/*
+ * Rows taken in sorted order have their tuples scattered over the arena:
+ * prefetch the pointer of a row some way ahead of row i of order[], then
+ * the tuple of a nearer one (whose pointer came in by now).
+ */
+static inline void
+gs_prefetch_row(GsSortState *s, const uint32 *order, size_t i, size_t n)
+{
+	if (i + GATHER_PREFETCH < n)
+		__builtin_prefetch(&s->tuples[order[i + GATHER_PREFETCH]]);
+	if (i + PREFETCH_DISTANCE < n)
+		__builtin_prefetch(s->tuples[order[i + PREFETCH_DISTANCE]]);
+}
+
+/* full comparison of two exact keys (word order, as the engines sort) */
+static inline int
+gs_key_cmp(const char *a, const char *b, int key_bytes)
+{
+	uint64		x = gs_key_word0(a, key_bytes);
+	uint64		y = gs_key_word0(b, key_bytes);
+
+	if (x != y)
+		return x < y ? -1 : 1;
+	return gs_key_cmp_rest(a, b, key_bytes);
+}
+
+/* the bytes of a row on disk (see gpusort_spill.h) */
+static inline size_t
+gs_row_disk_bytes(int key_bytes, MinimalTuple tup)
+{
+	return TAPE_ROW_HDR + key_bytes + tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
+}
+
+/* format a row's header and key at dst; the tuple's bytes follow */
+static inline size_t
+gs_row_head(int key_bytes, char *dst, const char *key, bool lossy,
+			MinimalTuple tup)
+{
+	uint32		word = tup->t_len | (lossy ? TAPE_LOSSY_BIT : 0);
+
+	/* a tuple of 2GB can't be (MaxAllocHugeSize is larger, t_len not) */
+	Assert(tup->t_len < TAPE_LOSSY_BIT);
+	memcpy(dst, &word, sizeof(uint32));
+	memcpy(dst + TAPE_ROW_HDR, key, key_bytes);
+	return TAPE_ROW_HDR + key_bytes;
+}
+
+/*
+ * Copy the slot's row as a MinimalTuple into memory that alloc(arg, len)
+ * gives (the arena of sort_load.c, or shared memory for a parallel load,
+ * sort_parallel.c).  natts is the descriptor's number of attributes.
+ */
+typedef char *(*GsRowAllocFn) (void *arg, Size len);
+
+static inline MinimalTuple
+gs_form_row(TupleTableSlot *slot, int natts, GsRowAllocFn alloc, void *arg)
+{
+	MinimalTuple mt;
+	bool		should_free;
+
+	if (TTS_IS_MINIMALTUPLE(slot))
+	{
+		MinimalTuple src = ExecFetchSlotMinimalTuple(slot, &should_free);
+
+		mt = (MinimalTuple) alloc(arg, src->t_len);
+		memcpy(mt, src, src->t_len);
+		if (should_free)
+			pfree(src);
+		return mt;
+	}
+
+	if (TTS_IS_HEAPTUPLE(slot) || TTS_IS_BUFFERTUPLE(slot))
+	{
+		HeapTuple	ht = ExecFetchSlotHeapTuple(slot, false, &should_free);
+
+		/*
+		 * A stored heap tuple can have fewer attributes than the descriptor
+		 * (columns added later with a default); form those from the
+		 * deformed values below instead.
+		 */
+		if (HeapTupleHeaderGetNatts(ht->t_data) >= natts)
+		{
+			Size		len = ht->t_len - MINIMAL_TUPLE_OFFSET;
+
+			mt = (MinimalTuple) alloc(arg, len);
+			memcpy(mt, (char *) ht->t_data + MINIMAL_TUPLE_OFFSET, len);
+			mt->t_len = len;
+			if (should_free)
+				heap_freetuple(ht);
+			return mt;
+		}
+		if (should_free)
+			heap_freetuple(ht);
+	}
+
+	/* virtual slot (or short heap tuple): form from the values */
+	{
+		TupleDesc	desc = slot->tts_tupleDescriptor;
+		int			ndesc = desc->natts;
+		bool		hasnull = false;
+		Size		hoff;
+		Size		data_len;
+		int			i;
+
+		slot_getallattrs(slot);
+		for (i = 0; i < ndesc; i++)
+		{
+			if (slot->tts_isnull[i])
+			{
+				hasnull = true;
+				break;
+			}
+		}
+		hoff = SizeofMinimalTupleHeader;
+		if (hasnull)
+			hoff += BITMAPLEN(ndesc);
+		hoff = MAXALIGN(hoff);
+		data_len = heap_compute_data_size(desc, slot->tts_values,
+										  slot->tts_isnull);
+		mt = (MinimalTuple) alloc(arg, hoff + data_len);
+		memset(mt, 0, hoff + data_len);
+		mt->t_len = hoff + data_len;
+		HeapTupleHeaderSetNatts(mt, ndesc);
+		mt->t_hoff = hoff + MINIMAL_TUPLE_OFFSET;
+		heap_fill_tuple(desc, slot->tts_values, slot->tts_isnull,
+						(char *) mt + hoff, data_len, &mt->t_infomask,
+						hasnull ? mt->t_bits : NULL);
+		return mt;
+	}
+}
+
+/* ---- sortstate.c: life cycle and memory accounting ---- */
+extern void gs_advise_huge(void *p, size_t len);
+extern int64 gs_mem_used(GsSortState *s);
+extern void gs_note_mem(GsSortState *s, int64 extra);
+extern int	gs_cmp_tuples(GsSortState *s, MinimalTuple ta, MinimalTuple tb);
+extern int	gs_cmp_rows(const void *a, const void *b, void *arg);
+
+/* ---- sort_load.c ---- */
+extern void gs_finish_chunks(GsSortState *s);
+extern void gs_close_chunk(GsSortState *s, bool keys_needed);
+
+/* ---- sort_runs.c ---- */
+extern GsRun *gs_new_run(GsSortState *s);
+extern void gs_writer_emit(GsSortState *s, GsWriter *w, const char *data,
+						   size_t len);
+extern void gs_writer_put(GsSortState *s, GsWriter *w, const char *key,
+						  bool lossy, MinimalTuple tup);
+extern void gs_free_batch(GsSortState *s);
+extern void gs_swap_batches(GsSortState *s);
+extern void gs_spill_wait(GsSortState *s);
+extern void gs_spill_batch(GsSortState *s);
+
+/* ---- sort_merge.c ---- */
+extern GsSource *gs_merge_next(GsSortState *s, GsMerge *m);
+extern GsMerge *gs_merge_runs(GsSortState *s, GsRun *runs, int n);
+extern void gs_merge_chunk_rows(GsSortState *s, uint32 *rows, uint32 *keyidx);
+extern GsMerge *gs_merge_streams(GsSortState *s);
+extern void gs_merge_waits(GsSortState *s, GsMerge *m);
+extern void gs_merge_passes(GsSortState *s);
+
+/* ---- sort_emit.c ---- */
+extern void gs_merge_chunks_to_array(GsSortState *s);
+
+#endif							/* SORTSTATE_INT_H */
