@@ -2,9 +2,9 @@
 # (CPU always, CUDA when a toolkit is found at build time).
 
 EXTENSION = gpusort
-EXTVERSION = 0.1
+EXTVERSION = 0.2
 MODULE_big = gpusort
-DATA = gpusort--0.1.sql
+DATA = gpusort--0.1.sql gpusort--0.2.sql gpusort--0.1--0.2.sql
 PGFILEDESC = "gpusort - sorts on the GPU"
 
 OBJS = \
@@ -17,6 +17,8 @@ OBJS = \
 	src/sortstate.o \
 	src/spill.o \
 	src/keys_sql.o \
+	src/service.o \
+	src/service_client.o \
 	$(patsubst %.c,%.o,$(wildcard src/index*.c))
 
 # pg_regress suites, one file per concern; order matters only for "setup"
