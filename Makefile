@@ -37,3 +37,11 @@ include $(PGXS)
 # The CUDA engine (cuda/) is built when nvcc is on PATH or under
 # /usr/local/cuda, unless the caller says WITH_CUDA=no.
 -include $(srcdir)/cuda/cuda.mk
+
+# The whole suite again with every sort sent through the gpusort service
+# (its "fake" device sorts with the CPU engine inside the service process),
+# so the service's data path is checked on machines without a GPU too.
+installcheck-service:
+	PGOPTIONS="$(PGOPTIONS) -c gpusort.service_fault=fake -c gpusort.engine=gpu" \
+		$(MAKE) installcheck
+.PHONY: installcheck-service

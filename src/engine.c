@@ -178,8 +178,12 @@ gs_engine_choose(double nrows, const char **fallback)
 		why = "the gpusort service is not available in this process";
 	strlcpy(gpu_error, why, sizeof(gpu_error));
 
-	/* wanted the GPU and can't have it */
-	if (gpusort_engine_choice == GS_ENGINE_GPU && !gpu_warned)
+	/*
+	 * Wanted the GPU and can't have it.  A service that is restarting is
+	 * back in a second: only EXPLAIN tells about that.
+	 */
+	if (gpusort_engine_choice == GS_ENGINE_GPU && !gpu_warned &&
+		!(gs_service != NULL && gs_service->state == GS_SVC_STOPPED))
 	{
 		gpu_warned = true;
 		ereport(WARNING,

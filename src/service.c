@@ -372,6 +372,12 @@ gs_job_run(GsWorker *w, GsJob *job)
 			}
 			break;
 	}
+	/* a sort the service's stop interrupted failed; the backend did not cancel */
+	if (job->status == GS_ERR_CANCELED && !*job->cancel)
+	{
+		job->status = GS_ERR_NODEVICE;
+		snprintf(job->err, sizeof(job->err), "the gpusort service stopped");
+	}
 	job->run_ms = gs_now_ms() - t0;
 }
 
