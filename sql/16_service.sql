@@ -181,7 +181,7 @@ SELECT gs_service_idle() AS idle;
 -- a session without the fault on a machine without a device never asks
 -- the service; where there is one, the service sorts
 SET gpusort.service_fault = none;
-RESET gpusort.engine;
+SET gpusort.engine = auto;
 SELECT rows, same FROM gs_check('SELECT * FROM svc_t ORDER BY k, id');
 
 DROP TABLE svc_out;
