@@ -109,7 +109,7 @@ svc_slices_alloc(int n)
 	if (found >= 0)
 		for (i = found; i < found + n; i++)
 		{
-			ctl->slices[i].owner = MyProc->pgprocno;
+			ctl->slices[i].owner = gs_my_procno();
 			ctl->slices[i].owner_pid = MyProcPid;
 		}
 	LWLockRelease(ctl->lock);
@@ -133,7 +133,7 @@ svc_slices_extend(int first, int n, int m)
 	if (ok)
 		for (i = first + n; i < first + m; i++)
 		{
-			ctl->slices[i].owner = MyProc->pgprocno;
+			ctl->slices[i].owner = gs_my_procno();
 			ctl->slices[i].owner_pid = MyProcPid;
 		}
 	LWLockRelease(ctl->lock);
@@ -151,7 +151,7 @@ svc_slices_free(int first, int n)
 	LWLockAcquire(ctl->lock, LW_EXCLUSIVE);
 	for (i = first; i < first + n && i < ctl->nslices; i++)
 	{
-		if (ctl->slices[i].owner == MyProc->pgprocno)
+		if (ctl->slices[i].owner == gs_my_procno())
 		{
 			ctl->slices[i].owner = -1;
 			ctl->slices[i].owner_pid = 0;
@@ -177,7 +177,7 @@ svc_client_exit(int code, Datum arg)
 	LWLockAcquire(ctl->lock, LW_EXCLUSIVE);
 	for (i = 0; i < ctl->nslices; i++)
 	{
-		if (ctl->slices[i].owner == MyProc->pgprocno)
+		if (ctl->slices[i].owner == gs_my_procno())
 		{
 			ctl->slices[i].owner = -1;
 			ctl->slices[i].owner_pid = 0;
@@ -190,7 +190,7 @@ static gs_status
 svc_create(gs_engine **out, char *errbuf, size_t errlen)
 {
 	if (gs_service == NULL || MyProc == NULL ||
-		MyProc->pgprocno >= gs_service->nprocs)
+		gs_my_procno() >= gs_service->nprocs)
 	{
 		*out = NULL;
 		snprintf(errbuf, errlen, "the gpusort service is not available in this process");
@@ -423,7 +423,7 @@ svc_submit(gs_engine *eng, void *keys, size_t n, int key_bytes,
 		return GS_ERR_INVALID;
 	}
 	memset(o, 0, sizeof(*o));
-	o->req = MyProc->pgprocno * GS_MAX_INFLIGHT + k;
+	o->req = gs_my_procno() * GS_MAX_INFLIGHT + k;
 	o->keys = keys;
 	o->perm = perm;
 	o->n = n;
@@ -467,7 +467,7 @@ svc_submit(gs_engine *eng, void *keys, size_t n, int key_bytes,
 		snprintf(errbuf, errlen, "the gpusort service is not running");
 		return GS_ERR_NODEVICE;
 	}
-	req->owner = MyProc->pgprocno;
+	req->owner = gs_my_procno();
 	req->owner_pid = MyProcPid;
 	req->fault = gpusort_service_fault;
 	req->ticket = eng->next_ticket++;
@@ -664,7 +664,7 @@ gs_service_usable(const char **why)
 		*why = "gpusort.service_memory is 0";
 		return false;
 	}
-	if (MyProc == NULL || MyProc->pgprocno >= ctl->nprocs)
+	if (MyProc == NULL || gs_my_procno() >= ctl->nprocs)
 	{
 		*why = "the gpusort service does not serve this process";
 		return false;
@@ -689,7 +689,8 @@ gs_service_usable(const char **why)
  * sooner?  The expected time on the service is the rows queued ahead,
  * spread over its workers, plus this sort, at one worker's measured rate;
  * the CPU engine's is n at the rate this server's backends measured.
- * Without both rates measured yet, the service gets the sort.  With
+ * Until the service measured its rate it gets the sort; until backends
+ * measured the CPU engine's, GS_CPU_ROWS_PER_MS_DEFAULT stands in.  With
  * gpusort.engine = gpu or a fault injected, it always does.
  */
 bool
@@ -716,8 +717,10 @@ gs_service_admit(void *keys, size_t n, int key_bytes, char **why)
 	cpu = ctl->cpu_rows_per_ms;
 	queued = ctl->queued_rows;
 	workers = Max(ctl->nworkers, 1);
-	if (svc <= 0 || cpu <= 0)
-		return true;
+	if (svc <= 0)
+		return true;			/* the service's first sorts measure it */
+	if (cpu <= 0)
+		cpu = GS_CPU_ROWS_PER_MS_DEFAULT;
 	gpu_ms = ((double) queued / workers + n) / svc;
 	cpu_ms = n / cpu;
 	if (gpu_ms <= cpu_ms)
