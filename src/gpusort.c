@@ -243,13 +243,10 @@ gpusort_info(PG_FUNCTION_ARGS)
 	EMIT("device", e->info.name);
 	if (e->is_gpu)
 	{
+		/* what the gpusort service published */
 		EMIT("device_count", psprintf("%d", e->info.device_count));
-		EMIT("compute_capability", psprintf("%d.%d", e->info.cc_major, e->info.cc_minor));
-		EMIT("multiprocessors", psprintf("%d", e->info.sm_count));
 		EMIT("device_memory_total_mb", psprintf("%llu", (unsigned long long) (e->info.total_mem >> 20)));
 		EMIT("device_memory_free_mb", psprintf("%llu", (unsigned long long) (e->info.free_mem >> 20)));
-		EMIT("cuda_runtime_version", psprintf("%d", e->info.runtime_version));
-		EMIT("cuda_driver_version", psprintf("%d", e->info.driver_version));
 	}
 #undef EMIT
 
