@@ -153,7 +153,13 @@ for c in $CLIENTS; do
 			t0=$(cluster_ticks)
 			PGOPTIONS="$(settings "$eng")" "$PGBENCH" "${flags[@]}" >"$OUT/pgbench.$c-$mode-$eng.log" 2>&1
 			rc=$?
-			sleep 1		# let the postmaster reap the backends
+			# let the backends (and, before the service, their CUDA
+			# contexts) go and the postmaster reap them
+			for _ in $(seq 1 60); do
+				[ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")" = 0 ] && break
+				sleep 0.5
+			done
+			sleep 0.5
 			t1=$(cluster_ticks)
 			peak=$(gpu_sampler_stop)
 			log=$OUT/pgbench.$c-$mode-$eng.log

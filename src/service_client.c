@@ -467,6 +467,14 @@ svc_submit(gs_engine *eng, void *keys, size_t n, int key_bytes,
 		snprintf(errbuf, errlen, "the gpusort service is not running");
 		return GS_ERR_NODEVICE;
 	}
+	if (req->state != GS_REQ_FREE)
+	{
+		/* can't happen: every request is waited for or aborted */
+		LWLockRelease(ctl->lock);
+		svc_out_release(o);
+		snprintf(errbuf, errlen, "request entry %d is still in use", o->req);
+		return GS_ERR_INTERNAL;
+	}
 	req->owner = gs_my_procno();
 	req->owner_pid = MyProcPid;
 	req->fault = gpusort_service_fault;
