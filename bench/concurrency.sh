@@ -27,6 +27,8 @@
 #   CONC_MODES     "persistent connect" (default both)
 #   CONC_ENGINES   "pg cpu gpu" (default all three)
 #   CONC_SETUP=1   start PostgreSQL from .gpu/ and build/install gpusort first
+#   CONC_SERVICE_MEMORY  gpusort.service_memory for that start (e.g. 2GB;
+#                  default: the setting's default)
 #   OUT            results folder (default /tmp/concurrency-out)
 
 set -uo pipefail
@@ -57,7 +59,8 @@ if [ "${CONC_SETUP:-0}" = 1 ]; then
 		echo "FAIL: build"
 		exit 1
 	fi
-	pg_restart -c shared_preload_libraries=gpusort -c max_connections=200 ||
+	pg_restart -c shared_preload_libraries=gpusort -c max_connections=200 \
+		${CONC_SERVICE_MEMORY:+-c gpusort.service_memory=$CONC_SERVICE_MEMORY} ||
 		{ echo "FAIL: restart"; exit 1; }
 	PSQL=(pgsql)
 	PGBENCH=$(dirname "$PG_CONFIG")/pgbench
