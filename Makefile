@@ -2,9 +2,9 @@
 # (CPU always, CUDA when a toolkit is found at build time).
 
 EXTENSION = gpusort
-EXTVERSION = 0.1
+EXTVERSION = 0.2
 MODULE_big = gpusort
-DATA = gpusort--0.1.sql
+DATA = gpusort--0.1.sql gpusort--0.2.sql gpusort--0.1--0.2.sql
 PGFILEDESC = "gpusort - sorts on the GPU"
 
 OBJS = \
@@ -22,6 +22,8 @@ OBJS = \
 	src/sort_parallel.o \
 	src/spill.o \
 	src/keys_sql.o \
+	src/service.o \
+	src/service_client.o \
 	$(patsubst $(srcdir)/%.c,%.o,$(wildcard $(srcdir)/src/index*.c))
 
 # pg_regress suites, one file per concern; order matters only for "setup"
@@ -49,3 +51,11 @@ src/.dir:
 	$(MKDIR_P) src
 	touch $@
 endif
+
+# The whole suite again with every sort sent through the gpusort service
+# (its "fake" device sorts with the CPU engine inside the service process),
+# so the service's data path is checked on machines without a GPU too.
+installcheck-service:
+	PGOPTIONS="$(PGOPTIONS) -c gpusort.service_fault=fake -c gpusort.engine=gpu" \
+		$(MAKE) installcheck
+.PHONY: installcheck-service

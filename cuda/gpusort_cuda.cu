@@ -192,7 +192,7 @@ engine_release(gs_engine *eng)
 #define ENG_TRY(call, what) CUDA_TRY_OR(fail, call, what)
 
 static gs_status
-cuda_create(gs_engine **out, char *errbuf, size_t errlen)
+cuda_create_on_device(gs_engine **out, int device, char *errbuf, size_t errlen)
 {
 	gs_engine  *eng;
 	gs_status	st = GS_OK;
@@ -210,6 +210,12 @@ cuda_create(gs_engine **out, char *errbuf, size_t errlen)
 	if (count == 0)
 	{
 		snprintf(errbuf, errlen, "no CUDA device is visible");
+		return GS_ERR_NODEVICE;
+	}
+	if (device < 0 || device >= count)
+	{
+		snprintf(errbuf, errlen, "there is no CUDA device %d (%d visible)",
+				 device, count);
 		return GS_ERR_NODEVICE;
 	}
 	eng = (gs_engine *) calloc(1, sizeof(gs_engine));
@@ -233,7 +239,7 @@ cuda_create(gs_engine **out, char *errbuf, size_t errlen)
 	}
 	eng->sync_init = true;
 	eng->next_ticket = 1;
-	eng->device = 0;
+	eng->device = device;
 	ENG_TRY(cudaGetDeviceProperties(&eng->prop, eng->device), "cudaGetDeviceProperties");
 	if (eng->prop.major < 9)
 	{
@@ -273,6 +279,12 @@ cuda_create(gs_engine **out, char *errbuf, size_t errlen)
 fail:
 	engine_release(eng);
 	return st;
+}
+
+static gs_status
+cuda_create(gs_engine **out, char *errbuf, size_t errlen)
+{
+	return cuda_create_on_device(out, 0, errbuf, errlen);
 }
 
 static void
@@ -359,6 +371,31 @@ cuda_keybuf_realloc(gs_engine *eng, void **ptr, size_t old_bytes,
 	}
 	*ptr = np;
 	return GS_OK;
+}
+
+/* page-lock memory the caller owns, for every device (portable) */
+static gs_status
+cuda_host_register(gs_engine *eng, void *ptr, size_t bytes, char *errbuf,
+				   size_t errlen)
+{
+	cudaError_t e;
+
+	(void) cudaSetDevice(eng->device);
+	e = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
+	if (e != cudaSuccess)
+	{
+		(void) cudaGetLastError();
+		return hrs::cuda_status(e, "cudaHostRegister", errbuf, errlen);
+	}
+	return GS_OK;
+}
+
+static void
+cuda_host_unregister(gs_engine *eng, void *ptr)
+{
+	(void) eng;
+	if (cudaHostUnregister(ptr) != cudaSuccess)
+		(void) cudaGetLastError();
 }
 
 /* make sure slot sl's reusable device allocation holds at least bytes */
@@ -482,6 +519,10 @@ cuda_sort(gs_engine *eng, void *keys, size_t n, int key_bytes,
 		memset(stats, 0, sizeof(*stats));
 	if (!sort_args_valid(keys, n, key_bytes, perm, errbuf, errlen))
 		return GS_ERR_INVALID;
+	/* the calling thread may be new to the device (a service's worker) */
+	st = hrs::cuda_status(cudaSetDevice(eng->device), "cudaSetDevice", errbuf, errlen);
+	if (st != GS_OK)
+		return st;
 	if (async_busy(eng))
 	{
 		snprintf(errbuf, errlen,
@@ -1071,6 +1112,9 @@ static const gs_engine_ops cuda_ops = {
 	cuda_sort_submit,
 	cuda_sort_wait,
 	cuda_sort_abort,
+	cuda_create_on_device,
+	cuda_host_register,
+	cuda_host_unregister,
 };
 
 GS_EXPORT const gs_engine_ops *

@@ -3,12 +3,13 @@
  * engine.c
  *	  Choosing, loading and calling sort engines.
  *
- * The CPU engine is linked in and always works.  The CUDA engine lives in
- * a separate shared library that is opened with dlopen the first time a
- * sort wants it, in a backend (never in the postmaster: CUDA does not
- * survive fork).  If the library is missing, has another ABI version, or
- * finds no usable device, the reason is remembered and every sort of this
- * backend runs on the CPU engine.
+ * The CPU engine is linked in and always works.  The GPU belongs to the
+ * gpusort service (service.c), which opens the CUDA engine library once for
+ * the whole server; here the GPU engine is the service client
+ * (service_client.c).  When the service has no device, is restarting or
+ * does not exist, sorts run on the CPU engine, and per sort the admission
+ * check (gs_service_admit) may send one there when the GPU's queue is too
+ * long.
  *
  * Engines report failures as status codes plus text; here they become
  * PostgreSQL errors, or a transparent switch to the CPU engine.
@@ -19,22 +20,22 @@
  */
 #include "postgres.h"
 
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include "miscadmin.h"
+#include "portability/instr_time.h"
 #include "utils/memutils.h"
 
 #include "gpusort_int.h"
+#include "gpusort_service.h"
 
 /* the two engines of this backend */
 static GsEngine cpu_engine;
 static bool cpu_ready = false;
 
+/* the service client: this backend's way to the GPU */
 static GsEngine gpu_engine;
-static bool gpu_tried = false;	/* tried to load and create it */
 static bool gpu_ready = false;
-static void *gpu_dl = NULL;
 static char gpu_error[GS_ERRBUF_SIZE];
 static bool gpu_warned = false;
 
@@ -86,7 +87,7 @@ gs_engine_cpu(void)
 }
 
 /* the library's path: "$libdir/x" means pkglibdir/x.so */
-static char *
+char *
 gs_cuda_library_path(void)
 {
 	const char *name = gpusort_cuda_library ? gpusort_cuda_library :
@@ -114,114 +115,75 @@ gs_cuda_built(void)
 	return found;
 }
 
+/*
+ * The GPU is the gpusort service's (service.c): a backend never loads the
+ * CUDA library nor creates a CUDA context.  Its GPU engine is the service
+ * client (service_client.c), usable when the service runs with a device
+ * (or fakes one for tests), which shared memory tells without asking it.
+ */
+static GsEngine *
+gs_service_engine(void)
+{
+	char		errbuf[GS_ERRBUF_SIZE];
+
+	if (!gpu_ready)
+	{
+		errbuf[0] = '\0';
+		gpu_engine.ops = &gs_service_ops;
+		if (gpu_engine.ops->create(&gpu_engine.eng, errbuf, sizeof(errbuf)) != GS_OK)
+			return NULL;
+		gpu_engine.is_gpu = true;
+		gpu_ready = true;
+	}
+	/* the service may have restarted with other devices */
+	(void) gpu_engine.ops->device_info(gpu_engine.eng, &gpu_engine.info,
+									   errbuf, sizeof(errbuf));
+	return &gpu_engine;
+}
+
 bool
 gs_cuda_loaded(void)
 {
-	return gpu_ready;
+	return gs_service != NULL && gs_service->state == GS_SVC_READY;
 }
 
 const char *
 gs_cuda_load_error(void)
 {
-	return gpu_tried && !gpu_ready ? gpu_error : NULL;
-}
+	const char *why = NULL;
 
-/* load the CUDA engine once; on failure remember why */
-static void
-gs_gpu_try_load(void)
-{
-	char	   *path;
-	gs_engine_entry_fn entry;
-	gs_status	st;
-
-	if (gpu_tried)
-		return;
-	gpu_tried = true;
-	gpu_error[0] = '\0';
-
-	/* CUDA must never be initialised in the postmaster */
-	if (!IsUnderPostmaster && IsPostmasterEnvironment)
-	{
-		strlcpy(gpu_error, "not available in the postmaster", sizeof(gpu_error));
-		return;
-	}
-
-	path = gs_cuda_library_path();
-	gpu_dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (gpu_dl == NULL)
-	{
-		const char *e = dlerror();
-
-		snprintf(gpu_error, sizeof(gpu_error), "could not load \"%s\": %s",
-				 path, e ? e : "unknown error");
-		pfree(path);
-		return;
-	}
-	entry = (gs_engine_entry_fn) dlsym(gpu_dl, GS_CUDA_ENTRY_SYMBOL);
-	if (entry == NULL)
-	{
-		snprintf(gpu_error, sizeof(gpu_error),
-				 "\"%s\" does not export %s", path, GS_CUDA_ENTRY_SYMBOL);
-		pfree(path);
-		return;
-	}
-	pfree(path);
-	gpu_engine.ops = entry(GS_ENGINE_ABI_VERSION);
-	if (gpu_engine.ops == NULL)
-	{
-		snprintf(gpu_error, sizeof(gpu_error),
-				 "the CUDA engine library was built for another engine ABI version (want %d)",
-				 GS_ENGINE_ABI_VERSION);
-		return;
-	}
-
-	st = gpu_engine.ops->create(&gpu_engine.eng, gpu_error, sizeof(gpu_error));
-	if (st != GS_OK)
-	{
-		if (gpu_error[0] == '\0')
-			strlcpy(gpu_error, gs_status_text(st), sizeof(gpu_error));
-		return;
-	}
-	memset(&gpu_engine.info, 0, sizeof(gpu_engine.info));
-	st = gpu_engine.ops->device_info(gpu_engine.eng, &gpu_engine.info,
-									 gpu_error, sizeof(gpu_error));
-	if (st != GS_OK)
-	{
-		gpu_engine.ops->destroy(gpu_engine.eng);
-		gpu_engine.eng = NULL;
-		if (gpu_error[0] == '\0')
-			strlcpy(gpu_error, gs_status_text(st), sizeof(gpu_error));
-		return;
-	}
-	gpu_engine.is_gpu = true;
-	gpu_ready = true;
-}
-
-/* the GPU went bad mid-backend: stop using it */
-static void
-gs_gpu_disable(const char *why)
-{
-	strlcpy(gpu_error, why, sizeof(gpu_error));
-	gpu_ready = false;
+	if (gs_service_usable(&why))
+		return NULL;
+	return why;
 }
 
 GsEngine *
 gs_engine_choose(double nrows, const char **fallback)
 {
+	const char *why = NULL;
+	GsEngine   *e;
+
 	if (fallback)
 		*fallback = NULL;
 	if (gpusort_engine_choice == GS_ENGINE_CPU)
 		return gs_engine_cpu();
 	if (gpusort_engine_choice == GS_ENGINE_AUTO &&
-		nrows < (double) gpusort_gpu_min_rows)
+		nrows < (double) gpusort_gpu_min_rows &&
+		gpusort_service_fault == GS_FAULT_NONE)
 		return gs_engine_cpu();
 
-	gs_gpu_try_load();
-	if (gpu_ready)
-		return &gpu_engine;
+	if (gs_service_usable(&why) && (e = gs_service_engine()) != NULL)
+		return e;
+	if (why == NULL)
+		why = "the gpusort service is not available in this process";
+	strlcpy(gpu_error, why, sizeof(gpu_error));
 
-	/* wanted the GPU and can't have it */
-	if (gpusort_engine_choice == GS_ENGINE_GPU && !gpu_warned)
+	/*
+	 * Wanted the GPU and can't have it.  A service that is restarting is
+	 * back in a second: only EXPLAIN tells about that.
+	 */
+	if (gpusort_engine_choice == GS_ENGINE_GPU && !gpu_warned &&
+		!(gs_service != NULL && gs_service->state == GS_SVC_STOPPED))
 	{
 		gpu_warned = true;
 		ereport(WARNING,
@@ -376,15 +338,41 @@ gs_engine_sort(GsEngine *e, void *keys, size_t n, int key_bytes,
 	 */
 	gs_engine_stop_all();
 
+	/* the GPU's queue may be too long for this sort: then the CPU now */
+	if (gs_service_is_engine(e->ops))
+	{
+		char	   *why = NULL;
+
+		if (!gs_service_admit(keys, n, key_bytes, &why))
+		{
+			if (fallback)
+				*fallback = why;
+			e = gs_engine_cpu();
+		}
+	}
+
 	for (;;)
 	{
+		instr_time	t0;
+
 		memset(stats, 0, sizeof(*stats));
 		errbuf[0] = '\0';
+		INSTR_TIME_SET_CURRENT(t0);
 		st = e->ops->sort(e->eng, keys, n, key_bytes, perm, flags,
 						  gs_cancel_requested, NULL, stats,
 						  errbuf, sizeof(errbuf));
 		if (st == GS_OK)
+		{
+			if (!e->is_gpu)
+			{
+				instr_time	t1;
+
+				INSTR_TIME_SET_CURRENT(t1);
+				INSTR_TIME_SUBTRACT(t1, t0);
+				gs_service_note_cpu_rate(n, INSTR_TIME_GET_MILLISEC(t1));
+			}
 			return e;
+		}
 		if (st == GS_ERR_CANCELED)
 		{
 			/* throws if it really was a cancel; else just try again */
@@ -394,19 +382,15 @@ gs_engine_sort(GsEngine *e, void *keys, size_t n, int key_bytes,
 		if (!e->is_gpu)
 			break;
 
-		/* the GPU failed: say so once, and sort on the CPU */
+		/*
+		 * The service failed the sort (a device error, the service
+		 * stopping, no free slice): the keys are as given, so the CPU
+		 * engine sorts them.  The service recovers by itself, so only
+		 * EXPLAIN tells; later sorts try it again.
+		 */
 		if (fallback)
 			*fallback = psprintf("GPU sort failed (%s): %s",
 								 gs_status_text(st), errbuf);
-		if (st != GS_ERR_DEVICE_NOMEM)
-		{
-			/* a device fault, not just a sort too big for it: stop using it */
-			ereport(WARNING,
-					(errcode(ERRCODE_SYSTEM_ERROR),
-					 errmsg("gpusort GPU sort failed, sorting on the CPU"),
-					 errdetail("%s: %s", gs_status_text(st), errbuf)));
-			gs_gpu_disable(errbuf);
-		}
 		e = gs_engine_cpu();
 	}
 
@@ -470,6 +454,18 @@ gs_engine_submit(GsSortJob *job, GsEngine *e, void *keys, size_t n,
 		elog(ERROR, "gpusort: invalid sort of %zu rows of %d-byte keys",
 			 n, key_bytes);
 
+	if (gs_service_is_engine(e->ops))
+	{
+		char	   *why = NULL;
+
+		if (!gs_service_admit(keys, n, key_bytes, &why))
+		{
+			job->fallback = why;
+			e = gs_engine_cpu();
+			job->engine = e;
+		}
+	}
+
 	if (e->ops->sort_submit != NULL)
 	{
 		char		errbuf[GS_ERRBUF_SIZE];
@@ -492,7 +488,8 @@ gs_engine_submit(GsSortJob *job, GsEngine *e, void *keys, size_t n,
 		/* could not start it in the background: sort it now */
 	}
 	job->sorted_by = gs_engine_sort(e, keys, n, key_bytes, perm, flags,
-									&job->stats, &job->fallback);
+									&job->stats,
+									job->fallback ? NULL : &job->fallback);
 	job->done = true;
 }
 
@@ -525,14 +522,28 @@ gs_engine_wait(GsSortJob *job, gs_sort_stats *stats, char **fallback)
 						   stats, errbuf, sizeof(errbuf));
 	gs_job_unlink(job);
 	if (st == GS_OK)
+	{
+		if (!e->is_gpu && stats)
+			gs_service_note_cpu_rate(job->n, stats->total_ms);
+		if (fallback && job->fallback)
+			*fallback = job->fallback;
 		return e;
+	}
 	if (st == GS_ERR_CANCELED)
 		CHECK_FOR_INTERRUPTS();
+	else if (e->is_gpu)
+	{
+		/* the service failed it: the keys are as given, the CPU sorts them */
+		if (fallback)
+			*fallback = psprintf("GPU sort failed (%s): %s",
+								 gs_status_text(st), errbuf);
+		fallback = NULL;
+		e = gs_engine_cpu();
+	}
 
 	/*
 	 * A spurious cancel, or a failure: the keys are as given, so the
-	 * synchronous path sorts them again with all its fallbacks.  A GPU
-	 * fault shows up there too, with its warning.
+	 * synchronous path sorts them again with all its fallbacks.
 	 */
 	return gs_engine_sort(e, job->keys, job->n, job->key_bytes, job->perm,
 						  job->flags, stats, fallback);

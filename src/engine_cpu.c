@@ -1390,6 +1390,38 @@ cpu_sort_abort(gs_engine *eng)
 	pthread_mutex_unlock(&eng->lock);
 }
 
+static gs_status
+cpu_create_on_device(gs_engine **out, int device, char *errbuf, size_t errlen)
+{
+	if (device != 0)
+	{
+		*out = NULL;
+		snprintf(errbuf, errlen, "the CPU engine has only device 0");
+		return GS_ERR_NODEVICE;
+	}
+	return cpu_create(out, errbuf, errlen);
+}
+
+/* host memory needs no registering for the CPU */
+static gs_status
+cpu_host_register(gs_engine *eng, void *ptr, size_t bytes, char *errbuf,
+				  size_t errlen)
+{
+	(void) eng;
+	(void) ptr;
+	(void) bytes;
+	(void) errbuf;
+	(void) errlen;
+	return GS_OK;
+}
+
+static void
+cpu_host_unregister(gs_engine *eng, void *ptr)
+{
+	(void) eng;
+	(void) ptr;
+}
+
 static const gs_engine_ops gs_cpu_ops = {
 	.abi_version = GS_ENGINE_ABI_VERSION,
 	.name = "cpu",
@@ -1403,6 +1435,9 @@ static const gs_engine_ops gs_cpu_ops = {
 	.sort_submit = cpu_sort_submit,
 	.sort_wait = cpu_sort_wait,
 	.sort_abort = cpu_sort_abort,
+	.create_on_device = cpu_create_on_device,
+	.host_register = cpu_host_register,
+	.host_unregister = cpu_host_unregister,
 };
 
 const gs_engine_ops *

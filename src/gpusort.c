@@ -16,6 +16,7 @@
 #include "utils/guc.h"
 
 #include "gpusort_int.h"
+#include "gpusort_service.h"
 
 PG_MODULE_MAGIC;
 
@@ -38,6 +39,17 @@ int			gpusort_cpu_threads = GS_CPU_THREADS_DEFAULT;
 bool		gpusort_parallel_load = true;
 int			gpusort_parallel_load_mem_kb = GS_PARALLEL_LOAD_MEM_DEFAULT;
 char	   *gpusort_cuda_library = NULL;
+int			gpusort_service_memory_mb = GS_SERVICE_MEMORY_DEFAULT_MB;
+int			gpusort_service_fault = GS_FAULT_NONE;
+
+static const struct config_enum_entry service_fault_options[] = {
+	{"none", GS_FAULT_NONE, false},
+	{"fake", GS_FAULT_FAKE, false},
+	{"device_error", GS_FAULT_DEVICE_ERROR, false},
+	{"crash", GS_FAULT_CRASH, false},
+	{"delay", GS_FAULT_DELAY, false},
+	{NULL, 0, false}
+};
 
 static const struct config_enum_entry engine_options[] = {
 	{"auto", GS_ENGINE_AUTO, false},
@@ -180,6 +192,35 @@ _PG_init(void)
 							   0,
 							   NULL, NULL, NULL);
 
+	/* the gpusort service (service.c) */
+	DefineCustomIntVariable("gpusort.service_memory",
+							"Sets the shared memory the gpusort service pins for keys.",
+							"Backends encode the keys of GPU sorts straight into this pool, cut "
+							"into 1MB slices; sorts that find no free slice run on the CPU engine. "
+							"0 turns the service's data path off.",
+							&gpusort_service_memory_mb,
+							GS_SERVICE_MEMORY_DEFAULT_MB,
+							0, INT_MAX / 2,
+							PGC_POSTMASTER,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("gpusort.service_fault",
+							 "Injects a fault into this session's requests to the gpusort service, for tests.",
+							 "\"fake\" makes the service sort them with its CPU engine as if it had a "
+							 "device, \"device_error\" fails them with a device error, \"crash\" makes the "
+							 "service exit while it holds one, \"delay\" holds them until canceled (at most 30 s), "
+							 "then sorts them as \"fake\" does.",
+							 &gpusort_service_fault,
+							 GS_FAULT_NONE,
+							 service_fault_options,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	if (process_shared_preload_libraries_in_progress)
+		gs_service_register();
+
 	if (gs_index_init)
 		gs_index_init();
 
@@ -191,8 +232,8 @@ _PG_init(void)
 
 /*
  * gpusort_info() -> setof (name, value): what gpusort sees in this backend.
- * Asking for it initialises the GPU engine when gpusort.engine is not cpu,
- * so the answer reflects what a sort would get.
+ * The GPU side is what the gpusort service published in shared memory: a
+ * backend never initialises CUDA, not even here.
  */
 PG_FUNCTION_INFO_V1(gpusort_info);
 
@@ -217,7 +258,7 @@ gpusort_info(PG_FUNCTION_ARGS)
 	e = (gpusort_engine_choice == GS_ENGINE_CPU) ? gs_engine_cpu() :
 		gs_engine_choose((double) INT_MAX, &fallback);
 
-	EMIT("version", "0.1");
+	EMIT("version", "0.2");
 	EMIT("enabled", gpusort_enabled ? "on" : "off");
 	EMIT("engine_setting", engine_options[gpusort_engine_choice].name);
 	EMIT("cuda_built", gs_cuda_built() ? "yes" : "no");
@@ -228,13 +269,10 @@ gpusort_info(PG_FUNCTION_ARGS)
 	EMIT("device", e->info.name);
 	if (e->is_gpu)
 	{
+		/* what the gpusort service published */
 		EMIT("device_count", psprintf("%d", e->info.device_count));
-		EMIT("compute_capability", psprintf("%d.%d", e->info.cc_major, e->info.cc_minor));
-		EMIT("multiprocessors", psprintf("%d", e->info.sm_count));
 		EMIT("device_memory_total_mb", psprintf("%llu", (unsigned long long) (e->info.total_mem >> 20)));
 		EMIT("device_memory_free_mb", psprintf("%llu", (unsigned long long) (e->info.free_mem >> 20)));
-		EMIT("cuda_runtime_version", psprintf("%d", e->info.runtime_version));
-		EMIT("cuda_driver_version", psprintf("%d", e->info.driver_version));
 	}
 #undef EMIT
 

@@ -67,7 +67,7 @@ extern "C"
 #endif
 
 /* bumped whenever a struct or function below changes shape */
-#define GS_ENGINE_ABI_VERSION 2
+#define GS_ENGINE_ABI_VERSION 3
 
 /* largest key, and the only widths an engine must accept */
 #define GS_MAX_KEY_BYTES 32
@@ -189,6 +189,21 @@ typedef struct gs_engine_ops
 							  gs_sort_stats *stats,
 							  char *errbuf, size_t errlen);
 	void		(*sort_abort) (gs_engine *eng);
+
+	/*
+	 * For a process that serves the whole server (the gpusort service):
+	 * create_on_device is create() on the given device (0 .. device_count-1
+	 * of device_info); host_register page-locks caller memory once, so that
+	 * keys and permutations placed anywhere in it move at full bus speed;
+	 * host_unregister undoes it.  The CPU engine accepts device 0 only and
+	 * treats registration as a no-op.  An instance is used by one thread at
+	 * a time; a process may hold several instances on one device.
+	 */
+	gs_status	(*create_on_device) (gs_engine **out, int device,
+									 char *errbuf, size_t errlen);
+	gs_status	(*host_register) (gs_engine *eng, void *ptr, size_t bytes,
+								  char *errbuf, size_t errlen);
+	void		(*host_unregister) (gs_engine *eng, void *ptr);
 } gs_engine_ops;
 
 /*

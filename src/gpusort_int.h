@@ -118,6 +118,7 @@ extern GsEngine *gs_engine_wait(GsSortJob *job, gs_sort_stats *stats,
 								char **fallback);
 
 /* what gpusort_info() reports */
+extern char *gs_cuda_library_path(void);
 extern bool gs_cuda_built(void);
 extern bool gs_cuda_loaded(void);
 extern const char *gs_cuda_load_error(void);

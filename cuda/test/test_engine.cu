@@ -372,6 +372,46 @@ run_api_cases(void)
 			   info.name, info.cc_major, info.cc_minor, info.sm_count,
 			   info.total_mem / 1e9, info.runtime_version, info.driver_version);
 
+	/*
+	 * What the gpusort service uses: an instance per device (one past the
+	 * last must be refused), and memory the caller owns registered once
+	 * and sorted in place.
+	 */
+	{
+		gs_engine  *other = NULL;
+		int			count = info.device_count;
+		size_t		n = 100000;
+		size_t		bytes = 4 << 20;
+		void	   *mem = NULL;
+
+		st = ops->create_on_device(&other, count, errbuf, sizeof(errbuf));
+		report(st == GS_ERR_NODEVICE && other == NULL, "create_on_device past the last",
+			   0, NDIST, 0, gs_status_name(st));
+		st = ops->create_on_device(&other, count - 1, errbuf, sizeof(errbuf));
+		report(st == GS_OK, "create_on_device on the last device", 0, NDIST, 0, errbuf);
+		if (posix_memalign(&mem, 1 << 21, bytes) == 0)
+		{
+			uint64_t   *k = (uint64_t *) mem;
+			uint32_t   *pm = (uint32_t *) ((char *) mem + n * 8);
+			bool		ok;
+
+			st = ops->host_register(eng, mem, bytes, errbuf, sizeof(errbuf));
+			report(st == GS_OK, "host_register", 0, NDIST, 0, errbuf);
+			for (size_t i = 0; i < n; i++)
+				k[i] = (i * 2654435761u) % 1000003;
+			st = ops->sort(other ? other : eng, k, n, 8, pm, GS_SORT_KEYS_OUT, NULL,
+						   NULL, NULL, errbuf, sizeof(errbuf));
+			ok = st == GS_OK;
+			for (size_t i = 1; ok && i < n; i++)
+				ok = k[i - 1] <= k[i];
+			report(ok, "sort in registered memory", 8, NDIST, n, errbuf);
+			ops->host_unregister(eng, mem);
+			free(mem);
+		}
+		if (other)
+			ops->destroy(other);
+	}
+
 	/* realloc keeps content */
 	{
 		void	   *p = NULL;
