@@ -163,8 +163,9 @@ SELECT * FROM gs_build('CREATE INDEX %I ON gsi (b) WHERE a < 1000', 'gsi_part');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (a) WITH (fillfactor = 50)', 'gsi_ff50');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (id) WITH (fillfactor = 100)', 'gsi_ff100');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (a) WITH (deduplicate_items = off)', 'gsi_nodedup');
--- beyond maintenance_work_mem PostgreSQL builds the index: known from the
--- estimate before the scan, or found during it (a partial index)
+-- beyond maintenance_work_mem gpusort sorts in runs on disk: known from
+-- the estimate before the scan, or found during it (a partial index); see
+-- index_external for these builds
 SET maintenance_work_mem = '1MB';
 SET client_min_messages = log;
 CREATE INDEX gsi_mwm1 ON gsi (b);

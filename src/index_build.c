@@ -16,11 +16,11 @@
  * the tuples go to the page writer (index_write.c).
  *
  * When index_build() planned parallel workers, they do the heap scan
- * (index_parallel.c) and the leader only gathers their rows.  The whole
- * build stays in memory, within maintenance_work_mem.
+ * (index_parallel.c) and the leader only gathers their rows.  The rows
+ * are kept within maintenance_work_mem; when it is full they are sorted
+ * into a run on disk and the build ends with a merge (index_spill.c).
  *
- * Whatever this file does not support, or that would need more memory, is
- * built by btbuild, unchanged.
+ * Whatever this file does not support is built by btbuild, unchanged.
  *
  * Copyright (c) 2026, gpusort developers
  *
@@ -126,6 +126,25 @@ gs_idx_keyplan(GsIdxBuild *b, int *ncols_planned)
 							 b->itupdesc, maxbytes);
 }
 
+/* the estimated size of one index tuple in memory (arena) */
+static Size
+gs_idx_tuple_width(GsIdxBuild *b)
+{
+	Size		width = sizeof(IndexTupleData);
+	int			i;
+
+	for (i = 0; i < b->itupdesc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(b->itupdesc, i);
+
+		if (att->attlen > 0)
+			width = att_align_nominal(width, att->attalign) + att->attlen;
+		else
+			width += get_typavgwidth(att->atttypid, att->atttypmod);
+	}
+	return MAXALIGN(width);
+}
+
 /*
  * Set up b for index: its key plan and key layout (the same in the leader
  * and in parallel workers).  False when the leading key column cannot be
@@ -153,6 +172,7 @@ gs_idx_init(GsIdxBuild *b, Relation heap, Relation index,
 	b->colwords = (b->colbytes + 7) / 8;
 	b->keybytes = (b->colwords + 1) * 8;
 	Assert(GS_KEY_BYTES_VALID(b->keybytes));
+	b->arenacxt = CurrentMemoryContext;
 	b->exact = ncols_planned == b->nkeyatts &&
 		gs_keyplan_ncols_encoded(b->kp) == b->nkeyatts &&
 		gs_keyplan_exact(b->kp);
@@ -183,7 +203,7 @@ gs_idx_sortsupport(GsIdxBuild *b)
 }
 
 /* compare the key columns of two index tuples, as the btree orders them */
-static int
+int
 gs_idx_cmp_cols(GsIdxBuild *b, IndexTuple t1, IndexTuple t2)
 {
 	int			i;
@@ -219,10 +239,6 @@ gs_idx_cmp_rows(const void *a, const void *bb, void *arg)
 		return c;
 	return ItemPointerCompare(&t1->t_tid, &t2->t_tid);
 }
-
-/* memory a row takes besides its tuple: key, pointer, flags, perm, gather */
-#define GS_IDX_ROW_BYTES(b) \
-	((Size) (b)->keybytes + 2 * sizeof(IndexTuple) + 1 + sizeof(uint32))
 
 /* false when growing would exceed maintenance_work_mem or one sort */
 static bool
@@ -260,7 +276,7 @@ gs_idx_store(GsIdxBuild *b, IndexTuple src)
 	{
 		size_t		block = Max(b->arena_block, size);
 
-		b->arena = (char *) MemoryContextAllocExtended(b->cxt, block,
+		b->arena = (char *) MemoryContextAllocExtended(b->arenacxt, block,
 													   MCXT_ALLOC_HUGE);
 		b->arena_left = block;
 		b->mem_arena += block;
@@ -299,9 +315,11 @@ gs_idx_encode(GsIdxBuild *b, Datum *values, bool *isnull, ItemPointer tid,
 }
 
 /*
- * Room for one more row; false (and overflow set) when one sort or
- * maintenance_work_mem cannot take more.  (An index tuple is smaller than
- * a page, so with a page left in the arena no block is allocated.)
+ * Room for one more row.  When one sort or maintenance_work_mem cannot
+ * take more, the rows so far become a sorted run on disk (when b may
+ * spill; else overflow is set and false returned).  (An index tuple is
+ * smaller than a page, so with a page left in the arena no block is
+ * allocated.)
  */
 static inline bool
 gs_idx_room(GsIdxBuild *b)
@@ -313,6 +331,13 @@ gs_idx_room(GsIdxBuild *b)
 		 b->mem_arena + b->arena_block + b->cap * GS_IDX_ROW_BYTES(b) >
 		 b->mem_limit))
 	{
+		if (b->may_spill)
+		{
+			/* with no row in memory, take the block anyway: progress */
+			if (b->n > 0)
+				gs_idx_spill_run(b);
+			return true;
+		}
 		b->overflow = true;
 		return false;
 	}
@@ -369,7 +394,7 @@ gs_idx_collect(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 }
 
 /* the error btbuild raises for two live tuples with equal keys */
-static void
+void
 gs_idx_unique_violation(GsIdxBuild *b, IndexTuple itup)
 {
 	Datum		values[INDEX_MAX_KEYS];
@@ -389,7 +414,7 @@ gs_idx_unique_violation(GsIdxBuild *b, IndexTuple itup)
 }
 
 /* any key column NULL? */
-static bool
+bool
 gs_idx_key_has_null(GsIdxBuild *b, IndexTuple itup)
 {
 	int			i;
@@ -449,10 +474,11 @@ gs_idx_check_unique(GsIdxBuild *b, const uint32 *perm, size_t s, size_t e)
 
 /*
  * Sort the collected rows; returns perm, the rows in btree order.  Raises
- * the unique violation when there is one.
+ * the unique violation when there is one.  keys_out: keys[] must come back
+ * in sorted order (else it does when b->keys_sorted says so).
  */
-static uint32 *
-gs_idx_sort(GsIdxBuild *b)
+uint32 *
+gs_idx_sort(GsIdxBuild *b, bool keys_out)
 {
 	uint32	   *perm;
 	char	   *fallback = NULL;
@@ -473,7 +499,7 @@ gs_idx_sort(GsIdxBuild *b)
 	 * not (writing them out costs it more than the checks).
 	 */
 	final = b->exact && !b->anylossy && !b->isunique;
-	b->keys_sorted = !final ||
+	b->keys_sorted = !final || keys_out ||
 		(b->eng->is_gpu && !b->isunique && BTGetDeduplicateItems(b->index) &&
 		 _bt_allequalimage(b->index, false));
 	b->eng = gs_engine_sort(b->eng, b->keys, b->n, b->keybytes, perm,
@@ -529,10 +555,12 @@ gs_idx_sort(GsIdxBuild *b)
  */
 static bool
 gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
-			 double *reltuples, double *indtuples, const char **why)
+			 double *reltuples, double *indtuples, bool *external,
+			 const char **why)
 {
 	GsIdxBuild b;
 	double		est;
+	double		rowbytes;
 	uint32	   *perm;
 	IndexTuple *sorted;
 	bool		maybe_dup;
@@ -560,33 +588,34 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 
 		estimate_rel_size(heap, NULL, &pages, &est, &allvisfrac);
 	}
-	if (est >= (double) GS_MAX_ROWS)
-	{
-		*why = "too many rows for one sort";
-		return false;
-	}
 
 	/*
-	 * Everything stays in memory until the pages are written, within
-	 * maintenance_work_mem as PostgreSQL's build; beyond it (no spilling
-	 * here) PostgreSQL builds the index.  Rows take at least a minimal
-	 * tuple each.
+	 * Rows are collected within maintenance_work_mem, as PostgreSQL's build
+	 * does; when it is full, they go to disk as a sorted run and the build
+	 * ends with a merge (index_spill.c).  Buffers are made for all rows
+	 * when they should fit, else for one run of rows of the estimated
+	 * width.
 	 */
 	b.mem_limit = (Size) maintenance_work_mem * 1024;
 	b.arena_block = Min(GS_IDX_ARENA_BLOCK,
 						Max(b.mem_limit / 16, GS_IDX_ARENA_MIN_BLOCK));
+	b.may_spill = true;
 	/* a partial index may take few of them: start small, grow as needed */
 	if (indexInfo->ii_Predicate != NIL)
 		est /= 16;
-	if (est * (GS_IDX_ROW_BYTES(&b) + MAXALIGN(sizeof(IndexTupleData) + 1)) >
-		(double) b.mem_limit)
-	{
-		*why = "needs more memory than maintenance_work_mem";
-		return false;
-	}
 	est = Max(est, GS_IDX_MIN_ROWS);
-	b.cap = (size_t) Min(est * 1.05, (double) GS_MAX_ROWS);
-	b.cap = Min(b.cap, b.mem_limit / GS_IDX_ROW_BYTES(&b));
+	rowbytes = GS_IDX_ROW_BYTES(&b) + gs_idx_tuple_width(&b);
+	if (est * rowbytes <= (double) b.mem_limit)
+	{
+		b.cap = (size_t) Min(est * 1.05, (double) GS_MAX_ROWS);
+		b.cap = Min(b.cap, b.mem_limit / GS_IDX_ROW_BYTES(&b));
+	}
+	else
+	{
+		b.cap = (b.mem_limit - Min(b.mem_limit / 2, b.arena_block)) / rowbytes;
+		b.cap = Min(Max(b.cap, GS_IDX_MIN_ROWS), GS_MAX_ROWS);
+		est = (double) b.cap;
+	}
 
 	b.eng = gs_engine_choose(est, NULL);
 	b.keys = gs_keybuf_alloc(b.eng, b.cap * b.keybytes, CurrentMemoryContext);
@@ -596,6 +625,9 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	b.scratch = AllocSetContextCreate(CurrentMemoryContext,
 									  "gpusort index tuple scratch",
 									  ALLOCSET_DEFAULT_SIZES);
+	b.arenacxt = AllocSetContextCreate(CurrentMemoryContext,
+									   "gpusort index tuples",
+									   ALLOCSET_DEFAULT_SIZES);
 
 	/* scan */
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
@@ -625,11 +657,26 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 
 		pgstat_progress_update_multi_param(3, progress_index, progress_vals);
 	}
-	if (b.overflow)
+	Assert(!b.overflow);
+
+	if (b.file != NULL)
 	{
-		*why = b.n >= GS_MAX_ROWS ? "too many rows for one sort" :
-			"needs more memory than maintenance_work_mem";
-		return false;
+		/* runs on disk: merge them into the index */
+		INSTR_TIME_SET_CURRENT(t2);
+		gs_idx_spill_build(&b);
+		INSTR_TIME_SET_CURRENT(t3);
+		INSTR_TIME_SUBTRACT(t3, t2);
+		INSTR_TIME_SUBTRACT(t1, t0);
+		ereport(DEBUG2,
+				(errmsg_internal("gpusort index \"%s\": %.0f rows, %d-byte keys%s; scan and %d runs %.1f ms (%d workers), %d merge passes and final merge %.1f ms",
+								 RelationGetRelationName(index), b.indtuples,
+								 b.keybytes, b.exact ? "" : " (tie-breaks)",
+								 b.nruns_written, INSTR_TIME_GET_MILLISEC(t1),
+								 nworkers, b.npasses,
+								 INSTR_TIME_GET_MILLISEC(t3))));
+		*external = true;
+		*indtuples = b.indtuples;
+		return true;
 	}
 
 	/* the engine for the actual row count, if the estimate chose another */
@@ -648,7 +695,7 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	/* sort */
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
 								 PROGRESS_BTREE_PHASE_PERFORMSORT_1);
-	perm = gs_idx_sort(&b);
+	perm = gs_idx_sort(&b, false);
 
 	/*
 	 * Gather the tuple pointers in order first: a tight loop of independent
@@ -707,6 +754,7 @@ gs_btbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	MemoryContext oldcxt;
 	double		reltuples = 0;
 	double		indtuples = 0;
+	bool		external = false;
 	bool		done;
 
 	why = gs_idx_unsupported(heap, index, indexInfo);
@@ -723,7 +771,8 @@ gs_btbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "gpusort index build",
 								ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(cxt);
-	done = gs_idx_build(heap, index, indexInfo, &reltuples, &indtuples, &why);
+	done = gs_idx_build(heap, index, indexInfo, &reltuples, &indtuples,
+						&external, &why);
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextDelete(cxt);
 
@@ -737,8 +786,9 @@ gs_btbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	}
 
 	ereport(GS_IDX_REPORT_LEVEL,
-			(errmsg_internal("index \"%s\" built by gpusort",
-							 RelationGetRelationName(index))));
+			(errmsg_internal("index \"%s\" built by gpusort%s",
+							 RelationGetRelationName(index),
+							 external ? " (sorted in runs on disk)" : "")));
 	result->heap_tuples = reltuples;
 	result->index_tuples = indtuples;
 	return result;
