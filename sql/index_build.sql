@@ -336,7 +336,8 @@ SELECT bt_index_parent_check('gsp1_k_v_idx', true, true),
 	   bt_index_parent_check('gsp2_k_v_idx', true, true);
 
 -- built by PostgreSQL: gpusort off, other access methods, a leading column
--- the key encoder does not handle, CONCURRENTLY, system catalogs
+-- the key encoder does not handle, CONCURRENTLY without parallel
+-- maintenance workers (see index_rebuild), system catalogs
 SET client_min_messages = log;
 SET gpusort.index_build = off;
 CREATE INDEX gsi_off1 ON gsi (a);

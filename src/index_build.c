@@ -74,8 +74,6 @@ gs_idx_unsupported(Relation heap, Relation index, IndexInfo *indexInfo)
 		return "not a btree";
 	if (IsCatalogRelation(heap) || IsSystemRelation(heap))
 		return "system catalog";
-	if (indexInfo->ii_Concurrent)
-		return "concurrent build";
 	if (RelationGetNumberOfBlocks(index) != 0)
 		return "index not empty";
 	return NULL;
@@ -634,7 +632,8 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 								 PROGRESS_BTREE_PHASE_INDEXBUILD_TABLESCAN);
 	INSTR_TIME_SET_CURRENT(t0);
 	par = NULL;
-	if (indexInfo->ii_ParallelWorkers > 0)
+	/* a concurrent build's MVCC snapshot is not passed on: scan alone */
+	if (indexInfo->ii_ParallelWorkers > 0 && !indexInfo->ii_Concurrent)
 		par = gs_idx_parallel_begin(&b, indexInfo,
 									indexInfo->ii_ParallelWorkers);
 	if (par != NULL)
