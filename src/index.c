@@ -351,7 +351,7 @@ void
 gs_index_init(void)
 {
 	DefineCustomBoolVariable("gpusort.index_build",
-							 "Builds btree indexes (CREATE INDEX, REINDEX) through gpusort.",
+							 "Builds btree indexes (CREATE INDEX, REINDEX, and the rebuilds of CLUSTER, VACUUM FULL and TRUNCATE) through gpusort.",
 							 "Takes effect only while gpusort.enabled is on; "
 							 "indexes gpusort cannot build are built by PostgreSQL.",
 							 &gs_index_build_enabled,
