@@ -548,6 +548,140 @@ gs_idx_sort(GsIdxBuild *b, bool keys_out)
 }
 
 /*
+ * Sort support, buffers and engine for a build set up by gs_idx_init, in
+ * CurrentMemoryContext, sized from the planner's estimate of the heap's
+ * rows.  partial: the rows may be few (a partial index).
+ */
+void
+gs_idx_setup(GsIdxBuild *b, bool partial)
+{
+	double		est;
+	double		rowbytes;
+
+	gs_idx_sortsupport(b);
+
+	{
+		BlockNumber pages;
+		double		allvisfrac;
+
+		estimate_rel_size(b->heap, NULL, &pages, &est, &allvisfrac);
+	}
+
+	/*
+	 * Rows are collected within maintenance_work_mem, as PostgreSQL's build
+	 * does; when it is full, they go to disk as a sorted run and the build
+	 * ends with a merge (index_spill.c).  Buffers are made for all rows
+	 * when they should fit, else for one run of rows of the estimated
+	 * width.
+	 */
+	b->mem_limit = (Size) maintenance_work_mem * 1024;
+	b->arena_block = Min(GS_IDX_ARENA_BLOCK,
+						 Max(b->mem_limit / 16, GS_IDX_ARENA_MIN_BLOCK));
+	b->may_spill = true;
+	/* a partial index may take few of them: start small, grow as needed */
+	if (partial)
+		est /= 16;
+	est = Max(est, GS_IDX_MIN_ROWS);
+	rowbytes = GS_IDX_ROW_BYTES(b) + gs_idx_tuple_width(b);
+	if (est * rowbytes <= (double) b->mem_limit)
+	{
+		b->cap = (size_t) Min(est * 1.05, (double) GS_MAX_ROWS);
+		b->cap = Min(b->cap, b->mem_limit / GS_IDX_ROW_BYTES(b));
+	}
+	else
+	{
+		b->cap = (b->mem_limit - Min(b->mem_limit / 2, b->arena_block)) /
+			rowbytes;
+		b->cap = Min(Max(b->cap, GS_IDX_MIN_ROWS), GS_MAX_ROWS);
+		est = (double) b->cap;
+	}
+
+	b->eng = gs_engine_choose(est, NULL);
+	b->keys = gs_keybuf_alloc(b->eng, b->cap * b->keybytes,
+							  CurrentMemoryContext);
+	b->tuples = (IndexTuple *) palloc_extended(b->cap * sizeof(IndexTuple),
+											   MCXT_ALLOC_HUGE);
+	b->flags = (uint8 *) palloc_extended(b->cap, MCXT_ALLOC_HUGE);
+	b->scratch = AllocSetContextCreate(CurrentMemoryContext,
+									   "gpusort index tuple scratch",
+									   ALLOCSET_DEFAULT_SIZES);
+	b->arenacxt = AllocSetContextCreate(CurrentMemoryContext,
+										"gpusort index tuples",
+										ALLOCSET_DEFAULT_SIZES);
+}
+
+/*
+ * Sort the rows collected, all in memory, and write them as the index (or
+ * hand them to b's sink when it has one).
+ */
+void
+gs_idx_write_sorted(GsIdxBuild *b)
+{
+	GsBtWriter *w = NULL;
+	uint32	   *perm;
+	IndexTuple *sorted;
+	GsEngine   *eng;
+	size_t		i;
+
+	/* the engine for the actual row count, if the estimate chose another */
+	eng = gs_engine_choose((double) b->n, NULL);
+	if (eng != b->eng && b->n > 0)
+	{
+		char	   *keys = gs_keybuf_alloc(eng, b->n * b->keybytes,
+										   CurrentMemoryContext);
+
+		memcpy(keys, b->keys, b->n * b->keybytes);
+		gs_keybuf_free(b->eng, b->keys);
+		b->keys = keys;
+		b->eng = eng;
+	}
+
+	/* sort */
+	if (b->sink == NULL)
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
+									 PROGRESS_BTREE_PHASE_PERFORMSORT_1);
+	perm = gs_idx_sort(b, false);
+
+	/*
+	 * Gather the tuple pointers in order first: a tight loop of independent
+	 * random loads overlaps its cache misses, which the load loop, with
+	 * much work per tuple, cannot.
+	 */
+	sorted = (IndexTuple *) palloc_extended(Max(b->n, 1) * sizeof(IndexTuple),
+											MCXT_ALLOC_HUGE);
+	for (i = 0; i < b->n; i++)
+		sorted[i] = b->tuples[perm[i]];
+	pfree(b->tuples);
+	b->tuples = NULL;
+
+	/* write */
+	if (b->sink == NULL)
+		w = gs_btw_begin(b->heap, b->index, b->isunique);
+	for (i = 0; i < b->n; i++)
+	{
+		bool		maybe_dup;
+
+		/* tuples are scattered over the arena: fetch ahead */
+		if (i + GS_IDX_PREFETCH < b->n)
+			__builtin_prefetch(sorted[i + GS_IDX_PREFETCH]);
+
+		/*
+		 * Column keys that differ mean key columns that differ (equal
+		 * values encode equally), so no posting list can take the tuple.
+		 */
+		maybe_dup = !b->keys_sorted || i == 0 ||
+			memcmp(b->keys + (i - 1) * b->keybytes, b->keys + i * b->keybytes,
+				   b->colwords * sizeof(uint64)) == 0;
+		if (b->sink != NULL)
+			b->sink(b->sink_arg, sorted[i]);
+		else
+			gs_btw_add(w, sorted[i], maybe_dup);
+	}
+	if (w != NULL)
+		gs_btw_finish(w);
+}
+
+/*
  * Build the index.  Returns false, with nothing written, when it had to
  * give up (then btbuild builds it); *reltuples gets the heap tuple count.
  */
@@ -557,16 +691,8 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 			 const char **why)
 {
 	GsIdxBuild b;
-	double		est;
-	double		rowbytes;
-	uint32	   *perm;
-	IndexTuple *sorted;
-	bool		maybe_dup;
-	GsBtWriter *w;
-	GsEngine   *eng;
 	GsIdxParallel *par;
 	int			nworkers = 0;
-	size_t		i;
 	instr_time	t0,
 				t1,
 				t2,
@@ -577,55 +703,7 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 		*why = "leading key column cannot be encoded";
 		return false;
 	}
-	gs_idx_sortsupport(&b);
-
-	/* size the buffers from the planner's estimate of the heap's rows */
-	{
-		BlockNumber pages;
-		double		allvisfrac;
-
-		estimate_rel_size(heap, NULL, &pages, &est, &allvisfrac);
-	}
-
-	/*
-	 * Rows are collected within maintenance_work_mem, as PostgreSQL's build
-	 * does; when it is full, they go to disk as a sorted run and the build
-	 * ends with a merge (index_spill.c).  Buffers are made for all rows
-	 * when they should fit, else for one run of rows of the estimated
-	 * width.
-	 */
-	b.mem_limit = (Size) maintenance_work_mem * 1024;
-	b.arena_block = Min(GS_IDX_ARENA_BLOCK,
-						Max(b.mem_limit / 16, GS_IDX_ARENA_MIN_BLOCK));
-	b.may_spill = true;
-	/* a partial index may take few of them: start small, grow as needed */
-	if (indexInfo->ii_Predicate != NIL)
-		est /= 16;
-	est = Max(est, GS_IDX_MIN_ROWS);
-	rowbytes = GS_IDX_ROW_BYTES(&b) + gs_idx_tuple_width(&b);
-	if (est * rowbytes <= (double) b.mem_limit)
-	{
-		b.cap = (size_t) Min(est * 1.05, (double) GS_MAX_ROWS);
-		b.cap = Min(b.cap, b.mem_limit / GS_IDX_ROW_BYTES(&b));
-	}
-	else
-	{
-		b.cap = (b.mem_limit - Min(b.mem_limit / 2, b.arena_block)) / rowbytes;
-		b.cap = Min(Max(b.cap, GS_IDX_MIN_ROWS), GS_MAX_ROWS);
-		est = (double) b.cap;
-	}
-
-	b.eng = gs_engine_choose(est, NULL);
-	b.keys = gs_keybuf_alloc(b.eng, b.cap * b.keybytes, CurrentMemoryContext);
-	b.tuples = (IndexTuple *) palloc_extended(b.cap * sizeof(IndexTuple),
-											  MCXT_ALLOC_HUGE);
-	b.flags = (uint8 *) palloc_extended(b.cap, MCXT_ALLOC_HUGE);
-	b.scratch = AllocSetContextCreate(CurrentMemoryContext,
-									  "gpusort index tuple scratch",
-									  ALLOCSET_DEFAULT_SIZES);
-	b.arenacxt = AllocSetContextCreate(CurrentMemoryContext,
-									   "gpusort index tuples",
-									   ALLOCSET_DEFAULT_SIZES);
+	gs_idx_setup(&b, indexInfo->ii_Predicate != NIL);
 
 	/* scan */
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
@@ -678,67 +756,20 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 		return true;
 	}
 
-	/* the engine for the actual row count, if the estimate chose another */
-	eng = gs_engine_choose((double) b.n, NULL);
-	if (eng != b.eng && b.n > 0)
-	{
-		char	   *keys = gs_keybuf_alloc(eng, b.n * b.keybytes,
-										   CurrentMemoryContext);
-
-		memcpy(keys, b.keys, b.n * b.keybytes);
-		gs_keybuf_free(b.eng, b.keys);
-		b.keys = keys;
-		b.eng = eng;
-	}
-
-	/* sort */
-	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
-								 PROGRESS_BTREE_PHASE_PERFORMSORT_1);
-	perm = gs_idx_sort(&b, false);
-
-	/*
-	 * Gather the tuple pointers in order first: a tight loop of independent
-	 * random loads overlaps its cache misses, which the load loop, with
-	 * much work per tuple, cannot.
-	 */
-	sorted = (IndexTuple *) palloc_extended(Max(b.n, 1) * sizeof(IndexTuple),
-											MCXT_ALLOC_HUGE);
-	for (i = 0; i < b.n; i++)
-		sorted[i] = b.tuples[perm[i]];
-	pfree(b.tuples);
-	b.tuples = NULL;
+	/* sort and write */
 	INSTR_TIME_SET_CURRENT(t2);
-
-	/* write */
-	w = gs_btw_begin(heap, index, b.isunique);
-	for (i = 0; i < b.n; i++)
-	{
-		/* tuples are scattered over the arena: fetch ahead */
-		if (i + GS_IDX_PREFETCH < b.n)
-			__builtin_prefetch(sorted[i + GS_IDX_PREFETCH]);
-		/*
-		 * Column keys that differ mean key columns that differ (equal
-		 * values encode equally), so no posting list can take the tuple.
-		 */
-		maybe_dup = !b.keys_sorted || i == 0 ||
-			memcmp(b.keys + (i - 1) * b.keybytes, b.keys + i * b.keybytes,
-				   b.colwords * sizeof(uint64)) == 0;
-		gs_btw_add(w, sorted[i], maybe_dup);
-	}
-	gs_btw_finish(w);
+	gs_idx_write_sorted(&b);
 	INSTR_TIME_SET_CURRENT(t3);
 
 	INSTR_TIME_SUBTRACT(t3, t2);
-	INSTR_TIME_SUBTRACT(t2, t1);
 	INSTR_TIME_SUBTRACT(t1, t0);
 	ereport(DEBUG2,
-			(errmsg_internal("gpusort index \"%s\": %zu rows, %d-byte keys%s; scan %.1f ms (%d workers), sort %.1f ms (%s engine), load %.1f ms",
+			(errmsg_internal("gpusort index \"%s\": %zu rows, %d-byte keys%s; scan %.1f ms (%d workers), sort and load %.1f ms (%s engine)",
 							 RelationGetRelationName(index), b.n, b.keybytes,
 							 b.exact ? "" : " (tie-breaks)",
 							 INSTR_TIME_GET_MILLISEC(t1), nworkers,
-							 INSTR_TIME_GET_MILLISEC(t2),
-							 b.eng->ops->name,
-							 INSTR_TIME_GET_MILLISEC(t3))));
+							 INSTR_TIME_GET_MILLISEC(t3),
+							 b.eng->ops->name)));
 
 	*indtuples = b.indtuples;
 	return true;

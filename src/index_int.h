@@ -85,6 +85,10 @@ typedef struct GsIdxBuild
 
 	/* comparators for tie-breaks and unique checks */
 	SortSupport ssup;
+
+	/* where the sorted tuples go instead of a btree (CLUSTER), or NULL */
+	void		(*sink) (void *arg, IndexTuple itup);
+	void	   *sink_arg;
 } GsIdxBuild;
 
 /* memory a row takes besides its tuple: key, pointer, flags, perm, gather */
@@ -101,6 +105,8 @@ extern void gs_idx_add_row(GsIdxBuild *b, IndexTuple itup, const uint64 *key,
 extern void gs_idx_collect(Relation index, ItemPointer tid, Datum *values,
 						   bool *isnull, bool tupleIsAlive, void *state);
 
+extern void gs_idx_setup(GsIdxBuild *b, bool partial);
+extern void gs_idx_write_sorted(GsIdxBuild *b);
 extern uint32 *gs_idx_sort(GsIdxBuild *b, bool keys_out);
 extern int	gs_idx_cmp_cols(GsIdxBuild *b, IndexTuple t1, IndexTuple t2);
 extern void gs_idx_unique_violation(GsIdxBuild *b, IndexTuple itup) pg_attribute_noreturn();

@@ -486,7 +486,7 @@ static void
 gs_merge_final(GsIdxBuild *b, const GsRun *runs, int n, Size bufsize)
 {
 	GsMerge		m;
-	GsBtWriter *w;
+	GsBtWriter *w = NULL;
 	char	   *rec;
 	uint64		count = 0;
 	uint64	   *prevkey;
@@ -504,8 +504,11 @@ gs_merge_final(GsIdxBuild *b, const GsRun *runs, int n, Size bufsize)
 		first_alive = (IndexTuple) palloc(MAXALIGN(INDEX_SIZE_MASK + 1));
 	}
 
-	w = gs_btw_begin(b->heap, b->index, b->isunique);
-	gs_btw_tuples_transient(w);
+	if (b->sink == NULL)
+	{
+		w = gs_btw_begin(b->heap, b->index, b->isunique);
+		gs_btw_tuples_transient(w);
+	}
 	while ((rec = gs_merge_top(&m)) != NULL)
 	{
 		const uint64 *key = gs_rec_key(rec);
@@ -538,7 +541,10 @@ gs_merge_final(GsIdxBuild *b, const GsRun *runs, int n, Size bufsize)
 		}
 
 		/* column words that differ: key columns that differ */
-		gs_btw_add(w, itup, samecols);
+		if (b->sink != NULL)
+			b->sink(b->sink_arg, itup);
+		else
+			gs_btw_add(w, itup, samecols);
 		memcpy(prevkey, key, b->colwords * sizeof(uint64));
 		first = false;
 
@@ -546,7 +552,8 @@ gs_merge_final(GsIdxBuild *b, const GsRun *runs, int n, Size bufsize)
 		if (++count % GS_SPILL_CFI_EVERY == 0)
 			CHECK_FOR_INTERRUPTS();
 	}
-	gs_btw_finish(w);
+	if (w != NULL)
+		gs_btw_finish(w);
 	gs_merge_end(&m);
 }
 
@@ -576,8 +583,9 @@ gs_idx_spill_build(GsIdxBuild *b)
 	bufsize = Min(bufsize, GS_RUN_BUFFER);
 	bufsize = MAXALIGN_DOWN(bufsize);
 
-	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
-								 PROGRESS_BTREE_PHASE_PERFORMSORT_1);
+	if (b->sink == NULL)
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
+									 PROGRESS_BTREE_PHASE_PERFORMSORT_1);
 
 	/* merge passes: groups of runs into longer runs, until few are left */
 	b->npasses = 0;
