@@ -163,8 +163,9 @@ SELECT * FROM gs_build('CREATE INDEX %I ON gsi (b) WHERE a < 1000', 'gsi_part');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (a) WITH (fillfactor = 50)', 'gsi_ff50');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (id) WITH (fillfactor = 100)', 'gsi_ff100');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (a) WITH (deduplicate_items = off)', 'gsi_nodedup');
--- beyond maintenance_work_mem PostgreSQL builds the index: known from the
--- estimate before the scan, or found during it (a partial index)
+-- beyond maintenance_work_mem gpusort sorts in runs on disk: known from
+-- the estimate before the scan, or found during it (a partial index); see
+-- index_external for these builds
 SET maintenance_work_mem = '1MB';
 SET client_min_messages = log;
 CREATE INDEX gsi_mwm1 ON gsi (b);
@@ -335,7 +336,8 @@ SELECT bt_index_parent_check('gsp1_k_v_idx', true, true),
 	   bt_index_parent_check('gsp2_k_v_idx', true, true);
 
 -- built by PostgreSQL: gpusort off, other access methods, a leading column
--- the key encoder does not handle, CONCURRENTLY, system catalogs
+-- the key encoder does not handle, CONCURRENTLY without parallel
+-- maintenance workers (see index_rebuild), system catalogs
 SET client_min_messages = log;
 SET gpusort.index_build = off;
 CREATE INDEX gsi_off1 ON gsi (a);

@@ -23,6 +23,21 @@
  *	  entry is only reloaded, never rebuilt, by invalidations (its
  *	  rd_indam survives), and reindex_index() keeps it open up to
  *	  index_build().
+ *	- Every other build of an existing or concurrent index: index_build()
+ *	  asks plan_create_index_workers() how many parallel workers a btree
+ *	  build should have (for every caller that allows parallelism:
+ *	  reindex_index(), which REINDEX of every kind, CLUSTER, VACUUM FULL,
+ *	  TRUNCATE, table rewrites and REFRESH MATERIALIZED VIEW use, and
+ *	  index_concurrently_build(), used by CREATE INDEX and REINDEX
+ *	  CONCURRENTLY).  That function builds a planner entry for the heap,
+ *	  whose get_relation_info() ends with get_relation_info_hook, while the
+ *	  index is open.  Inside those statements our hook patches the heap's
+ *	  btree indexes that are being built at that moment: the one
+ *	  ReindexIsProcessingIndex() names, and those not yet ready for
+ *	  inserts (indisready false: a concurrent build).  It does not fire
+ *	  when max_parallel_maintenance_workers is 0 (plan_create_index_workers
+ *	  returns before planning anything), in a standalone backend, or while
+ *	  bootstrapping: those builds stay PostgreSQL's.
  *
  * Safety: the patch only decides who builds the index.  If an invalidation
  * rebuilds the entry first, the patch is simply gone and btbuild runs; if a
@@ -32,10 +47,13 @@
  * the heap, see index_parallel.c) or leaves the whole build, parallel
  * workers included, to btbuild.
  *
- * Not taken over (PostgreSQL builds them as before): CONCURRENTLY (the
- * build runs in a later transaction, where the patch may be gone),
- * REINDEX SCHEMA / DATABASE / SYSTEM (a transaction per table), and the
- * rebuilds of CLUSTER, VACUUM FULL and TRUNCATE.
+ * Not taken over: indexes of system catalogs and TOAST tables.  Their
+ * rebuilds run while the catalogs they index may be unusable, and
+ * gs_btbuild reads catalogs (operator families, sort support, collations)
+ * that btbuild does not; they are small, so nothing is lost.  A concurrent
+ * build is taken over but scanned by the leader alone (its MVCC snapshot
+ * is not handed to gpusort's workers); its validation pass (a sort of
+ * TIDs in validate_index) stays PostgreSQL's.
  *
  * Copyright (c) 2026, gpusort developers
  *
@@ -54,9 +72,11 @@
 #include "catalog/objectaccess.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_index.h"
 #include "commands/defrem.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "optimizer/plancat.h"
 #include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
@@ -64,6 +84,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
+#include "utils/syscache.h"
 
 #include "gpusort_int.h"
 #include "index_int.h"
@@ -73,6 +94,10 @@ bool		gs_log_index_builds = false;
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static object_access_hook_type prev_object_access = NULL;
+static get_relation_info_hook_type prev_get_relation_info = NULL;
+
+/* > 0 inside a statement that may rebuild indexes (see gs_index_rebuilding) */
+static int	gs_rebuild_depth = 0;
 
 /*
  * > 0 while a statement runs whose new indexes we build: CREATE INDEX (not
@@ -202,6 +227,74 @@ gs_index_prepare_reindex(ReindexStmt *stmt)
 	}
 }
 
+/*
+ * Is indexId a btree being built right now: rebuilt by reindex_index(), or
+ * built concurrently (not ready for inserts yet)?
+ */
+static bool
+gs_index_being_built(Oid indexId)
+{
+	HeapTuple	tup;
+	bool		ready;
+
+	if (ReindexIsProcessingIndex(indexId))
+		return true;
+	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(indexId));
+	if (!HeapTupleIsValid(tup))
+		return false;
+	ready = ((Form_pg_index) GETSTRUCT(tup))->indisready;
+	ReleaseSysCache(tup);
+	return !ready;
+}
+
+/*
+ * get_relation_info_hook: inside a statement that rebuilds indexes, patch
+ * the entries of the heap's btree indexes being built (see the file's
+ * header).  Only entries already open elsewhere are patched: the build
+ * holds its index open, and an entry nobody holds may be rebuilt anyway.
+ */
+static void
+gs_index_get_relation_info(PlannerInfo *root, Oid relationObjectId,
+						   bool inhparent, RelOptInfo *rel)
+{
+	if (prev_get_relation_info)
+		prev_get_relation_info(root, relationObjectId, inhparent, rel);
+
+	if (gs_rebuild_depth > 0 && gs_index_wanted() &&
+		!IsCatalogRelationOid(relationObjectId))
+	{
+		Relation	heap = RelationIdGetRelation(relationObjectId);
+		List	   *indexes;
+		ListCell   *lc;
+
+		if (!RelationIsValid(heap))
+			return;
+		if (IsSystemRelation(heap) ||
+			IsCatalogNamespace(heap->rd_rel->relnamespace))
+		{
+			RelationClose(heap);
+			return;
+		}
+		indexes = RelationGetIndexList(heap);
+		RelationClose(heap);
+		foreach(lc, indexes)
+		{
+			Oid			indexId = lfirst_oid(lc);
+			Relation	index;
+
+			if (!gs_index_being_built(indexId))
+				continue;
+			index = RelationIdGetRelation(indexId);
+			if (!RelationIsValid(index))
+				continue;
+			if (index->rd_refcnt > 1)
+				gs_index_patch(index);
+			RelationClose(index);
+		}
+		list_free(indexes);
+	}
+}
+
 static void
 gs_index_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 						bool readOnlyTree, ProcessUtilityContext context,
@@ -210,6 +303,7 @@ gs_index_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 {
 	Node	   *parsetree = pstmt->utilityStmt;
 	volatile bool track = false;	/* read after a longjmp */
+	volatile bool rebuild = false;
 
 	if (gs_index_wanted())
 	{
@@ -219,10 +313,21 @@ gs_index_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			track = true;
 		else if (IsA(parsetree, ReindexStmt))
 			gs_index_prepare_reindex((ReindexStmt *) parsetree);
+
+		/* statements whose index builds the planner hook may take */
+		rebuild = IsA(parsetree, IndexStmt) ||
+			IsA(parsetree, AlterTableStmt) ||
+			IsA(parsetree, ReindexStmt) ||
+			IsA(parsetree, ClusterStmt) ||
+			IsA(parsetree, VacuumStmt) ||
+			IsA(parsetree, TruncateStmt) ||
+			IsA(parsetree, RefreshMatViewStmt);
 	}
 
 	if (track)
 		gs_create_index_depth++;
+	if (rebuild)
+		gs_rebuild_depth++;
 	PG_TRY();
 	{
 		if (prev_ProcessUtility)
@@ -236,6 +341,8 @@ gs_index_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	{
 		if (track)
 			gs_create_index_depth--;
+		if (rebuild)
+			gs_rebuild_depth--;
 	}
 	PG_END_TRY();
 }
@@ -244,7 +351,7 @@ void
 gs_index_init(void)
 {
 	DefineCustomBoolVariable("gpusort.index_build",
-							 "Builds btree indexes (CREATE INDEX, REINDEX) through gpusort.",
+							 "Builds btree indexes (CREATE INDEX, REINDEX, and the rebuilds of CLUSTER, VACUUM FULL and TRUNCATE) through gpusort.",
 							 "Takes effect only while gpusort.enabled is on; "
 							 "indexes gpusort cannot build are built by PostgreSQL.",
 							 &gs_index_build_enabled,
@@ -265,4 +372,6 @@ gs_index_init(void)
 	ProcessUtility_hook = gs_index_ProcessUtility;
 	prev_object_access = object_access_hook;
 	object_access_hook = gs_index_object_access;
+	prev_get_relation_info = get_relation_info_hook;
+	get_relation_info_hook = gs_index_get_relation_info;
 }

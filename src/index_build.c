@@ -16,11 +16,11 @@
  * the tuples go to the page writer (index_write.c).
  *
  * When index_build() planned parallel workers, they do the heap scan
- * (index_parallel.c) and the leader only gathers their rows.  The whole
- * build stays in memory, within maintenance_work_mem.
+ * (index_parallel.c) and the leader only gathers their rows.  The rows
+ * are kept within maintenance_work_mem; when it is full they are sorted
+ * into a run on disk and the build ends with a merge (index_spill.c).
  *
- * Whatever this file does not support, or that would need more memory, is
- * built by btbuild, unchanged.
+ * Whatever this file does not support is built by btbuild, unchanged.
  *
  * Copyright (c) 2026, gpusort developers
  *
@@ -74,8 +74,6 @@ gs_idx_unsupported(Relation heap, Relation index, IndexInfo *indexInfo)
 		return "not a btree";
 	if (IsCatalogRelation(heap) || IsSystemRelation(heap))
 		return "system catalog";
-	if (indexInfo->ii_Concurrent)
-		return "concurrent build";
 	if (RelationGetNumberOfBlocks(index) != 0)
 		return "index not empty";
 	return NULL;
@@ -126,6 +124,25 @@ gs_idx_keyplan(GsIdxBuild *b, int *ncols_planned)
 							 b->itupdesc, maxbytes);
 }
 
+/* the estimated size of one index tuple in memory (arena) */
+static Size
+gs_idx_tuple_width(GsIdxBuild *b)
+{
+	Size		width = sizeof(IndexTupleData);
+	int			i;
+
+	for (i = 0; i < b->itupdesc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(b->itupdesc, i);
+
+		if (att->attlen > 0)
+			width = att_align_nominal(width, att->attalign) + att->attlen;
+		else
+			width += get_typavgwidth(att->atttypid, att->atttypmod);
+	}
+	return MAXALIGN(width);
+}
+
 /*
  * Set up b for index: its key plan and key layout (the same in the leader
  * and in parallel workers).  False when the leading key column cannot be
@@ -153,6 +170,7 @@ gs_idx_init(GsIdxBuild *b, Relation heap, Relation index,
 	b->colwords = (b->colbytes + 7) / 8;
 	b->keybytes = (b->colwords + 1) * 8;
 	Assert(GS_KEY_BYTES_VALID(b->keybytes));
+	b->arenacxt = CurrentMemoryContext;
 	b->exact = ncols_planned == b->nkeyatts &&
 		gs_keyplan_ncols_encoded(b->kp) == b->nkeyatts &&
 		gs_keyplan_exact(b->kp);
@@ -181,7 +199,7 @@ gs_idx_sortsupport(GsIdxBuild *b)
 }
 
 /* compare the key columns of two index tuples, as the btree orders them */
-static int
+int
 gs_idx_cmp_cols(GsIdxBuild *b, IndexTuple t1, IndexTuple t2)
 {
 	int			i;
@@ -217,10 +235,6 @@ gs_idx_cmp_rows(const void *a, const void *bb, void *arg)
 		return c;
 	return ItemPointerCompare(&t1->t_tid, &t2->t_tid);
 }
-
-/* memory a row takes besides its tuple: key, pointer, flags, perm, gather */
-#define GS_IDX_ROW_BYTES(b) \
-	((Size) (b)->keybytes + 2 * sizeof(IndexTuple) + 1 + sizeof(uint32))
 
 /* false when growing would exceed maintenance_work_mem or one sort */
 static bool
@@ -258,7 +272,7 @@ gs_idx_store(GsIdxBuild *b, IndexTuple src)
 	{
 		size_t		block = Max(b->arena_block, size);
 
-		b->arena = (char *) MemoryContextAllocExtended(b->cxt, block,
+		b->arena = (char *) MemoryContextAllocExtended(b->arenacxt, block,
 													   MCXT_ALLOC_HUGE);
 		b->arena_left = block;
 		b->mem_arena += block;
@@ -297,9 +311,11 @@ gs_idx_encode(GsIdxBuild *b, Datum *values, bool *isnull, ItemPointer tid,
 }
 
 /*
- * Room for one more row; false (and overflow set) when one sort or
- * maintenance_work_mem cannot take more.  (An index tuple is smaller than
- * a page, so with a page left in the arena no block is allocated.)
+ * Room for one more row.  When one sort or maintenance_work_mem cannot
+ * take more, the rows so far become a sorted run on disk (when b may
+ * spill; else overflow is set and false returned).  (An index tuple is
+ * smaller than a page, so with a page left in the arena no block is
+ * allocated.)
  */
 static inline bool
 gs_idx_room(GsIdxBuild *b)
@@ -311,6 +327,13 @@ gs_idx_room(GsIdxBuild *b)
 		 b->mem_arena + b->arena_block + b->cap * GS_IDX_ROW_BYTES(b) >
 		 b->mem_limit))
 	{
+		if (b->may_spill)
+		{
+			/* with no row in memory, take the block anyway: progress */
+			if (b->n > 0)
+				gs_idx_spill_run(b);
+			return true;
+		}
 		b->overflow = true;
 		return false;
 	}
@@ -367,7 +390,7 @@ gs_idx_collect(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 }
 
 /* the error btbuild raises for two live tuples with equal keys */
-static void
+void
 gs_idx_unique_violation(GsIdxBuild *b, IndexTuple itup)
 {
 	Datum		values[INDEX_MAX_KEYS];
@@ -387,7 +410,7 @@ gs_idx_unique_violation(GsIdxBuild *b, IndexTuple itup)
 }
 
 /* any key column NULL? */
-static bool
+bool
 gs_idx_key_has_null(GsIdxBuild *b, IndexTuple itup)
 {
 	int			i;
@@ -447,10 +470,11 @@ gs_idx_check_unique(GsIdxBuild *b, const uint32 *perm, size_t s, size_t e)
 
 /*
  * Sort the collected rows; returns perm, the rows in btree order.  Raises
- * the unique violation when there is one.
+ * the unique violation when there is one.  keys_out: keys[] must come back
+ * in sorted order (else it does when b->keys_sorted says so).
  */
-static uint32 *
-gs_idx_sort(GsIdxBuild *b)
+uint32 *
+gs_idx_sort(GsIdxBuild *b, bool keys_out)
 {
 	uint32	   *perm;
 	char	   *fallback = NULL;
@@ -471,7 +495,7 @@ gs_idx_sort(GsIdxBuild *b)
 	 * not (writing them out costs it more than the checks).
 	 */
 	final = b->exact && !b->anylossy && !b->isunique;
-	b->keys_sorted = !final ||
+	b->keys_sorted = !final || keys_out ||
 		(b->eng->is_gpu && !b->isunique && BTGetDeduplicateItems(b->index) &&
 		 _bt_allequalimage(b->index, false));
 	b->eng = gs_engine_sort(b->eng, b->keys, b->n, b->keybytes, perm,
@@ -522,23 +546,151 @@ gs_idx_sort(GsIdxBuild *b)
 }
 
 /*
+ * Sort support, buffers and engine for a build set up by gs_idx_init, in
+ * CurrentMemoryContext, sized from the planner's estimate of the heap's
+ * rows.  partial: the rows may be few (a partial index).
+ */
+void
+gs_idx_setup(GsIdxBuild *b, bool partial)
+{
+	double		est;
+	double		rowbytes;
+
+	gs_idx_sortsupport(b);
+
+	{
+		BlockNumber pages;
+		double		allvisfrac;
+
+		estimate_rel_size(b->heap, NULL, &pages, &est, &allvisfrac);
+	}
+
+	/*
+	 * Rows are collected within maintenance_work_mem, as PostgreSQL's build
+	 * does; when it is full, they go to disk as a sorted run and the build
+	 * ends with a merge (index_spill.c).  Buffers are made for all rows
+	 * when they should fit, else for one run of rows of the estimated
+	 * width.
+	 */
+	b->mem_limit = (Size) maintenance_work_mem * 1024;
+	b->arena_block = Min(GS_IDX_ARENA_BLOCK,
+						 Max(b->mem_limit / 16, GS_IDX_ARENA_MIN_BLOCK));
+	b->may_spill = true;
+	/* a partial index may take few of them: start small, grow as needed */
+	if (partial)
+		est /= 16;
+	est = Max(est, GS_IDX_MIN_ROWS);
+	rowbytes = GS_IDX_ROW_BYTES(b) + gs_idx_tuple_width(b);
+	if (est * rowbytes <= (double) b->mem_limit)
+	{
+		b->cap = (size_t) Min(est * 1.05, (double) GS_MAX_ROWS);
+		b->cap = Min(b->cap, b->mem_limit / GS_IDX_ROW_BYTES(b));
+	}
+	else
+	{
+		b->cap = (b->mem_limit - Min(b->mem_limit / 2, b->arena_block)) /
+			rowbytes;
+		b->cap = Min(Max(b->cap, GS_IDX_MIN_ROWS), GS_MAX_ROWS);
+		est = (double) b->cap;
+	}
+
+	b->eng = gs_engine_choose(est, NULL);
+	b->keys = gs_keybuf_alloc(b->eng, b->cap * b->keybytes,
+							  CurrentMemoryContext);
+	b->tuples = (IndexTuple *) palloc_extended(b->cap * sizeof(IndexTuple),
+											   MCXT_ALLOC_HUGE);
+	b->flags = (uint8 *) palloc_extended(b->cap, MCXT_ALLOC_HUGE);
+	b->scratch = AllocSetContextCreate(CurrentMemoryContext,
+									   "gpusort index tuple scratch",
+									   ALLOCSET_DEFAULT_SIZES);
+	b->arenacxt = AllocSetContextCreate(CurrentMemoryContext,
+										"gpusort index tuples",
+										ALLOCSET_DEFAULT_SIZES);
+}
+
+/*
+ * Sort the rows collected, all in memory, and write them as the index (or
+ * hand them to b's sink when it has one).
+ */
+void
+gs_idx_write_sorted(GsIdxBuild *b)
+{
+	GsBtWriter *w = NULL;
+	uint32	   *perm;
+	IndexTuple *sorted;
+	GsEngine   *eng;
+	size_t		i;
+
+	/* the engine for the actual row count, if the estimate chose another */
+	eng = gs_engine_choose((double) b->n, NULL);
+	if (eng != b->eng && b->n > 0)
+	{
+		char	   *keys = gs_keybuf_alloc(eng, b->n * b->keybytes,
+										   CurrentMemoryContext);
+
+		memcpy(keys, b->keys, b->n * b->keybytes);
+		gs_keybuf_free(b->eng, b->keys);
+		b->keys = keys;
+		b->eng = eng;
+	}
+
+	/* sort */
+	if (b->sink == NULL)
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
+									 PROGRESS_BTREE_PHASE_PERFORMSORT_1);
+	perm = gs_idx_sort(b, false);
+
+	/*
+	 * Gather the tuple pointers in order first: a tight loop of independent
+	 * random loads overlaps its cache misses, which the load loop, with
+	 * much work per tuple, cannot.
+	 */
+	sorted = (IndexTuple *) palloc_extended(Max(b->n, 1) * sizeof(IndexTuple),
+											MCXT_ALLOC_HUGE);
+	for (i = 0; i < b->n; i++)
+		sorted[i] = b->tuples[perm[i]];
+	pfree(b->tuples);
+	b->tuples = NULL;
+
+	/* write */
+	if (b->sink == NULL)
+		w = gs_btw_begin(b->heap, b->index, b->isunique);
+	for (i = 0; i < b->n; i++)
+	{
+		bool		maybe_dup;
+
+		/* tuples are scattered over the arena: fetch ahead */
+		if (i + GS_IDX_PREFETCH < b->n)
+			__builtin_prefetch(sorted[i + GS_IDX_PREFETCH]);
+
+		/*
+		 * Column keys that differ mean key columns that differ (equal
+		 * values encode equally), so no posting list can take the tuple.
+		 */
+		maybe_dup = !b->keys_sorted || i == 0 ||
+			memcmp(b->keys + (i - 1) * b->keybytes, b->keys + i * b->keybytes,
+				   b->colwords * sizeof(uint64)) == 0;
+		if (b->sink != NULL)
+			b->sink(b->sink_arg, sorted[i]);
+		else
+			gs_btw_add(w, sorted[i], maybe_dup);
+	}
+	if (w != NULL)
+		gs_btw_finish(w);
+}
+
+/*
  * Build the index.  Returns false, with nothing written, when it had to
  * give up (then btbuild builds it); *reltuples gets the heap tuple count.
  */
 static bool
 gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
-			 double *reltuples, double *indtuples, const char **why)
+			 double *reltuples, double *indtuples, bool *external,
+			 const char **why)
 {
 	GsIdxBuild b;
-	double		est;
-	uint32	   *perm;
-	IndexTuple *sorted;
-	bool		maybe_dup;
-	GsBtWriter *w;
-	GsEngine   *eng;
 	GsIdxParallel *par;
 	int			nworkers = 0;
-	size_t		i;
 	instr_time	t0,
 				t1,
 				t2,
@@ -549,58 +701,15 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 		*why = "leading key column cannot be encoded";
 		return false;
 	}
-	gs_idx_sortsupport(&b);
-
-	/* size the buffers from the planner's estimate of the heap's rows */
-	{
-		BlockNumber pages;
-		double		allvisfrac;
-
-		estimate_rel_size(heap, NULL, &pages, &est, &allvisfrac);
-	}
-	if (est >= (double) GS_MAX_ROWS)
-	{
-		*why = "too many rows for one sort";
-		return false;
-	}
-
-	/*
-	 * Everything stays in memory until the pages are written, within
-	 * maintenance_work_mem as PostgreSQL's build; beyond it (no spilling
-	 * here) PostgreSQL builds the index.  Rows take at least a minimal
-	 * tuple each.
-	 */
-	b.mem_limit = (Size) maintenance_work_mem * 1024;
-	b.arena_block = Min(GS_IDX_ARENA_BLOCK,
-						Max(b.mem_limit / 16, GS_IDX_ARENA_MIN_BLOCK));
-	/* a partial index may take few of them: start small, grow as needed */
-	if (indexInfo->ii_Predicate != NIL)
-		est /= 16;
-	if (est * (GS_IDX_ROW_BYTES(&b) + MAXALIGN(sizeof(IndexTupleData) + 1)) >
-		(double) b.mem_limit)
-	{
-		*why = "needs more memory than maintenance_work_mem";
-		return false;
-	}
-	est = Max(est, GS_IDX_MIN_ROWS);
-	b.cap = (size_t) Min(est * 1.05, (double) GS_MAX_ROWS);
-	b.cap = Min(b.cap, b.mem_limit / GS_IDX_ROW_BYTES(&b));
-
-	b.eng = gs_engine_choose(est, NULL);
-	b.keys = gs_keybuf_alloc(b.eng, b.cap * b.keybytes, CurrentMemoryContext);
-	b.tuples = (IndexTuple *) palloc_extended(b.cap * sizeof(IndexTuple),
-											  MCXT_ALLOC_HUGE);
-	b.flags = (uint8 *) palloc_extended(b.cap, MCXT_ALLOC_HUGE);
-	b.scratch = AllocSetContextCreate(CurrentMemoryContext,
-									  "gpusort index tuple scratch",
-									  ALLOCSET_DEFAULT_SIZES);
+	gs_idx_setup(&b, indexInfo->ii_Predicate != NIL);
 
 	/* scan */
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
 								 PROGRESS_BTREE_PHASE_INDEXBUILD_TABLESCAN);
 	INSTR_TIME_SET_CURRENT(t0);
 	par = NULL;
-	if (indexInfo->ii_ParallelWorkers > 0)
+	/* a concurrent build's MVCC snapshot is not passed on: scan alone */
+	if (indexInfo->ii_ParallelWorkers > 0 && !indexInfo->ii_Concurrent)
 		par = gs_idx_parallel_begin(&b, indexInfo,
 									indexInfo->ii_ParallelWorkers);
 	if (par != NULL)
@@ -623,74 +732,42 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 
 		pgstat_progress_update_multi_param(3, progress_index, progress_vals);
 	}
-	if (b.overflow)
+	Assert(!b.overflow);
+
+	if (b.file != NULL)
 	{
-		*why = b.n >= GS_MAX_ROWS ? "too many rows for one sort" :
-			"needs more memory than maintenance_work_mem";
-		return false;
+		/* runs on disk: merge them into the index */
+		INSTR_TIME_SET_CURRENT(t2);
+		gs_idx_spill_build(&b);
+		INSTR_TIME_SET_CURRENT(t3);
+		INSTR_TIME_SUBTRACT(t3, t2);
+		INSTR_TIME_SUBTRACT(t1, t0);
+		ereport(DEBUG2,
+				(errmsg_internal("gpusort index \"%s\": %.0f rows, %d-byte keys%s; scan and %d runs %.1f ms (%d workers), %d merge passes and final merge %.1f ms",
+								 RelationGetRelationName(index), b.indtuples,
+								 b.keybytes, b.exact ? "" : " (tie-breaks)",
+								 b.nruns_written, INSTR_TIME_GET_MILLISEC(t1),
+								 nworkers, b.npasses,
+								 INSTR_TIME_GET_MILLISEC(t3))));
+		*external = true;
+		*indtuples = b.indtuples;
+		return true;
 	}
 
-	/* the engine for the actual row count, if the estimate chose another */
-	eng = gs_engine_choose((double) b.n, NULL);
-	if (eng != b.eng && b.n > 0)
-	{
-		char	   *keys = gs_keybuf_alloc(eng, b.n * b.keybytes,
-										   CurrentMemoryContext);
-
-		memcpy(keys, b.keys, b.n * b.keybytes);
-		gs_keybuf_free(b.eng, b.keys);
-		b.keys = keys;
-		b.eng = eng;
-	}
-
-	/* sort */
-	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
-								 PROGRESS_BTREE_PHASE_PERFORMSORT_1);
-	perm = gs_idx_sort(&b);
-
-	/*
-	 * Gather the tuple pointers in order first: a tight loop of independent
-	 * random loads overlaps its cache misses, which the load loop, with
-	 * much work per tuple, cannot.
-	 */
-	sorted = (IndexTuple *) palloc_extended(Max(b.n, 1) * sizeof(IndexTuple),
-											MCXT_ALLOC_HUGE);
-	for (i = 0; i < b.n; i++)
-		sorted[i] = b.tuples[perm[i]];
-	pfree(b.tuples);
-	b.tuples = NULL;
+	/* sort and write */
 	INSTR_TIME_SET_CURRENT(t2);
-
-	/* write */
-	w = gs_btw_begin(heap, index, b.isunique);
-	for (i = 0; i < b.n; i++)
-	{
-		/* tuples are scattered over the arena: fetch ahead */
-		if (i + GS_IDX_PREFETCH < b.n)
-			__builtin_prefetch(sorted[i + GS_IDX_PREFETCH]);
-		/*
-		 * Column keys that differ mean key columns that differ (equal
-		 * values encode equally), so no posting list can take the tuple.
-		 */
-		maybe_dup = !b.keys_sorted || i == 0 ||
-			memcmp(b.keys + (i - 1) * b.keybytes, b.keys + i * b.keybytes,
-				   b.colwords * sizeof(uint64)) == 0;
-		gs_btw_add(w, sorted[i], maybe_dup);
-	}
-	gs_btw_finish(w);
+	gs_idx_write_sorted(&b);
 	INSTR_TIME_SET_CURRENT(t3);
 
 	INSTR_TIME_SUBTRACT(t3, t2);
-	INSTR_TIME_SUBTRACT(t2, t1);
 	INSTR_TIME_SUBTRACT(t1, t0);
 	ereport(DEBUG2,
-			(errmsg_internal("gpusort index \"%s\": %zu rows, %d-byte keys%s; scan %.1f ms (%d workers), sort %.1f ms (%s engine), load %.1f ms",
+			(errmsg_internal("gpusort index \"%s\": %zu rows, %d-byte keys%s; scan %.1f ms (%d workers), sort and load %.1f ms (%s engine)",
 							 RelationGetRelationName(index), b.n, b.keybytes,
 							 b.exact ? "" : " (tie-breaks)",
 							 INSTR_TIME_GET_MILLISEC(t1), nworkers,
-							 INSTR_TIME_GET_MILLISEC(t2),
-							 b.eng->ops->name,
-							 INSTR_TIME_GET_MILLISEC(t3))));
+							 INSTR_TIME_GET_MILLISEC(t3),
+							 b.eng->ops->name)));
 
 	*indtuples = b.indtuples;
 	return true;
@@ -705,6 +782,7 @@ gs_btbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	MemoryContext oldcxt;
 	double		reltuples = 0;
 	double		indtuples = 0;
+	bool		external = false;
 	bool		done;
 
 	why = gs_idx_unsupported(heap, index, indexInfo);
@@ -721,7 +799,8 @@ gs_btbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "gpusort index build",
 								ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(cxt);
-	done = gs_idx_build(heap, index, indexInfo, &reltuples, &indtuples, &why);
+	done = gs_idx_build(heap, index, indexInfo, &reltuples, &indtuples,
+						&external, &why);
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextDelete(cxt);
 
@@ -735,8 +814,9 @@ gs_btbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	}
 
 	ereport(GS_IDX_REPORT_LEVEL,
-			(errmsg_internal("index \"%s\" built by gpusort",
-							 RelationGetRelationName(index))));
+			(errmsg_internal("index \"%s\" built by gpusort%s",
+							 RelationGetRelationName(index),
+							 external ? " (sorted in runs on disk)" : "")));
 	result->heap_tuples = reltuples;
 	result->index_tuples = indtuples;
 	return result;

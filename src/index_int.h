@@ -8,6 +8,8 @@
  * index_build.c  the ambuild: heap scan, normalized keys, sort, checks
  * index_write.c  writes the sorted index tuples as btree pages
  * index_parallel.c  the heap scan spread over parallel workers
+ * index_spill.c  builds beyond maintenance_work_mem: sorted runs in a
+ *                temporary file, merged into the page writer
  *
  * Copyright (c) 2026, gpusort developers
  *
@@ -56,6 +58,7 @@ typedef struct GsIdxBuild
 	/* rows */
 	GsEngine   *eng;
 	MemoryContext cxt;			/* the build's memory: arena, arrays */
+	MemoryContext arenacxt;		/* the arena's blocks, reset after each run */
 	MemoryContext scratch;		/* index_form_tuple's output, reset often */
 	int			scratch_used;
 	char	   *arena;			/* free space of the current arena block */
@@ -73,9 +76,26 @@ typedef struct GsIdxBuild
 	bool		overflow;		/* too many rows, or too little memory */
 	double		indtuples;
 
+	/* sorted runs written when memory is full (index_spill.c) */
+	bool		may_spill;		/* else memory full means overflow */
+	struct GsTempFile *file;	/* NULL until the first run */
+	struct GsRun *runs;
+	int			nruns;
+	int			maxruns;
+	int			nruns_written;	/* runs the scan wrote */
+	int			npasses;		/* merge passes before the final one */
+
 	/* comparators for tie-breaks and unique checks */
 	SortSupport ssup;
+
+	/* where the sorted tuples go instead of a btree (CLUSTER), or NULL */
+	void		(*sink) (void *arg, IndexTuple itup);
+	void	   *sink_arg;
 } GsIdxBuild;
+
+/* memory a row takes besides its tuple: key, pointer, flags, perm, gather */
+#define GS_IDX_ROW_BYTES(b) \
+	((Size) (b)->keybytes + 2 * sizeof(IndexTuple) + 1 + sizeof(uint32))
 
 /* index_build.c */
 extern bool gs_idx_init(GsIdxBuild *b, Relation heap, Relation index,
@@ -86,6 +106,21 @@ extern void gs_idx_add_row(GsIdxBuild *b, IndexTuple itup, const uint64 *key,
 						   uint8 flags);
 extern void gs_idx_collect(Relation index, ItemPointer tid, Datum *values,
 						   bool *isnull, bool tupleIsAlive, void *state);
+
+extern void gs_idx_setup(GsIdxBuild *b, bool partial);
+extern void gs_idx_write_sorted(GsIdxBuild *b);
+extern uint32 *gs_idx_sort(GsIdxBuild *b, bool keys_out);
+extern int	gs_idx_cmp_cols(GsIdxBuild *b, IndexTuple t1, IndexTuple t2);
+extern void gs_idx_unique_violation(GsIdxBuild *b, IndexTuple itup) pg_attribute_noreturn();
+extern bool gs_idx_key_has_null(GsIdxBuild *b, IndexTuple itup);
+
+/* index_spill.c */
+
+/* sort the rows in memory into a run in the temporary file; empty b */
+extern void gs_idx_spill_run(GsIdxBuild *b);
+
+/* write the index from the runs: merge passes, then the final merge */
+extern void gs_idx_spill_build(GsIdxBuild *b);
 
 /* index_parallel.c: rows from parallel workers' heap scans */
 typedef struct GsIdxParallel GsIdxParallel;
@@ -124,6 +159,12 @@ extern GsBtWriter *gs_btw_begin(Relation heap, Relation index, bool isunique);
  * the previous tuple's (saves the deduplication check).
  */
 extern void gs_btw_add(GsBtWriter *w, IndexTuple itup, bool maybe_dup);
+
+/*
+ * Tuples given to gs_btw_add are valid only during the call (they live in
+ * read buffers): the writer copies what it keeps.
+ */
+extern void gs_btw_tuples_transient(GsBtWriter *w);
 
 /* write the last pages of every level and the metapage; sync */
 extern void gs_btw_finish(GsBtWriter *w);

@@ -77,6 +77,7 @@ struct GsBtWriter
 	/* deduplication */
 	bool		dedup;
 	BTDedupState dstate;
+	IndexTuple	basecopy;		/* the pending base, when tuples are transient */
 
 	int64		ndone;			/* tuples added, for progress */
 };
@@ -338,6 +339,26 @@ gs_btw_dedup_flush(GsBtWriter *w)
 	d->phystupsize = 0;
 }
 
+/* itup starts the pending posting list; a transient one is copied */
+static void
+gs_btw_dedup_start(GsBtWriter *w, IndexTuple itup)
+{
+	if (w->basecopy != NULL)
+	{
+		memcpy(w->basecopy, itup, IndexTupleSize(itup));
+		itup = w->basecopy;
+	}
+	_bt_dedup_start_pending(w->dstate, itup, InvalidOffsetNumber);
+}
+
+void
+gs_btw_tuples_transient(GsBtWriter *w)
+{
+	/* an index tuple's size fits in INDEX_SIZE_MASK */
+	if (w->dedup && w->basecopy == NULL)
+		w->basecopy = (IndexTuple) palloc(MAXALIGN(INDEX_SIZE_MASK + 1));
+}
+
 GsBtWriter *
 gs_btw_begin(Relation heap, Relation index, bool isunique)
 {
@@ -375,8 +396,9 @@ gs_btw_begin(Relation heap, Relation index, bool isunique)
 }
 
 /*
- * Add the next tuple.  itup must stay valid until the next call (it may
- * become the base of a posting list).
+ * Add the next tuple.  itup must stay valid until the next call and, if it
+ * becomes the base of a posting list, until that list is written, unless
+ * gs_btw_tuples_transient was called (then the writer keeps a copy).
  */
 void
 gs_btw_add(GsBtWriter *w, IndexTuple itup, bool maybe_dup)
@@ -387,7 +409,7 @@ gs_btw_add(GsBtWriter *w, IndexTuple itup, bool maybe_dup)
 	if (!w->dedup)
 		gs_btw_level_add(w, w->leaf, itup, 0);
 	else if (w->dstate->base == NULL)
-		_bt_dedup_start_pending(w->dstate, itup, InvalidOffsetNumber);
+		gs_btw_dedup_start(w, itup);
 	else if (maybe_dup &&
 			 _bt_keep_natts_fast(w->index, w->dstate->base, itup) >
 			 w->nkeyatts &&
@@ -398,7 +420,7 @@ gs_btw_add(GsBtWriter *w, IndexTuple itup, bool maybe_dup)
 	else
 	{
 		gs_btw_dedup_flush(w);
-		_bt_dedup_start_pending(w->dstate, itup, InvalidOffsetNumber);
+		gs_btw_dedup_start(w, itup);
 	}
 
 	if (++w->ndone % GS_BTW_PROGRESS_EVERY == 0)

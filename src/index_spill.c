@@ -1,0 +1,618 @@
+/*-------------------------------------------------------------------------
+ *
+ * index_spill.c
+ *	  btree builds larger than maintenance_work_mem: sorted runs in a
+ *	  temporary file, merged straight into the page writer.
+ *
+ * The build collects rows (index tuple, normalized key, flags) as long as
+ * maintenance_work_mem holds them.  When it is full, the rows are sorted
+ * by the engine (with the same tie-breaks and unique check as an
+ * in-memory build) and written in order, as one run, to the build's
+ * temporary file (spill.c's: named and placed like PostgreSQL's own,
+ * counted against temp_file_limit, removed at the end of the build, on
+ * error and on cancel); then the memory is reused for the next run.
+ *
+ * After the heap scan the runs are merged.  A merge reads each run through
+ * a buffer of its own, so memory bounds how many runs one merge can take
+ * (its fan-in): while there are more, groups of runs are merged into
+ * longer runs (a merge pass, reading and writing the data once more).  The
+ * last merge hands each tuple to the page writer as it comes out, so the
+ * index itself is written once.  The unique check of the final merge sees
+ * every row in order, as the one over an in-memory sort.
+ *
+ * A row in a run: uint32 holding the tuple's size (low 16 bits) and the
+ * row's flags (next 8 bits), 4 bytes of padding, the key (keybytes, a
+ * multiple of 8), the index tuple padded to MAXALIGN.  Every record is a
+ * multiple of 8 bytes, so records read into an aligned buffer can be used
+ * where they lie.
+ *
+ * Order in a merge: the column words of the keys, compared as the engine
+ * compares them; when they are equal and the keys are not exact (or one of
+ * them was encoded lossily), the index's comparators; then the heap TID,
+ * the key's last word.  That is the order of the in-memory sort.
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/nbtree.h"
+#include "commands/progress.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "gpusort_spill.h"
+#include "index_int.h"
+
+/* a record's header: size and flags, then padding up to the key */
+#define GS_RUN_HDR			8
+#define GS_RUN_SIZE_MASK	0xFFFF
+#define GS_RUN_FLAGS_SHIFT	16
+
+/*
+ * Read buffers of a merge: about this size each, so that memory bounds the
+ * fan-in (as PostgreSQL's tuplesort, which gives each input 256 kB and
+ * merges at least 6 runs at a time); the output buffer of a merge pass
+ * and of a run is of the same size.
+ */
+#define GS_RUN_BUFFER		((Size) 256 * 1024)
+#define GS_RUN_BUFFER_MIN	((Size) 32 * 1024)
+#define GS_MERGE_MIN_FANIN	6
+#define GS_MERGE_MAX_FANIN	1024
+
+/* how far ahead writing a run prefetches rows */
+#define GS_SPILL_PREFETCH	8
+
+/* rows between interrupt checks in the merge loops */
+#define GS_SPILL_CFI_EVERY	4096
+
+/* writes one run at the end of the file */
+typedef struct GsRunWriter
+{
+	GsTempFile *file;
+	char	   *buf;
+	Size		size;
+	Size		used;
+	GsRun		run;
+	bool		started;
+} GsRunWriter;
+
+/* reads one run; rec is its current record, NULL once it is exhausted */
+typedef struct GsRunReader
+{
+	GsTempFile *file;
+	char	   *buf;
+	Size		size;
+	Size		pos;			/* rec's offset in buf */
+	Size		len;			/* bytes of buf that hold data */
+	int64		cur;			/* file offset of the next read */
+	int64		end;
+	int64		given_back;		/* space discarded up to here */
+	char	   *rec;
+} GsRunReader;
+
+typedef struct GsMerge
+{
+	GsIdxBuild *b;
+	GsRunReader *in;
+	int			n;
+	int		   *tree;			/* tree[0] the winner, see gs_loser_tree_build */
+} GsMerge;
+
+static inline Size
+gs_rec_len(GsIdxBuild *b, uint32 hdr)
+{
+	return GS_RUN_HDR + b->keybytes + MAXALIGN(hdr & GS_RUN_SIZE_MASK);
+}
+
+static inline const uint64 *
+gs_rec_key(const char *rec)
+{
+	return (const uint64 *) (rec + GS_RUN_HDR);
+}
+
+static inline IndexTuple
+gs_rec_tuple(GsIdxBuild *b, char *rec)
+{
+	return (IndexTuple) (rec + GS_RUN_HDR + b->keybytes);
+}
+
+static inline uint8
+gs_rec_flags(const char *rec)
+{
+	uint32		hdr;
+
+	memcpy(&hdr, rec, sizeof(hdr));
+	return (uint8) (hdr >> GS_RUN_FLAGS_SHIFT);
+}
+
+/* ---- writing runs ---- */
+
+static void
+gs_rw_init(GsRunWriter *rw, GsTempFile *file, char *buf, Size size)
+{
+	rw->file = file;
+	rw->buf = buf;
+	rw->size = size;
+	rw->used = 0;
+	rw->run.offset = 0;
+	rw->run.bytes = 0;
+	rw->run.nrows = 0;
+	rw->started = false;
+}
+
+/*
+ * Write out the buffer.  The file grows only through the writer of the
+ * moment, so the pieces of a run lie one after another.
+ */
+static void
+gs_rw_flush(GsRunWriter *rw)
+{
+	int64		off;
+	int			err;
+
+	if (rw->used == 0)
+		return;
+	off = gs_temp_extend(rw->file, rw->used);
+	if (!rw->started)
+	{
+		rw->run.offset = off;
+		rw->started = true;
+	}
+	Assert(off == rw->run.offset + rw->run.bytes);
+	err = gs_temp_pwrite(rw->file, rw->buf, rw->used, off);
+	if (err != 0)
+		gs_temp_error(rw->file, err, true);
+	rw->run.bytes += rw->used;
+	rw->used = 0;
+}
+
+static void
+gs_rw_put(GsIdxBuild *b, GsRunWriter *rw, const uint64 *key,
+		  IndexTuple itup, uint8 flags)
+{
+	Size		tsize = IndexTupleSize(itup);
+	uint32		hdr = (uint32) tsize | ((uint32) flags << GS_RUN_FLAGS_SHIFT);
+	Size		len = gs_rec_len(b, hdr);
+	char	   *p;
+
+	if (rw->used + len > rw->size)
+		gs_rw_flush(rw);
+	Assert(len <= rw->size);
+	p = rw->buf + rw->used;
+	memcpy(p, &hdr, sizeof(hdr));
+	memset(p + sizeof(hdr), 0, GS_RUN_HDR - sizeof(hdr));
+	memcpy(p + GS_RUN_HDR, key, b->keybytes);
+	memcpy(p + GS_RUN_HDR + b->keybytes, itup, tsize);
+	if (MAXALIGN(tsize) > tsize)
+		memset(p + GS_RUN_HDR + b->keybytes + tsize, 0,
+			   MAXALIGN(tsize) - tsize);
+	rw->used += len;
+	rw->run.nrows++;
+}
+
+static void
+gs_add_run(GsIdxBuild *b, const GsRun *run)
+{
+	if (b->nruns == b->maxruns)
+	{
+		b->maxruns = Max(16, b->maxruns * 2);
+		if (b->runs == NULL)
+			b->runs = (GsRun *) MemoryContextAlloc(b->cxt,
+												   b->maxruns * sizeof(GsRun));
+		else
+			b->runs = (GsRun *) repalloc(b->runs, b->maxruns * sizeof(GsRun));
+	}
+	b->runs[b->nruns++] = *run;
+}
+
+/* the rows' size in memory that the next run's arrays should be made for */
+static void
+gs_idx_spill_resize(GsIdxBuild *b, Size arena_bytes, size_t nrows)
+{
+	Size		per_row = GS_IDX_ROW_BYTES(b) + arena_bytes / Max(nrows, 1);
+	size_t		newcap;
+
+	newcap = (b->mem_limit - Min(b->mem_limit / 2, b->arena_block)) / per_row;
+	newcap = Max(newcap, 1024);
+	newcap = Min(newcap, GS_MAX_ROWS);
+	if (newcap * 4 >= b->cap * 5 || newcap * 5 <= b->cap * 4)
+	{
+		/* nothing in the arrays is needed any more: allocate afresh */
+		gs_keybuf_free(b->eng, b->keys);
+		pfree(b->tuples);
+		pfree(b->flags);
+		b->cap = newcap;
+		b->keys = gs_keybuf_alloc(b->eng, b->cap * b->keybytes, b->cxt);
+		b->tuples = (IndexTuple *) MemoryContextAllocExtended(b->cxt,
+															  b->cap * sizeof(IndexTuple),
+															  MCXT_ALLOC_HUGE);
+		b->flags = (uint8 *) MemoryContextAllocExtended(b->cxt, b->cap,
+														MCXT_ALLOC_HUGE);
+	}
+}
+
+void
+gs_idx_spill_run(GsIdxBuild *b)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(b->cxt);
+	uint32	   *perm;
+	GsRunWriter rw;
+	Size		arena_bytes = b->mem_arena - b->arena_left;
+	size_t		nrows = b->n;
+	size_t		i;
+
+	if (b->file == NULL)
+		b->file = gs_temp_create(b->cxt);
+
+	/* sorted keys come back: the merges need each row's key */
+	perm = gs_idx_sort(b, true);
+
+	gs_rw_init(&rw, b->file, palloc(GS_RUN_BUFFER), GS_RUN_BUFFER);
+	for (i = 0; i < b->n; i++)
+	{
+		uint32		r = perm[i];
+
+		/* rows are scattered over memory: fetch ahead, in two steps */
+		if (i + 2 * GS_SPILL_PREFETCH < b->n)
+		{
+			__builtin_prefetch(&b->tuples[perm[i + 2 * GS_SPILL_PREFETCH]]);
+			__builtin_prefetch(&b->flags[perm[i + 2 * GS_SPILL_PREFETCH]]);
+		}
+		if (i + GS_SPILL_PREFETCH < b->n)
+			__builtin_prefetch(b->tuples[perm[i + GS_SPILL_PREFETCH]]);
+		gs_rw_put(b, &rw, (const uint64 *) (b->keys + i * b->keybytes),
+				  b->tuples[r], b->flags[r]);
+		if (i % GS_SPILL_CFI_EVERY == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	gs_rw_flush(&rw);
+	gs_add_run(b, &rw.run);
+	b->nruns_written++;
+	pfree(rw.buf);
+	pfree(perm);
+
+	/* the memory is free for the next run */
+	MemoryContextReset(b->arenacxt);
+	b->arena = NULL;
+	b->arena_left = 0;
+	b->mem_arena = 0;
+	MemoryContextReset(b->scratch);
+	b->scratch_used = 0;
+	b->n = 0;
+	b->anylossy = false;
+	gs_idx_spill_resize(b, arena_bytes, nrows);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/* ---- reading runs ---- */
+
+static void
+gs_rr_fill(GsRunReader *rd)
+{
+	Size		keep = rd->len - rd->pos;
+	Size		want;
+	int			err;
+
+	if (rd->pos > 0 && keep > 0)
+		memmove(rd->buf, rd->buf + rd->pos, keep);
+	rd->pos = 0;
+	rd->len = keep;
+	want = Min((int64) (rd->size - keep), rd->end - rd->cur);
+	if (want > 0)
+	{
+		err = gs_temp_pread(rd->file, rd->buf + keep, want, rd->cur);
+		if (err != 0)
+			gs_temp_error(rd->file, err, false);
+		rd->cur += want;
+		rd->len += want;
+		rd->given_back = gs_temp_discard(rd->file, rd->given_back, rd->cur,
+										 rd->cur == rd->end);
+	}
+}
+
+/* make rec the record at pos, or NULL at the end of the run */
+static void
+gs_rr_settle(GsIdxBuild *b, GsRunReader *rd)
+{
+	uint32		hdr;
+
+	if (rd->len - rd->pos < GS_RUN_HDR)
+		gs_rr_fill(rd);
+	if (rd->len == rd->pos)
+	{
+		rd->rec = NULL;
+		return;
+	}
+	memcpy(&hdr, rd->buf + rd->pos, sizeof(hdr));
+	if (rd->len - rd->pos < gs_rec_len(b, hdr))
+		gs_rr_fill(rd);
+	if (rd->len - rd->pos < gs_rec_len(b, hdr))
+		elog(ERROR, "truncated record in gpusort index run");
+	rd->rec = rd->buf + rd->pos;
+}
+
+static void
+gs_rr_open(GsIdxBuild *b, GsRunReader *rd, const GsRun *run, char *buf,
+		   Size size)
+{
+	rd->file = b->file;
+	rd->buf = buf;
+	rd->size = size;
+	rd->pos = 0;
+	rd->len = 0;
+	rd->cur = run->offset;
+	rd->end = run->offset + run->bytes;
+	rd->given_back = run->offset;
+	gs_rr_settle(b, rd);
+}
+
+static inline void
+gs_rr_next(GsIdxBuild *b, GsRunReader *rd)
+{
+	uint32		hdr;
+
+	memcpy(&hdr, rd->rec, sizeof(hdr));
+	rd->pos += gs_rec_len(b, hdr);
+	gs_rr_settle(b, rd);
+}
+
+/* ---- merging ---- */
+
+/* does record r1 come before record r2? */
+static inline bool
+gs_rec_before(GsIdxBuild *b, char *r1, char *r2)
+{
+	const uint64 *k1 = gs_rec_key(r1);
+	const uint64 *k2 = gs_rec_key(r2);
+	int			i;
+
+	for (i = 0; i < b->colwords; i++)
+		if (k1[i] != k2[i])
+			return k1[i] < k2[i];
+	if (!b->exact || ((gs_rec_flags(r1) | gs_rec_flags(r2)) & GS_ROW_LOSSY))
+	{
+		int			c = gs_idx_cmp_cols(b, gs_rec_tuple(b, r1),
+										gs_rec_tuple(b, r2));
+
+		if (c != 0)
+			return c < 0;
+	}
+	/* the heap TID */
+	return k1[b->colwords] < k2[b->colwords];
+}
+
+static bool
+gs_merge_before_cb(void *arg, int a, int bb)
+{
+	GsMerge    *m = (GsMerge *) arg;
+
+	if (m->in[a].rec == NULL)
+		return false;
+	if (m->in[bb].rec == NULL)
+		return true;
+	return gs_rec_before(m->b, m->in[a].rec, m->in[bb].rec);
+}
+
+/* open runs[0 .. n-1] for a merge, each with a buffer of bufsize */
+static void
+gs_merge_start(GsIdxBuild *b, GsMerge *m, const GsRun *runs, int n,
+			   Size bufsize)
+{
+	int			i;
+
+	m->b = b;
+	m->n = n;
+	m->in = (GsRunReader *) palloc(n * sizeof(GsRunReader));
+	m->tree = (int *) palloc0(2 * n * sizeof(int));
+	for (i = 0; i < n; i++)
+		gs_rr_open(b, &m->in[i], &runs[i], palloc(bufsize), bufsize);
+	m->tree[0] = gs_loser_tree_build(m->tree, n, gs_merge_before_cb, m);
+}
+
+/* the winner's record, or NULL when every run is exhausted */
+static inline char *
+gs_merge_top(GsMerge *m)
+{
+	return m->in[m->tree[0]].rec;
+}
+
+/* the winner moved on: replay its path to the root */
+static void
+gs_merge_advance(GsMerge *m)
+{
+	int			w = m->tree[0];
+	int			node;
+
+	gs_rr_next(m->b, &m->in[w]);
+	for (node = (m->n + w) / 2; node >= 1; node /= 2)
+	{
+		int			l = m->tree[node];
+
+		if (gs_merge_before_cb(m, l, w))
+		{
+			m->tree[node] = w;
+			w = l;
+		}
+	}
+	m->tree[0] = w;
+}
+
+static void
+gs_merge_end(GsMerge *m)
+{
+	int			i;
+
+	for (i = 0; i < m->n; i++)
+		pfree(m->in[i].buf);
+	pfree(m->in);
+	pfree(m->tree);
+}
+
+/* merge runs[0 .. n-1] into one run at the end of the file */
+static GsRun
+gs_merge_pass_group(GsIdxBuild *b, const GsRun *runs, int n, Size bufsize)
+{
+	GsMerge		m;
+	GsRunWriter rw;
+	char	   *rec;
+	uint64		count = 0;
+
+	gs_merge_start(b, &m, runs, n, bufsize);
+	gs_rw_init(&rw, b->file, palloc(bufsize), bufsize);
+	while ((rec = gs_merge_top(&m)) != NULL)
+	{
+		gs_rw_put(b, &rw, gs_rec_key(rec), gs_rec_tuple(b, rec),
+				  gs_rec_flags(rec));
+		gs_merge_advance(&m);
+		if (++count % GS_SPILL_CFI_EVERY == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	gs_rw_flush(&rw);
+	pfree(rw.buf);
+	gs_merge_end(&m);
+	return rw.run;
+}
+
+/*
+ * The final merge, into the page writer, with the unique check: two live
+ * rows with equal key columns (none of them NULL, unless NULLS NOT
+ * DISTINCT) raise btbuild's error.
+ */
+static void
+gs_merge_final(GsIdxBuild *b, const GsRun *runs, int n, Size bufsize)
+{
+	GsMerge		m;
+	GsBtWriter *w = NULL;
+	char	   *rec;
+	uint64		count = 0;
+	uint64	   *prevkey;
+	IndexTuple	prev = NULL;
+	IndexTuple	first_alive = NULL;
+	uint8		prevflags = 0;
+	int			alive = 0;
+	bool		first = true;
+
+	gs_merge_start(b, &m, runs, n, bufsize);
+	prevkey = (uint64 *) palloc(b->keybytes);
+	if (b->isunique)
+	{
+		prev = (IndexTuple) palloc(MAXALIGN(INDEX_SIZE_MASK + 1));
+		first_alive = (IndexTuple) palloc(MAXALIGN(INDEX_SIZE_MASK + 1));
+	}
+
+	if (b->sink == NULL)
+	{
+		w = gs_btw_begin(b->heap, b->index, b->isunique);
+		gs_btw_tuples_transient(w);
+	}
+	while ((rec = gs_merge_top(&m)) != NULL)
+	{
+		const uint64 *key = gs_rec_key(rec);
+		IndexTuple	itup = gs_rec_tuple(b, rec);
+		uint8		flags = gs_rec_flags(rec);
+		bool		samecols;
+
+		samecols = !first &&
+			memcmp(prevkey, key, b->colwords * sizeof(uint64)) == 0;
+
+		if (b->isunique)
+		{
+			bool		equal = samecols;
+
+			if (equal && !(b->exact && !((prevflags | flags) & GS_ROW_LOSSY)))
+				equal = gs_idx_cmp_cols(b, prev, itup) == 0;
+			if (!equal)
+				alive = 0;
+			if (flags & GS_ROW_ALIVE)
+			{
+				if (alive == 0)
+					memcpy(first_alive, itup, IndexTupleSize(itup));
+				else if (b->nulls_not_distinct ||
+						 !gs_idx_key_has_null(b, first_alive))
+					gs_idx_unique_violation(b, first_alive);
+				alive++;
+			}
+			memcpy(prev, itup, IndexTupleSize(itup));
+			prevflags = flags;
+		}
+
+		/* column words that differ: key columns that differ */
+		if (b->sink != NULL)
+			b->sink(b->sink_arg, itup);
+		else
+			gs_btw_add(w, itup, samecols);
+		memcpy(prevkey, key, b->colwords * sizeof(uint64));
+		first = false;
+
+		gs_merge_advance(&m);
+		if (++count % GS_SPILL_CFI_EVERY == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	if (w != NULL)
+		gs_btw_finish(w);
+	gs_merge_end(&m);
+}
+
+void
+gs_idx_spill_build(GsIdxBuild *b)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(b->cxt);
+	Size		mem = b->mem_limit;
+	int			fanin;
+	Size		bufsize;
+
+	/* the rows still in memory are the last run; free what they took */
+	if (b->n > 0)
+		gs_idx_spill_run(b);
+	gs_keybuf_free(b->eng, b->keys);
+	b->keys = NULL;
+	pfree(b->tuples);
+	b->tuples = NULL;
+	pfree(b->flags);
+	b->flags = NULL;
+	MemoryContextReset(b->arenacxt);
+
+	/* fan-in from memory: a read buffer per run, one for the output */
+	fanin = (int) Min(mem / GS_RUN_BUFFER, (Size) GS_MERGE_MAX_FANIN) - 1;
+	fanin = Max(fanin, GS_MERGE_MIN_FANIN);
+	bufsize = Max(GS_RUN_BUFFER_MIN, mem / (fanin + 1));
+	bufsize = Min(bufsize, GS_RUN_BUFFER);
+	bufsize = MAXALIGN_DOWN(bufsize);
+
+	if (b->sink == NULL)
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
+									 PROGRESS_BTREE_PHASE_PERFORMSORT_1);
+
+	/* merge passes: groups of runs into longer runs, until few are left */
+	b->npasses = 0;
+	while (b->nruns > fanin)
+	{
+		int			ngroups = (b->nruns + fanin - 1) / fanin;
+		GsRun	   *out = (GsRun *) palloc(ngroups * sizeof(GsRun));
+		int			g;
+		int			start = 0;
+
+		for (g = 0; g < ngroups; g++)
+		{
+			/* groups of nearly equal sizes */
+			int			end = (int) (((int64) b->nruns * (g + 1)) / ngroups);
+
+			out[g] = gs_merge_pass_group(b, b->runs + start, end - start,
+										 bufsize);
+			start = end;
+		}
+		pfree(b->runs);
+		b->runs = out;
+		b->nruns = ngroups;
+		b->maxruns = ngroups;
+		b->npasses++;
+	}
+
+	gs_merge_final(b, b->runs, b->nruns, bufsize);
+	gs_temp_close(b->file);
+	MemoryContextSwitchTo(oldcxt);
+}
