@@ -1,25 +1,33 @@
 #!/usr/bin/env bash
 # Show gpusort sorting a few million rows, beside PostgreSQL's own sort.
 #
-#   scripts/demo.sh [ROWS]          (default 3000000)
+#   scripts/demo.sh [ROWS [VERSION]]     (default 3000000 rows, PostgreSQL 15)
 #
 # Installs the Debian packages that are missing, builds and installs the
-# extension, starts a throwaway PostgreSQL 15 cluster that preloads gpusort
-# (removed again at the end), creates a table of ROWS rows, and shows:
+# extension, starts a throwaway cluster of PostgreSQL VERSION (15, 17 or 18)
+# that preloads gpusort (removed again at the end), creates a table of ROWS
+# rows, and shows:
 #   - gpusort_info(): the engine and device gpusort would use here;
 #   - EXPLAIN ANALYZE of an ORDER BY with gpusort (Custom Scan (GpuSort)) and
 #     with SET gpusort.enabled = off (PostgreSQL's Sort);
 #   - a timing table (bench/run.sh: median of 3 runs each way, alternating,
 #     results checked to be equal) with the ratio.
 # Without a GPU (or without the CUDA toolkit at build time) gpusort uses its
-# CPU engine.
+# CPU engine.  Versions that the host's Debian release does not carry (17 and
+# 18 on Debian 12) run inside the same throwaway root file system as
+# scripts/test.sh uses, without CUDA.
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 rows=${1:-3000000}
-case "$rows" in ''|*[!0-9]*) gs_die "usage: scripts/demo.sh [ROWS]" ;; esac
+export PG_MAJOR=${2:-15}
+case "$rows" in ''|*[!0-9]*) gs_die "usage: scripts/demo.sh [ROWS [VERSION]]" ;; esac
+case " $GS_VERSIONS " in
+	*" $PG_MAJOR "*) ;;
+	*) gs_die "usage: scripts/demo.sh [ROWS [VERSION]]  (versions: $GS_VERSIONS)" ;;
+esac
 
-if [ "${2:-}" = --in-cluster ]; then
+if [ "${3:-}" = --in-cluster ]; then
 	psql_demo()
 	{
 		"$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -P pager=off "$@"
@@ -54,8 +62,15 @@ if [ "${2:-}" = --in-cluster ]; then
 	exit 0
 fi
 
+if [ "${3:-}" != --local ] && ! gs_runs_on_host "$PG_MAJOR"; then
+	gs_log "PostgreSQL $PG_MAJOR: in a $(gs_suite "$PG_MAJOR") root file system"
+	gs_in_overlay "$PG_MAJOR" gs_run_tree_in_chroot "$PG_MAJOR" /dev/null \
+		scripts/demo.sh "$rows" "$PG_MAJOR" --local
+	exit
+fi
+
 gs_install_packages
-gs_build_install
+gs_build_install "$GS_ROOT"
 # jit off keeps the plans short; both ways run under the same settings
 GS_CLUSTER_OPTS=(shared_buffers=1GB max_wal_size=8GB jit=off)
-gs_in_cluster bash "$GS_ROOT/scripts/demo.sh" "$rows" --in-cluster
+gs_in_cluster bash "$GS_ROOT/scripts/demo.sh" "$rows" "$PG_MAJOR" --in-cluster

@@ -8,7 +8,8 @@
 # check) and the pg_regress suite (make installcheck; sql/*.sql against
 # expected/*.out).  Then build the Debian package and run the regression
 # suite against the installed package (scripts/package-test.sh), for the
-# versions in GS_PACKAGE_VERSIONS (default: 15; "none" for none).
+# versions in GS_PACKAGE_VERSIONS (default: each version tested; "none" for
+# none).
 #
 # A version whose Debian suite is the host's own (15 on Debian 12, bookworm)
 # runs on the host: the missing Debian packages are installed with apt-get.
@@ -107,7 +108,7 @@ for a in "$@"; do
 	esac
 done
 [ "${#versions[@]}" -gt 0 ] || versions=($GS_VERSIONS)
-package_versions=${GS_PACKAGE_VERSIONS:-15}
+package_versions=${GS_PACKAGE_VERSIONS:-${versions[*]}}
 
 start=$(date +%s)
 results=$(mktemp "${TMPDIR:-/tmp}/gpusort-test.XXXXXX")

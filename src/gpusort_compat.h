@@ -23,7 +23,7 @@
 #define GPUSORT_COMPAT_H
 
 #if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 190000
-#error "gpusort supports PostgreSQL 15, 16, 17 and 18"
+#error "gpusort supports PostgreSQL 15 to 18"
 #endif
 
 /* ---- headers that were split or moved ---- */

@@ -257,8 +257,9 @@ classify_collation(Oid collation, bool *icu, pg_locale_t *localep,
 		bool		isnull;
 
 		/*
-		 * The catalogs, not setlocale(): PostgreSQL 18 no longer sets the
-		 * process's LC_COLLATE from the database's collation.
+		 * The collation's name from the catalogs, on every version, rather
+		 * than the process's LC_COLLATE: from 17 on PostgreSQL compares
+		 * through a locale_t of its own even for the database default.
 		 */
 		if (collation == DEFAULT_COLLATION_OID)
 		{
