@@ -47,6 +47,10 @@
  * the heap, see index_parallel.c) or leaves the whole build, parallel
  * workers included, to btbuild.
  *
+ * CLUSTER: plan_cluster_use_sort() plans the heap too (as a plain
+ * relation, not as an inheritance parent) right before the table is
+ * copied; inside CLUSTER the same hook lets index_cluster.c take the copy.
+ *
  * Not taken over: indexes of system catalogs and TOAST tables.  Their
  * rebuilds run while the catalogs they index may be unusable, and
  * gs_btbuild reads catalogs (operator families, sort support, collations)
