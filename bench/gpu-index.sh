@@ -126,6 +126,9 @@ if wanted "CLUSTER" && [ "$(left)" -gt 0 ]; then
 	bench_case "CLUSTER - one index - maintenance_work_mem 1GB" \
 		"SET maintenance_work_mem = '1GB'" "$PREP" "CLUSTER gc50 USING gc50_k" \
 		"who sorted the table: see the log lines below"
+	bench_case "CLUSTER - one index - sort preferred by costs - maintenance_work_mem 1GB" \
+		"SET maintenance_work_mem = '1GB'; SET random_page_cost = 1000000; SET effective_cache_size = '8kB'" \
+		"$PREP" "CLUSTER gc50 USING gc50_k" "both sides sort the table"
 	pgsql -q -c "DROP TABLE IF EXISTS gc50"
 fi
 
