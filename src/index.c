@@ -391,7 +391,7 @@ gs_index_init(void)
 							 0,
 							 NULL, NULL, NULL);
 	DefineCustomBoolVariable("gpusort.log_index_builds",
-							 "Logs each btree build gpusort makes, and why it leaves one to PostgreSQL.",
+							 "Logs each btree build and CLUSTER table sort gpusort makes, and why it leaves one to PostgreSQL.",
 							 "Without it these lines are DEBUG1.",
 							 &gs_log_index_builds,
 							 false,
