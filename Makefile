@@ -39,6 +39,10 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# PGXS tracks no header dependencies: an object is rebuilt when any of
+# src/*.h changes (a struct that grew in one object but not another crashed)
+$(filter src/%.o,$(OBJS)): $(wildcard $(srcdir)/src/*.h)
+
 # The CUDA engine (cuda/) is built when nvcc is on PATH or under
 # /usr/local/cuda, unless the caller says WITH_CUDA=no.
 -include $(srcdir)/cuda/cuda.mk

@@ -170,6 +170,11 @@ SET statement_timeout = '1s';
 CREATE INDEX gsx_err ON gsx (gsx_slow(id));
 RESET statement_timeout;
 SELECT to_regclass('gsx_err') IS NULL AS no_index, gsx_temp_files();
+-- the runs count against temp_file_limit, with PostgreSQL's error
+SET temp_file_limit = '1MB';
+CREATE INDEX gsx_err ON gsx (a);
+RESET temp_file_limit;
+SELECT to_regclass('gsx_err') IS NULL AS no_index, gsx_temp_files();
 SELECT * FROM gsx_build('CREATE INDEX %I ON gsx (a, id)', 'gsx_after');
 
 DROP TABLE gsx, gsxv;

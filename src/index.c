@@ -47,6 +47,10 @@
  * the heap, see index_parallel.c) or leaves the whole build, parallel
  * workers included, to btbuild.
  *
+ * CLUSTER: plan_cluster_use_sort() plans the heap too (as a plain
+ * relation, not as an inheritance parent) right before the table is
+ * copied; inside CLUSTER the same hook lets index_cluster.c take the copy.
+ *
  * Not taken over: indexes of system catalogs and TOAST tables.  Their
  * rebuilds run while the catalogs they index may be unusable, and
  * gs_btbuild reads catalogs (operator families, sort support, collations)
@@ -96,8 +100,11 @@ static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static object_access_hook_type prev_object_access = NULL;
 static get_relation_info_hook_type prev_get_relation_info = NULL;
 
-/* > 0 inside a statement that may rebuild indexes (see gs_index_rebuilding) */
+/* > 0 inside a statement that may rebuild indexes */
 static int	gs_rebuild_depth = 0;
+
+/* > 0 inside CLUSTER, whose table sort index_cluster.c may take */
+static int	gs_cluster_depth = 0;
 
 /*
  * > 0 while a statement runs whose new indexes we build: CREATE INDEX (not
@@ -260,6 +267,24 @@ gs_index_get_relation_info(PlannerInfo *root, Oid relationObjectId,
 	if (prev_get_relation_info)
 		prev_get_relation_info(root, relationObjectId, inhparent, rel);
 
+	/*
+	 * plan_cluster_use_sort() plans the heap as a plain relation (not as an
+	 * inheritance parent, as plan_create_index_workers() does) right before
+	 * the table is copied: the copy may be ours (index_cluster.c).
+	 */
+	if (gs_cluster_depth > 0 && !inhparent && gs_index_wanted() &&
+		!IsCatalogRelationOid(relationObjectId))
+	{
+		Relation	heap = RelationIdGetRelation(relationObjectId);
+
+		if (RelationIsValid(heap))
+		{
+			if (heap->rd_refcnt > 1 && !IsSystemRelation(heap))
+				gs_cluster_patch(heap);
+			RelationClose(heap);
+		}
+	}
+
 	if (gs_rebuild_depth > 0 && gs_index_wanted() &&
 		!IsCatalogRelationOid(relationObjectId))
 	{
@@ -304,6 +329,7 @@ gs_index_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	Node	   *parsetree = pstmt->utilityStmt;
 	volatile bool track = false;	/* read after a longjmp */
 	volatile bool rebuild = false;
+	volatile bool cluster = false;
 
 	if (gs_index_wanted())
 	{
@@ -322,12 +348,15 @@ gs_index_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			IsA(parsetree, VacuumStmt) ||
 			IsA(parsetree, TruncateStmt) ||
 			IsA(parsetree, RefreshMatViewStmt);
+		cluster = IsA(parsetree, ClusterStmt);
 	}
 
 	if (track)
 		gs_create_index_depth++;
 	if (rebuild)
 		gs_rebuild_depth++;
+	if (cluster)
+		gs_cluster_depth++;
 	PG_TRY();
 	{
 		if (prev_ProcessUtility)
@@ -343,6 +372,8 @@ gs_index_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			gs_create_index_depth--;
 		if (rebuild)
 			gs_rebuild_depth--;
+		if (cluster)
+			gs_cluster_depth--;
 	}
 	PG_END_TRY();
 }
@@ -360,7 +391,7 @@ gs_index_init(void)
 							 0,
 							 NULL, NULL, NULL);
 	DefineCustomBoolVariable("gpusort.log_index_builds",
-							 "Logs each btree build gpusort makes, and why it leaves one to PostgreSQL.",
+							 "Logs each btree build and CLUSTER table sort gpusort makes, and why it leaves one to PostgreSQL.",
 							 "Without it these lines are DEBUG1.",
 							 &gs_log_index_builds,
 							 false,

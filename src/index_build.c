@@ -140,7 +140,7 @@ gs_idx_tuple_width(GsIdxBuild *b)
 		else
 			width += get_typavgwidth(att->atttypid, att->atttypmod);
 	}
-	return MAXALIGN(width);
+	return MAXALIGN(width) + (b->payload ? 8 + b->payload_width : 0);
 }
 
 /*
@@ -265,7 +265,7 @@ gs_idx_grow(GsIdxBuild *b)
 static IndexTuple
 gs_idx_store(GsIdxBuild *b, IndexTuple src)
 {
-	Size		size = MAXALIGN(IndexTupleSize(src));
+	Size		size = MAXALIGN(gs_idx_row_size(b, src));
 	IndexTuple	dst;
 
 	if (size > b->arena_left)
@@ -278,7 +278,7 @@ gs_idx_store(GsIdxBuild *b, IndexTuple src)
 		b->mem_arena += block;
 	}
 	dst = (IndexTuple) b->arena;
-	memcpy(dst, src, IndexTupleSize(src));
+	memcpy(dst, src, gs_idx_row_size(b, src));
 	b->arena += size;
 	b->arena_left -= size;
 	return dst;
@@ -385,6 +385,56 @@ gs_idx_collect(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 	b->tuples[b->n] = itup;
 	b->flags[b->n] = (tupleIsAlive ? GS_ROW_ALIVE : 0) |
 		(lossy ? GS_ROW_LOSSY : 0);
+	b->anylossy |= lossy;
+	b->n++;
+}
+
+/*
+ * Add a row with a payload (b->payload): its index tuple formed from
+ * values, then the payload, in the arena.
+ */
+void
+gs_idx_collect_payload(GsIdxBuild *b, ItemPointer tid, Datum *values,
+					   bool *isnull, const void *payload, uint32 len)
+{
+	IndexTuple	itup;
+	Size		isize;
+	Size		size;
+	bool		lossy;
+
+	Assert(b->payload);
+	b->indtuples += 1;
+	if (!gs_idx_room(b))
+		return;
+
+	itup = index_form_tuple_context(b->itupdesc, values, isnull, b->scratch);
+	itup->t_tid = *tid;
+	isize = MAXALIGN(IndexTupleSize(itup));
+	size = MAXALIGN(isize + 8 + len);
+	if (size > b->arena_left)
+	{
+		size_t		block = Max(b->arena_block, size);
+
+		b->arena = (char *) MemoryContextAllocExtended(b->arenacxt, block,
+													   MCXT_ALLOC_HUGE);
+		b->arena_left = block;
+		b->mem_arena += block;
+	}
+	memcpy(b->arena, itup, IndexTupleSize(itup));
+	memcpy(b->arena + isize, &len, sizeof(len));
+	memcpy(b->arena + isize + 8, payload, len);
+	b->tuples[b->n] = (IndexTuple) b->arena;
+	b->arena += size;
+	b->arena_left -= size;
+	if (++b->scratch_used >= GS_IDX_SCRATCH_TUPLES)
+	{
+		MemoryContextReset(b->scratch);
+		b->scratch_used = 0;
+	}
+
+	lossy = gs_idx_encode(b, values, isnull, tid,
+						  (uint64 *) (b->keys + b->n * b->keybytes));
+	b->flags[b->n] = GS_ROW_ALIVE | (lossy ? GS_ROW_LOSSY : 0);
 	b->anylossy |= lossy;
 	b->n++;
 }

@@ -10,6 +10,7 @@
  * index_parallel.c  the heap scan spread over parallel workers
  * index_spill.c  builds beyond maintenance_work_mem: sorted runs in a
  *                temporary file, merged into the page writer
+ * index_cluster.c  CLUSTER's table sort, by the same sort
  *
  * Copyright (c) 2026, gpusort developers
  *
@@ -88,6 +89,13 @@ typedef struct GsIdxBuild
 	/* comparators for tie-breaks and unique checks */
 	SortSupport ssup;
 
+	/*
+	 * Rows may carry a payload after their index tuple (CLUSTER: the heap
+	 * tuple): MAXALIGN'd index tuple, uint32 length padded to 8, payload.
+	 */
+	bool		payload;
+	Size		payload_width;	/* its estimated size, for sizing */
+
 	/* where the sorted tuples go instead of a btree (CLUSTER), or NULL */
 	void		(*sink) (void *arg, IndexTuple itup);
 	void	   *sink_arg;
@@ -96,6 +104,32 @@ typedef struct GsIdxBuild
 /* memory a row takes besides its tuple: key, pointer, flags, perm, gather */
 #define GS_IDX_ROW_BYTES(b) \
 	((Size) (b)->keybytes + 2 * sizeof(IndexTuple) + 1 + sizeof(uint32))
+
+/* a row's bytes from its index tuple on: the tuple and any payload */
+static inline Size
+gs_idx_row_size(const GsIdxBuild *b, IndexTuple itup)
+{
+	Size		size = IndexTupleSize(itup);
+
+	if (b->payload)
+	{
+		uint32		len;
+
+		memcpy(&len, (char *) itup + MAXALIGN(size), sizeof(len));
+		size = MAXALIGN(size) + 8 + len;
+	}
+	return size;
+}
+
+/* the payload of a row, and its length */
+static inline char *
+gs_idx_payload(IndexTuple itup, uint32 *len)
+{
+	char	   *p = (char *) itup + MAXALIGN(IndexTupleSize(itup));
+
+	memcpy(len, p, sizeof(uint32));
+	return p + 8;
+}
 
 /* index_build.c */
 extern bool gs_idx_init(GsIdxBuild *b, Relation heap, Relation index,
@@ -106,6 +140,9 @@ extern void gs_idx_add_row(GsIdxBuild *b, IndexTuple itup, const uint64 *key,
 						   uint8 flags);
 extern void gs_idx_collect(Relation index, ItemPointer tid, Datum *values,
 						   bool *isnull, bool tupleIsAlive, void *state);
+extern void gs_idx_collect_payload(GsIdxBuild *b, ItemPointer tid,
+								   Datum *values, bool *isnull,
+								   const void *payload, uint32 len);
 
 extern void gs_idx_setup(GsIdxBuild *b, bool partial);
 extern void gs_idx_write_sorted(GsIdxBuild *b);
@@ -121,6 +158,9 @@ extern void gs_idx_spill_run(GsIdxBuild *b);
 
 /* write the index from the runs: merge passes, then the final merge */
 extern void gs_idx_spill_build(GsIdxBuild *b);
+
+/* index_cluster.c: CLUSTER's table sort */
+extern void gs_cluster_patch(Relation rel);
 
 /* index_parallel.c: rows from parallel workers' heap scans */
 typedef struct GsIdxParallel GsIdxParallel;

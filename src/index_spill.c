@@ -22,7 +22,8 @@
  *
  * A row in a run: uint32 holding the tuple's size (low 16 bits) and the
  * row's flags (next 8 bits), 4 bytes of padding, the key (keybytes, a
- * multiple of 8), the index tuple padded to MAXALIGN.  Every record is a
+ * multiple of 8), the index tuple (and its payload, when rows have one:
+ * then the size covers both) padded to MAXALIGN.  Every record is a
  * multiple of 8 bytes, so records read into an aligned buffer can be used
  * where they lie.
  *
@@ -174,7 +175,7 @@ static void
 gs_rw_put(GsIdxBuild *b, GsRunWriter *rw, const uint64 *key,
 		  IndexTuple itup, uint8 flags)
 {
-	Size		tsize = IndexTupleSize(itup);
+	Size		tsize = gs_idx_row_size(b, itup);
 	uint32		hdr = (uint32) tsize | ((uint32) flags << GS_RUN_FLAGS_SHIFT);
 	Size		len = gs_rec_len(b, hdr);
 	char	   *p;
