@@ -37,6 +37,8 @@
 #define GS_SERVICE_MAX_DEVICES	16
 /* engine instances (each with its own streams) per device */
 #define GS_SERVICE_STREAMS_PER_DEVICE 2
+/* device buffers an engine instance keeps between sorts, at most */
+#define GS_SERVICE_KEEP_DEVICE_BYTES ((uint64) 1 << 30)
 /* worker threads of a service without a device (serving the fake fault) */
 #define GS_SERVICE_FAKE_WORKERS	2
 /* how long a waiting backend sleeps before it checks the service is alive */

@@ -347,6 +347,15 @@ gs_job_run(GsWorker *w, GsJob *job)
 			gs_job_cpu_sort(w, job);
 			break;
 		default:
+			if (w->gpu == NULL && w->device >= 0)
+			{
+				gs_engine  *fresh = NULL;
+
+				/* its engine could not be started again last time: try now */
+				if (svc_gpu_ops->create_on_device(&fresh, w->device, job->err,
+												  sizeof(job->err)) == GS_OK)
+					w->gpu = fresh;
+			}
 			if (w->gpu == NULL)
 			{
 				job->status = GS_ERR_NODEVICE;
@@ -358,12 +367,17 @@ gs_job_run(GsWorker *w, GsJob *job)
 											 job->flags, gs_job_cancel, job,
 											 &job->stats, job->err,
 											 sizeof(job->err));
-			if (job->status == GS_ERR_DEVICE || job->status == GS_ERR_INTERNAL)
+			/*
+			 * After a device error, start this stream's engine afresh; after
+			 * a sort that grew its device buffers past what the service keeps
+			 * between sorts, too (so one big sort does not hold the memory).
+			 */
+			if (job->status == GS_ERR_DEVICE || job->status == GS_ERR_INTERNAL ||
+				job->stats.device_bytes > GS_SERVICE_KEEP_DEVICE_BYTES)
 			{
 				char		e2[GS_ERRBUF_SIZE];
 				gs_engine  *fresh = NULL;
 
-				/* start this stream's engine afresh for the next request */
 				svc_gpu_ops->destroy(w->gpu);
 				w->gpu = NULL;
 				if (svc_gpu_ops->create_on_device(&fresh, w->device, e2,
