@@ -557,7 +557,11 @@ svc_wait_done(gs_engine *eng, SvcOut *o, gs_cancel_fn cancel, void *cancel_arg,
 
 	pg_read_barrier();
 	st = (gs_status) req->status;
-	if (st == GS_OK)
+	if (abort)
+	{
+		/* aborted: the caller's perm[] and keys[] may be gone already */
+	}
+	else if (st == GS_OK)
 	{
 		memcpy(o->perm, ctl->pool + req->perm_off, o->n * sizeof(uint32));
 		if (o->bounce_first >= 0 && (o->flags & GS_SORT_KEYS_OUT))
