@@ -504,6 +504,42 @@ svc_submit(gs_engine *eng, void *keys, size_t n, int key_bytes,
 }
 
 /*
+ * keys[i] holds row perm[i]'s key: put every key back at its row, in place,
+ * following the permutation's cycles (perm[] is used up as the marker).
+ */
+static void
+svc_unsort_keys(char *keys, uint32 *perm, size_t n, int key_bytes)
+{
+	char		carry[GS_MAX_KEY_BYTES];
+	char		swap[GS_MAX_KEY_BYTES];
+	size_t		s;
+
+	for (s = 0; s < n; s++)
+	{
+		size_t		j = s;
+
+		if (perm[s] == s)
+			continue;
+		memcpy(carry, keys + s * (size_t) key_bytes, key_bytes);
+		for (;;)
+		{
+			size_t		dest = perm[j];
+
+			perm[j] = (uint32) j;
+			if (dest == s || dest >= n)
+			{
+				memcpy(keys + s * (size_t) key_bytes, carry, key_bytes);
+				break;
+			}
+			memcpy(swap, keys + dest * (size_t) key_bytes, key_bytes);
+			memcpy(keys + dest * (size_t) key_bytes, carry, key_bytes);
+			memcpy(carry, swap, key_bytes);
+			j = dest;
+		}
+	}
+}
+
+/*
  * Wait until the service answered o's request.  cancel == NULL: no cancel
  * polling, but the request is canceled at once (sort_abort).  Returns the
  * request's status; *canceled tells whether cancel asked to stop.
@@ -559,7 +595,15 @@ svc_wait_done(gs_engine *eng, SvcOut *o, gs_cancel_fn cancel, void *cancel_arg,
 	st = (gs_status) req->status;
 	if (abort)
 	{
-		/* aborted: the caller's perm[] and keys[] may be gone already */
+		/*
+		 * Aborted: the caller's perm[] may be gone already, and a stopped
+		 * sort's keys must be as given (its wait sorts them again).  Keys
+		 * the service sorted in place are put back from the permutation.
+		 */
+		if (st == GS_OK && (o->flags & GS_SORT_KEYS_OUT) && o->bounce_first < 0)
+			svc_unsort_keys(ctl->pool + req->key_off,
+							(uint32 *) (ctl->pool + req->perm_off),
+							o->n, o->key_bytes);
 	}
 	else if (st == GS_OK)
 	{
