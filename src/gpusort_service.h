@@ -125,6 +125,7 @@ typedef struct GsServiceCtl
 	uint64		sorts_failed;
 	uint64		bytes_moved;	/* keys and permutations, both ways */
 	int			slices_used;
+	uint64		device_sorts[GS_SERVICE_MAX_DEVICES];	/* served, per device */
 	double		svc_rows_per_ms;	/* one worker's measured rate; 0 unknown */
 	double		cpu_rows_per_ms;	/* backends' CPU engine rate; 0 unknown */
 

@@ -679,6 +679,8 @@ gs_service_collect(void)
 		if (job->status == GS_OK)
 		{
 			ctl->sorts_served++;
+			if (job->device >= 0 && job->device < GS_SERVICE_MAX_DEVICES)
+				ctl->device_sorts[job->device]++;
 			ctl->bytes_moved += req->n * (uint64) (req->key_bytes *
 												   ((req->flags & GS_SORT_KEYS_OUT) ? 2 : 1) +
 												   sizeof(uint32));
@@ -848,6 +850,7 @@ gs_service_reset(void)
 	ctl->reason[0] = '\0';
 	ctl->device_budget = 0;
 	ctl->svc_rows_per_ms = 0;
+	memset(ctl->device_sorts, 0, sizeof(ctl->device_sorts));
 	LWLockRelease(ctl->lock);
 }
 

@@ -33,6 +33,8 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "catalog/pg_type.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 
 #include "gpusort_int.h"
@@ -812,8 +814,9 @@ gpusort_service_status(PG_FUNCTION_ARGS)
 {
 	GsServiceCtl *ctl = gs_service;
 	TupleDesc	tupdesc;
-	Datum		values[14];
-	bool		nulls[14];
+	Datum		values[15];
+	bool		nulls[15];
+	Datum		per_dev[GS_SERVICE_MAX_DEVICES];
 	int			i,
 				used = 0,
 				pinned = 0;
@@ -855,6 +858,10 @@ gpusort_service_status(PG_FUNCTION_ARGS)
 	values[11] = Int32GetDatum(used);
 	values[12] = Int64GetDatum((int64) ctl->pool_bytes);
 	values[13] = Int64GetDatum((int64) used * (int64) GS_SLICE_BYTES);
+	for (i = 0; i < ctl->ndevices && i < GS_SERVICE_MAX_DEVICES; i++)
+		per_dev[i] = Int64GetDatum((int64) ctl->device_sorts[i]);
+	values[14] = PointerGetDatum(construct_array(per_dev, i, INT8OID, 8,
+												 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	LWLockRelease(ctl->lock);
 	(void) pinned;
 
