@@ -43,6 +43,8 @@
 #define GS_SERVICE_FAKE_WORKERS	2
 /* how long a waiting backend sleeps before it checks the service is alive */
 #define GS_SERVICE_POLL_MS		1000
+/* how long a canceled backend waits for the service to let go, at most */
+#define GS_SERVICE_ABANDON_S	10
 /* how long the delay fault holds a request, at most */
 #define GS_SERVICE_DELAY_MS		30000
 #define GS_SERVICE_ERR_SIZE		256

@@ -26,6 +26,8 @@
  */
 #include "postgres.h"
 
+#include <time.h>
+
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -469,9 +471,10 @@ svc_submit(gs_engine *eng, void *keys, size_t n, int key_bytes,
 		snprintf(errbuf, errlen, "the gpusort service is not running");
 		return GS_ERR_NODEVICE;
 	}
-	if (req->state != GS_REQ_FREE)
+	/* DONE: an answer nobody waited for (an abandoned request) */
+	if (req->state != GS_REQ_FREE && req->state != GS_REQ_DONE)
 	{
-		/* can't happen: every request is waited for or aborted */
+		/* a canceled request this backend left to the service, still held */
 		LWLockRelease(ctl->lock);
 		svc_out_release(o);
 		snprintf(errbuf, errlen, "request entry %d is still in use", o->req);
@@ -554,6 +557,7 @@ svc_wait_done(gs_engine *eng, SvcOut *o, gs_cancel_fn cancel, void *cancel_arg,
 	GsRequest  *req = &ctl->requests[o->req];
 	gs_status	st;
 	bool		canceled = abort;
+	time_t		canceled_at = 0;
 
 	if (abort)
 		req->cancel = 1;
@@ -584,9 +588,27 @@ svc_wait_done(gs_engine *eng, SvcOut *o, gs_cancel_fn cancel, void *cancel_arg,
 		}
 		if (!canceled && cancel != NULL && cancel(cancel_arg))
 		{
+			Latch	   *latch = ctl->service_latch;
+
 			canceled = true;
+			canceled_at = time(NULL);
 			req->cancel = 1;
-			SetLatch(ctl->service_latch ? ctl->service_latch : MyLatch);
+			if (latch)
+				SetLatch(latch);
+		}
+		else if (canceled_at != 0 &&
+				 time(NULL) - canceled_at > GS_SERVICE_ABANDON_S)
+		{
+			/*
+			 * The service does not let go of a canceled request (a device
+			 * that hangs, say): leave it to the service.  Its slices stay
+			 * pinned, so nobody else gets them before the service is done,
+			 * and the entry is taken again once it is answered.
+			 */
+			svc_out_release(o);
+			if (errbuf)
+				snprintf(errbuf, errlen, "canceled; the gpusort service still holds the request");
+			return GS_ERR_CANCELED;
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 GS_SERVICE_POLL_MS, PG_WAIT_EXTENSION);
