@@ -37,7 +37,8 @@ CREATE FUNCTION gpusort_service_status(
 	OUT slices integer,
 	OUT slices_in_use integer,
 	OUT memory_bytes bigint,
-	OUT memory_used_bytes bigint)
+	OUT memory_used_bytes bigint,
+	OUT device_sorts bigint[])
 RETURNS record
 AS 'MODULE_PATHNAME', 'gpusort_service_status'
 LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;

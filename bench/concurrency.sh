@@ -29,6 +29,8 @@
 #   CONC_SETUP=1   start PostgreSQL from .gpu/ and build/install gpusort first
 #   CONC_SERVICE_MEMORY  gpusort.service_memory for that start (e.g. 2GB;
 #                  default: the setting's default)
+#   CONC_LIMIT     seconds after which no new case starts (default 540, to
+#                  stay inside a 10-minute command)
 #   OUT            results folder (default /tmp/concurrency-out)
 
 set -uo pipefail
@@ -150,6 +152,10 @@ for c in $CLIENTS; do
 	tx=$(tx_for "$c")
 	for mode in $MODES; do
 		for eng in $ENGINES; do
+			if [ $(($(date +%s) - T0)) -gt "${CONC_LIMIT:-540}" ]; then
+				say "time limit: skipping $c clients, $mode, $eng"
+				continue
+			fi
 			flags=(-n -f "$SCRIPT" -c "$c" -j "$((c < NPROC ? c : NPROC))" -t "$tx")
 			[ "$mode" = connect ] && flags+=(-C)
 			gpu_sampler_start "$c-$mode-$eng"

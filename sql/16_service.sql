@@ -111,6 +111,11 @@ SELECT (SELECT sorts_served FROM gpusort_service) > sorts_served AS served_by_se
 FROM svc_before;
 SELECT gs_service_idle() AS idle;
 
+-- this backend sorted "on the GPU", yet never loaded the CUDA engine
+-- library: only the service does
+SELECT position('libgpusort_cuda' IN pg_read_file('/proc/self/maps')) = 0
+	AS backend_without_cuda;
+
 -- a device error: the answer is still PostgreSQL's, EXPLAIN says why
 SET gpusort.service_fault = device_error;
 SELECT rows, same FROM gs_check('SELECT * FROM svc_t ORDER BY k, id');

@@ -37,10 +37,14 @@
 #define GS_SERVICE_MAX_DEVICES	16
 /* engine instances (each with its own streams) per device */
 #define GS_SERVICE_STREAMS_PER_DEVICE 2
+/* device buffers an engine instance keeps between sorts, at most */
+#define GS_SERVICE_KEEP_DEVICE_BYTES ((uint64) 1 << 30)
 /* worker threads of a service without a device (serving the fake fault) */
 #define GS_SERVICE_FAKE_WORKERS	2
 /* how long a waiting backend sleeps before it checks the service is alive */
 #define GS_SERVICE_POLL_MS		1000
+/* how long a canceled backend waits for the service to let go, at most */
+#define GS_SERVICE_ABANDON_S	10
 /* how long the delay fault holds a request, at most */
 #define GS_SERVICE_DELAY_MS		30000
 #define GS_SERVICE_ERR_SIZE		256
@@ -123,6 +127,7 @@ typedef struct GsServiceCtl
 	uint64		sorts_failed;
 	uint64		bytes_moved;	/* keys and permutations, both ways */
 	int			slices_used;
+	uint64		device_sorts[GS_SERVICE_MAX_DEVICES];	/* served, per device */
 	double		svc_rows_per_ms;	/* one worker's measured rate; 0 unknown */
 	double		cpu_rows_per_ms;	/* backends' CPU engine rate; 0 unknown */
 

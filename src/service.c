@@ -347,6 +347,15 @@ gs_job_run(GsWorker *w, GsJob *job)
 			gs_job_cpu_sort(w, job);
 			break;
 		default:
+			if (w->gpu == NULL && w->device >= 0)
+			{
+				gs_engine  *fresh = NULL;
+
+				/* its engine could not be started again last time: try now */
+				if (svc_gpu_ops->create_on_device(&fresh, w->device, job->err,
+												  sizeof(job->err)) == GS_OK)
+					w->gpu = fresh;
+			}
 			if (w->gpu == NULL)
 			{
 				job->status = GS_ERR_NODEVICE;
@@ -358,12 +367,17 @@ gs_job_run(GsWorker *w, GsJob *job)
 											 job->flags, gs_job_cancel, job,
 											 &job->stats, job->err,
 											 sizeof(job->err));
-			if (job->status == GS_ERR_DEVICE || job->status == GS_ERR_INTERNAL)
+			/*
+			 * After a device error, start this stream's engine afresh; after
+			 * a sort that grew its device buffers past what the service keeps
+			 * between sorts, too (so one big sort does not hold the memory).
+			 */
+			if (job->status == GS_ERR_DEVICE || job->status == GS_ERR_INTERNAL ||
+				job->stats.device_bytes > GS_SERVICE_KEEP_DEVICE_BYTES)
 			{
 				char		e2[GS_ERRBUF_SIZE];
 				gs_engine  *fresh = NULL;
 
-				/* start this stream's engine afresh for the next request */
 				svc_gpu_ops->destroy(w->gpu);
 				w->gpu = NULL;
 				if (svc_gpu_ops->create_on_device(&fresh, w->device, e2,
@@ -665,6 +679,8 @@ gs_service_collect(void)
 		if (job->status == GS_OK)
 		{
 			ctl->sorts_served++;
+			if (job->device >= 0 && job->device < GS_SERVICE_MAX_DEVICES)
+				ctl->device_sorts[job->device]++;
 			ctl->bytes_moved += req->n * (uint64) (req->key_bytes *
 												   ((req->flags & GS_SORT_KEYS_OUT) ? 2 : 1) +
 												   sizeof(uint32));
@@ -834,6 +850,7 @@ gs_service_reset(void)
 	ctl->reason[0] = '\0';
 	ctl->device_budget = 0;
 	ctl->svc_rows_per_ms = 0;
+	memset(ctl->device_sorts, 0, sizeof(ctl->device_sorts));
 	LWLockRelease(ctl->lock);
 }
 

@@ -26,6 +26,8 @@
  */
 #include "postgres.h"
 
+#include <time.h>
+
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -33,6 +35,8 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "catalog/pg_type.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 
 #include "gpusort_int.h"
@@ -467,9 +471,10 @@ svc_submit(gs_engine *eng, void *keys, size_t n, int key_bytes,
 		snprintf(errbuf, errlen, "the gpusort service is not running");
 		return GS_ERR_NODEVICE;
 	}
-	if (req->state != GS_REQ_FREE)
+	/* DONE: an answer nobody waited for (an abandoned request) */
+	if (req->state != GS_REQ_FREE && req->state != GS_REQ_DONE)
 	{
-		/* can't happen: every request is waited for or aborted */
+		/* a canceled request this backend left to the service, still held */
 		LWLockRelease(ctl->lock);
 		svc_out_release(o);
 		snprintf(errbuf, errlen, "request entry %d is still in use", o->req);
@@ -504,6 +509,42 @@ svc_submit(gs_engine *eng, void *keys, size_t n, int key_bytes,
 }
 
 /*
+ * keys[i] holds row perm[i]'s key: put every key back at its row, in place,
+ * following the permutation's cycles (perm[] is used up as the marker).
+ */
+static void
+svc_unsort_keys(char *keys, uint32 *perm, size_t n, int key_bytes)
+{
+	char		carry[GS_MAX_KEY_BYTES];
+	char		swap[GS_MAX_KEY_BYTES];
+	size_t		s;
+
+	for (s = 0; s < n; s++)
+	{
+		size_t		j = s;
+
+		if (perm[s] == s)
+			continue;
+		memcpy(carry, keys + s * (size_t) key_bytes, key_bytes);
+		for (;;)
+		{
+			size_t		dest = perm[j];
+
+			perm[j] = (uint32) j;
+			if (dest == s || dest >= n)
+			{
+				memcpy(keys + s * (size_t) key_bytes, carry, key_bytes);
+				break;
+			}
+			memcpy(swap, keys + dest * (size_t) key_bytes, key_bytes);
+			memcpy(keys + dest * (size_t) key_bytes, carry, key_bytes);
+			memcpy(carry, swap, key_bytes);
+			j = dest;
+		}
+	}
+}
+
+/*
  * Wait until the service answered o's request.  cancel == NULL: no cancel
  * polling, but the request is canceled at once (sort_abort).  Returns the
  * request's status; *canceled tells whether cancel asked to stop.
@@ -516,6 +557,7 @@ svc_wait_done(gs_engine *eng, SvcOut *o, gs_cancel_fn cancel, void *cancel_arg,
 	GsRequest  *req = &ctl->requests[o->req];
 	gs_status	st;
 	bool		canceled = abort;
+	time_t		canceled_at = 0;
 
 	if (abort)
 		req->cancel = 1;
@@ -546,9 +588,27 @@ svc_wait_done(gs_engine *eng, SvcOut *o, gs_cancel_fn cancel, void *cancel_arg,
 		}
 		if (!canceled && cancel != NULL && cancel(cancel_arg))
 		{
+			Latch	   *latch = ctl->service_latch;
+
 			canceled = true;
+			canceled_at = time(NULL);
 			req->cancel = 1;
-			SetLatch(ctl->service_latch ? ctl->service_latch : MyLatch);
+			if (latch)
+				SetLatch(latch);
+		}
+		else if (canceled_at != 0 &&
+				 time(NULL) - canceled_at > GS_SERVICE_ABANDON_S)
+		{
+			/*
+			 * The service does not let go of a canceled request (a device
+			 * that hangs, say): leave it to the service.  Its slices stay
+			 * pinned, so nobody else gets them before the service is done,
+			 * and the entry is taken again once it is answered.
+			 */
+			svc_out_release(o);
+			if (errbuf)
+				snprintf(errbuf, errlen, "canceled; the gpusort service still holds the request");
+			return GS_ERR_CANCELED;
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 GS_SERVICE_POLL_MS, PG_WAIT_EXTENSION);
@@ -557,7 +617,19 @@ svc_wait_done(gs_engine *eng, SvcOut *o, gs_cancel_fn cancel, void *cancel_arg,
 
 	pg_read_barrier();
 	st = (gs_status) req->status;
-	if (st == GS_OK)
+	if (abort)
+	{
+		/*
+		 * Aborted: the caller's perm[] may be gone already, and a stopped
+		 * sort's keys must be as given (its wait sorts them again).  Keys
+		 * the service sorted in place are put back from the permutation.
+		 */
+		if (st == GS_OK && (o->flags & GS_SORT_KEYS_OUT) && o->bounce_first < 0)
+			svc_unsort_keys(ctl->pool + req->key_off,
+							(uint32 *) (ctl->pool + req->perm_off),
+							o->n, o->key_bytes);
+	}
+	else if (st == GS_OK)
 	{
 		memcpy(o->perm, ctl->pool + req->perm_off, o->n * sizeof(uint32));
 		if (o->bounce_first >= 0 && (o->flags & GS_SORT_KEYS_OUT))
@@ -764,8 +836,9 @@ gpusort_service_status(PG_FUNCTION_ARGS)
 {
 	GsServiceCtl *ctl = gs_service;
 	TupleDesc	tupdesc;
-	Datum		values[14];
-	bool		nulls[14];
+	Datum		values[15];
+	bool		nulls[15];
+	Datum		per_dev[GS_SERVICE_MAX_DEVICES];
 	int			i,
 				used = 0,
 				pinned = 0;
@@ -807,6 +880,10 @@ gpusort_service_status(PG_FUNCTION_ARGS)
 	values[11] = Int32GetDatum(used);
 	values[12] = Int64GetDatum((int64) ctl->pool_bytes);
 	values[13] = Int64GetDatum((int64) used * (int64) GS_SLICE_BYTES);
+	for (i = 0; i < ctl->ndevices && i < GS_SERVICE_MAX_DEVICES; i++)
+		per_dev[i] = Int64GetDatum((int64) ctl->device_sorts[i]);
+	values[14] = PointerGetDatum(construct_array(per_dev, i, INT8OID, 8,
+												 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	LWLockRelease(ctl->lock);
 	(void) pinned;
 
