@@ -140,6 +140,7 @@ typedef struct GsLoadState
 	GsLoaderReport leader;
 	GsLoaderReport *workers;	/* [nworkers] */
 	double		collect_ms;		/* handing the workers' rows to the sort */
+	uint64		shared_bytes;	/* of the workers' blocks */
 } GsLoadState;
 
 /* a worker writing rows into its blocks */
@@ -733,6 +734,7 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 	ls->loaded = true;
 	ls->launched = 0;
 	ls->collect_ms = 0;
+	ls->shared_bytes = 0;
 	memset(ls->workers, 0, Max(ls->nworkers, 1) * sizeof(GsLoaderReport));
 
 	if (!gpusort_parallel_load)
@@ -798,6 +800,7 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 		{
 			if (!ls->shared->slots[i].done)
 				elog(ERROR, "gpusort: a parallel loader ended without its rows");
+			ls->shared_bytes += ls->shared->slots[i].bytes;
 		}
 		if (!gs_load_collect_bulk(ls, sort))
 		{
@@ -837,7 +840,8 @@ gs_load_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		if (ls->launched > 0)
 		{
 			appendStringInfoSpaces(es->str, es->indent * 2);
-			appendStringInfo(es->str, "Collect Time: %.3f ms\n", ls->collect_ms);
+			appendStringInfo(es->str, "Collect Time: %.3f ms  Shared Memory: " UINT64_FORMAT "kB\n",
+							 ls->collect_ms, (ls->shared_bytes + 1023) / 1024);
 		}
 		return;
 	}
@@ -855,4 +859,6 @@ gs_load_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	}
 	ExplainCloseGroup("Load Workers", "Load Workers", false, es);
 	ExplainPropertyFloat("Collect Time", "ms", ls->collect_ms, 3, es);
+	ExplainPropertyInteger("Shared Memory", "kB",
+						   (int64) ((ls->shared_bytes + 1023) / 1024), es);
 }
