@@ -58,7 +58,10 @@ SELECT * FROM gs_check('SELECT * FROM gs_pl ORDER BY ti NULLS FIRST, id');
 SET work_mem = '4MB';
 SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
 
--- EXPLAIN ANALYZE shows the workers and each one's load (numbers masked)
+-- EXPLAIN ANALYZE shows the workers and each one's load (numbers masked;
+-- work_mem large enough that the sort never spills, however the rows are
+-- shared)
+SET work_mem = '64MB';
 SELECT * FROM gs_explain_analyze('SELECT * FROM gs_pl ORDER BY i8, id');
 CREATE FUNCTION gs_load_json(q text) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
@@ -76,6 +79,7 @@ SELECT j->>'Custom Plan Provider' AS node, (j->>'Workers Planned')::int AS plann
 	   (SELECT sum((w->>'Rows')::int) FROM jsonb_array_elements(j->'Load Workers') w) AS rows,
 	   (SELECT bool_and((w->>'Load Time')::float8 >= 0) FROM jsonb_array_elements(j->'Load Workers') w) AS times
 FROM gs_load_json('SELECT * FROM gs_pl ORDER BY i8, id') j;
+SET work_mem = '4MB';
 
 -- what sits above the sort: LIMIT, window, merge join, a rescanned inner
 -- side, an aggregate over a sub query
@@ -103,6 +107,13 @@ SET max_parallel_workers_per_gather = 0;
 EXPLAIN (COSTS OFF) SELECT * FROM gs_pl ORDER BY i8, id;
 SELECT * FROM gs_check('SELECT * FROM gs_pl ORDER BY i8, id');
 SET max_parallel_workers_per_gather = 2;
+-- workers planned but none to be had: the leader loads alone
+SET max_parallel_workers = 0;
+SET work_mem = '64MB';
+SELECT * FROM gs_explain_analyze('SELECT * FROM gs_pl ORDER BY tc, id');
+SET work_mem = '4MB';
+SELECT * FROM gs_check('SELECT * FROM gs_pl ORDER BY tc, id');
+RESET max_parallel_workers;
 EXPLAIN (COSTS OFF) DECLARE gs_c SCROLL CURSOR FOR SELECT * FROM gs_pl ORDER BY i8, id;
 BEGIN;
 DECLARE gs_c SCROLL CURSOR FOR SELECT id FROM gs_pl ORDER BY f8, id;
