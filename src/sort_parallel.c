@@ -794,8 +794,7 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 
 	if (ls->pei)
 	{
-		/* wait for the workers (their errors come up here), then take
-		 * their rows */
+		/* the workers' errors come up here; then their rows go over */
 		ExecParallelFinish(ls->pei);
 		INSTR_TIME_SET_CURRENT(t0);
 		for (i = 0; i < ls->launched; i++)
