@@ -91,6 +91,13 @@ SET enable_hashjoin = off;
 SET enable_nestloop = off;
 SELECT * FROM gs_check('SELECT a.id, b.id FROM gs_pl a JOIN gs_pl b ON a.i8 = b.i8 WHERE a.id % 50 = 0 ORDER BY a.id, b.id');
 RESET enable_nestloop;
+-- a merge full join (serial in PostgreSQL: sorts over Gathers) marks and
+-- restores on its inner sort; both sorts are loaded by workers instead
+EXPLAIN (COSTS OFF) SELECT a.id, b.id FROM (SELECT * FROM gs_pl WHERE id % 50 = 0) a FULL JOIN gs_pl b ON a.i8 = b.i8 ORDER BY a.id, b.id;
+SELECT * FROM gs_check('SELECT a.id, b.id FROM (SELECT * FROM gs_pl WHERE id % 50 = 0) a FULL JOIN gs_pl b ON a.i8 = b.i8 ORDER BY a.id, b.id');
+SET work_mem = '64kB';
+SELECT * FROM gs_check('SELECT a.id, b.id FROM (SELECT * FROM gs_pl WHERE id % 50 = 0) a FULL JOIN gs_pl b ON a.i8 = b.i8 ORDER BY a.id, b.id');
+SET work_mem = '4MB';
 SET enable_mergejoin = off;
 SET enable_material = off;
 SELECT * FROM gs_check('SELECT o, s.id FROM generate_series(1, 2) o, (SELECT id, i8 FROM gs_pl ORDER BY i8, id OFFSET 0) s');

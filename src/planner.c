@@ -405,6 +405,29 @@ load_workers(Relation rel, BlockNumber pages)
 	return Min(n, max_parallel_workers_per_gather);
 }
 
+/*
+ * Whether tlist (a Gather's or Gather Merge's) passes its child's output
+ * through unchanged: OUTER_VAR Vars in the same positions.
+ */
+static bool
+identity_tlist(List *tlist, List *child_tlist)
+{
+	ListCell   *lc;
+
+	if (list_length(tlist) != list_length(child_tlist))
+		return false;
+	foreach(lc, tlist)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+		Var		   *var = (Var *) tle->expr;
+
+		if (!IsA(var, Var) || var->varno != OUTER_VAR ||
+			var->varattno != tle->resno)
+			return false;
+	}
+	return true;
+}
+
 /* shared memory a parallel load of child's rows takes, by the estimate */
 static double
 load_bytes(Plan *child)
@@ -499,6 +522,39 @@ add_parallel_load(PlannedStmt *stmt, CustomScan *cs, int *next_id,
 	BlockNumber pages;
 	double		bytes;
 	int			nworkers;
+
+	/*
+	 * A Gather straight under the sort, over a Parallel Seq Scan: its rows
+	 * come to the leader one by one through tuple queues.  The workers can
+	 * load them into shared memory instead.
+	 */
+	if (gm_workers == 0 && child != NULL && IsA(child, Gather))
+	{
+		Gather	   *g = (Gather *) child;
+		Plan	   *scan = g->plan.lefttree;
+
+		if (!g->single_copy && g->num_workers > 0 && g->initParam == NULL &&
+			g->plan.initPlan == NIL && g->plan.qual == NIL &&
+			scan != NULL && IsA(scan, SeqScan) && scan->parallel_aware &&
+			identity_tlist(g->plan.targetlist, scan->targetlist) &&
+			load_bytes(scan) * g->plan.plan_rows / Max(scan->plan_rows, 1) <=
+			(double) gpusort_parallel_load_mem_kb * 1024)
+		{
+			Bitmapset  *ext = bms_copy(scan->extParam);
+
+			if (g->rescan_param >= 0)
+				ext = bms_del_member(ext, g->rescan_param);
+			if (bms_is_empty(ext))
+			{
+				scan->extParam = NULL;
+				scan->allParam = NULL;
+				scan->plan_rows = g->plan.plan_rows;
+				cs->scan.plan.lefttree = scan;
+				child = scan;
+				gm_workers = g->num_workers;
+			}
+		}
+	}
 
 	if (gm_workers > 0)
 	{
