@@ -127,6 +127,13 @@ SELECT * FROM gs_explain_analyze('SELECT * FROM gs_pl ORDER BY tc, id');
 SET work_mem = '4MB';
 SELECT * FROM gs_check('SELECT * FROM gs_pl ORDER BY tc, id');
 RESET max_parallel_workers;
+-- the leader leaves the scan to the workers
+SET parallel_leader_participation = off;
+SELECT * FROM gs_check('SELECT * FROM gs_pl ORDER BY tc, id');
+SELECT (j->>'Leader Rows')::int AS leader_rows,
+	   (SELECT sum((w->>'Rows')::int) FROM jsonb_array_elements(j->'Load Workers') w) AS worker_rows
+FROM gs_load_json('SELECT * FROM gs_pl ORDER BY i8, id') j;
+RESET parallel_leader_participation;
 EXPLAIN (COSTS OFF) DECLARE gs_c SCROLL CURSOR FOR SELECT * FROM gs_pl ORDER BY i8, id;
 BEGIN;
 DECLARE gs_c SCROLL CURSOR FOR SELECT id FROM gs_pl ORDER BY f8, id;

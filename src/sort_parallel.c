@@ -49,6 +49,7 @@
 #include "executor/execParallel.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
+#include "optimizer/optimizer.h"
 #include "nodes/extensible.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
@@ -774,11 +775,14 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 	}
 	ls->serial_reason = reason;
 
-	/* the leader's share: the sort state's own put */
+	/*
+	 * The leader's share, through the sort state's own put; none when it
+	 * is to leave the scan to the workers (parallel_leader_participation).
+	 */
 	if (ps->instrument)
 		InstrStartNode(ps->instrument);
 	INSTR_TIME_SET_CURRENT(t0);
-	for (;;)
+	while (ls->launched == 0 || parallel_leader_participation)
 	{
 		TupleTableSlot *slot = ExecProcNode(child);
 
