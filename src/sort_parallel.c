@@ -784,8 +784,12 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 	INSTR_TIME_SET_CURRENT(t0);
 	while (ls->launched == 0 || parallel_leader_participation)
 	{
-		TupleTableSlot *slot = ExecProcNode(child);
+		TupleTableSlot *slot;
 
+		/* the query's DSA area, for nodes that share state through it */
+		estate->es_query_dsa = ls->pei ? ls->pei->area : NULL;
+		slot = ExecProcNode(child);
+		estate->es_query_dsa = NULL;
 		if (TupIsNull(slot))
 			break;
 		gs_sort_put(sort, slot);
