@@ -151,9 +151,19 @@ pgsql -q -c "ALTER TABLE g50 SET (parallel_workers = 8)"
 # room in /dev/shm for a whole input (about 100 bytes a row), else DSM in files
 need_kb=$((ROWS / 10 * 13 / 1024 * 10))
 shm_kb=$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 {print $4}')
+restart=()
 if [ -n "$shm_kb" ] && [ "$shm_kb" -lt "$need_kb" ]; then
 	say "/dev/shm has ${shm_kb} kB free, a parallel load needs about ${need_kb} kB: dynamic_shared_memory_type = mmap"
-	pg_restart -c shared_buffers=32GB -c shared_preload_libraries=gpusort -c dynamic_shared_memory_type=mmap || exit 1
+	restart+=(-c dynamic_shared_memory_type=mmap)
+fi
+# 8 parallel workers need 8 free background worker slots (the logical
+# replication launcher takes one of the default 8)
+if [ "$(pgsql -Atc 'SHOW max_worker_processes')" -lt 12 ]; then
+	say "max_worker_processes = 16, so that 8 parallel workers can start"
+	restart+=(-c max_worker_processes=16)
+fi
+if [ ${#restart[@]} -gt 0 ]; then
+	pg_restart -c shared_buffers=32GB -c shared_preload_libraries=gpusort "${restart[@]}" || exit 1
 fi
 {
 	echo "gpusort side's time split (ms), EXPLAIN (ANALYZE, TIMING OFF); rest = execution - load - sort wait - tie-break - spill: gathering, emitting and a final merge"

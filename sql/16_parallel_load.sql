@@ -58,7 +58,10 @@ SELECT * FROM gs_check('SELECT * FROM gs_pl ORDER BY ti NULLS FIRST, id');
 SET work_mem = '4MB';
 SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
 
--- EXPLAIN ANALYZE shows the workers and each one's load (numbers masked)
+-- EXPLAIN ANALYZE shows the workers and each one's load (numbers masked;
+-- work_mem large enough that the sort never spills, however the rows are
+-- shared)
+SET work_mem = '64MB';
 SELECT * FROM gs_explain_analyze('SELECT * FROM gs_pl ORDER BY i8, id');
 CREATE FUNCTION gs_load_json(q text) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
@@ -76,6 +79,7 @@ SELECT j->>'Custom Plan Provider' AS node, (j->>'Workers Planned')::int AS plann
 	   (SELECT sum((w->>'Rows')::int) FROM jsonb_array_elements(j->'Load Workers') w) AS rows,
 	   (SELECT bool_and((w->>'Load Time')::float8 >= 0) FROM jsonb_array_elements(j->'Load Workers') w) AS times
 FROM gs_load_json('SELECT * FROM gs_pl ORDER BY i8, id') j;
+SET work_mem = '4MB';
 
 -- what sits above the sort: LIMIT, window, merge join, a rescanned inner
 -- side, an aggregate over a sub query
@@ -87,9 +91,22 @@ SET enable_hashjoin = off;
 SET enable_nestloop = off;
 SELECT * FROM gs_check('SELECT a.id, b.id FROM gs_pl a JOIN gs_pl b ON a.i8 = b.i8 WHERE a.id % 50 = 0 ORDER BY a.id, b.id');
 RESET enable_nestloop;
+-- a merge full join (serial in PostgreSQL: sorts over Gathers) marks and
+-- restores on its inner sort; both sorts are loaded by workers instead
+EXPLAIN (COSTS OFF) SELECT a.id, b.id FROM (SELECT * FROM gs_pl WHERE id % 50 = 0) a FULL JOIN gs_pl b ON a.i8 = b.i8 ORDER BY a.id, b.id;
+SELECT * FROM gs_check('SELECT a.id, b.id FROM (SELECT * FROM gs_pl WHERE id % 50 = 0) a FULL JOIN gs_pl b ON a.i8 = b.i8 ORDER BY a.id, b.id');
+SET work_mem = '64kB';
+SELECT * FROM gs_check('SELECT a.id, b.id FROM (SELECT * FROM gs_pl WHERE id % 50 = 0) a FULL JOIN gs_pl b ON a.i8 = b.i8 ORDER BY a.id, b.id');
+SET work_mem = '4MB';
 SET enable_mergejoin = off;
 SET enable_material = off;
 SELECT * FROM gs_check('SELECT o, s.id FROM generate_series(1, 2) o, (SELECT id, i8 FROM gs_pl ORDER BY i8, id OFFSET 0) s');
+-- an input too large for gpusort.parallel_load_mem: PostgreSQL's Gather
+-- Merge stays, with the sorts in its workers
+SET gpusort.parallel_load_mem = '64kB';
+EXPLAIN (COSTS OFF) SELECT o, s.id FROM generate_series(1, 2) o, (SELECT id, i8 FROM gs_pl ORDER BY i8, id OFFSET 0) s;
+SELECT * FROM gs_check('SELECT o, s.id FROM generate_series(1, 2) o, (SELECT id, i8 FROM gs_pl ORDER BY i8, id OFFSET 0) s');
+RESET gpusort.parallel_load_mem;
 RESET enable_mergejoin;
 RESET enable_material;
 RESET enable_hashjoin;
@@ -103,6 +120,20 @@ SET max_parallel_workers_per_gather = 0;
 EXPLAIN (COSTS OFF) SELECT * FROM gs_pl ORDER BY i8, id;
 SELECT * FROM gs_check('SELECT * FROM gs_pl ORDER BY i8, id');
 SET max_parallel_workers_per_gather = 2;
+-- workers planned but none to be had: the leader loads alone
+SET max_parallel_workers = 0;
+SET work_mem = '64MB';
+SELECT * FROM gs_explain_analyze('SELECT * FROM gs_pl ORDER BY tc, id');
+SET work_mem = '4MB';
+SELECT * FROM gs_check('SELECT * FROM gs_pl ORDER BY tc, id');
+RESET max_parallel_workers;
+-- the leader leaves the scan to the workers
+SET parallel_leader_participation = off;
+SELECT * FROM gs_check('SELECT * FROM gs_pl ORDER BY tc, id');
+SELECT (j->>'Leader Rows')::int AS leader_rows,
+	   (SELECT sum((w->>'Rows')::int) FROM jsonb_array_elements(j->'Load Workers') w) AS worker_rows
+FROM gs_load_json('SELECT * FROM gs_pl ORDER BY i8, id') j;
+RESET parallel_leader_participation;
 EXPLAIN (COSTS OFF) DECLARE gs_c SCROLL CURSOR FOR SELECT * FROM gs_pl ORDER BY i8, id;
 BEGIN;
 DECLARE gs_c SCROLL CURSOR FOR SELECT id FROM gs_pl ORDER BY f8, id;

@@ -67,11 +67,10 @@ extern GsSortState *gs_sort_begin(TupleDesc tupdesc, int nkeys,
 								  int work_mem_kb, bool random_access,
 								  double est_rows);
 extern void gs_sort_put(GsSortState *s, TupleTableSlot *slot);
-extern void gs_sort_put_row(GsSortState *s, MinimalTuple tup, const char *key,
-							bool lossy);
 extern int	gs_sort_key_bytes(GsSortState *s);
-extern bool gs_sort_bulk_reserve(GsSortState *s, size_t n,
-								 MinimalTuple **tuples, char **keys);
+extern size_t gs_sort_bulk_room(GsSortState *s, size_t n,
+								MinimalTuple **tuples, char **keys);
+extern void gs_sort_bulk_spill(GsSortState *s);
 extern void gs_sort_bulk_lossy(GsSortState *s, size_t i);
 extern void gs_sort_bulk_done(GsSortState *s, size_t n, uint32 max_tuple_len);
 extern void gs_sort_perform(GsSortState *s);

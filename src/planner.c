@@ -405,6 +405,29 @@ load_workers(Relation rel, BlockNumber pages)
 	return Min(n, max_parallel_workers_per_gather);
 }
 
+/*
+ * Whether tlist (a Gather's or Gather Merge's) passes its child's output
+ * through unchanged: OUTER_VAR Vars in the same positions.
+ */
+static bool
+identity_tlist(List *tlist, List *child_tlist)
+{
+	ListCell   *lc;
+
+	if (list_length(tlist) != list_length(child_tlist))
+		return false;
+	foreach(lc, tlist)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+		Var		   *var = (Var *) tle->expr;
+
+		if (!IsA(var, Var) || var->varno != OUTER_VAR ||
+			var->varattno != tle->resno)
+			return false;
+	}
+	return true;
+}
+
 /* shared memory a parallel load of child's rows takes, by the estimate */
 static double
 load_bytes(Plan *child)
@@ -425,6 +448,7 @@ gather_merge_to_load(GatherMerge *gm)
 {
 	Plan	   *gs = gm->plan.lefttree;
 	Plan	   *scan;
+	Bitmapset  *ext;
 	ListCell   *lc;
 	ListCell   *lg;
 	double		rows = gm->plan.plan_rows;
@@ -433,34 +457,17 @@ gather_merge_to_load(GatherMerge *gm)
 		((CustomScan *) gs)->methods != &gpusort_scan_methods)
 		return (Plan *) gm;
 	scan = gs->lefttree;
-	/* the scan may only depend on the Gather Merge's own rescan signal */
-	if (scan != NULL && gm->rescan_param >= 0)
-	{
-		scan->extParam = bms_del_member(bms_copy(scan->extParam),
-										gm->rescan_param);
-		scan->allParam = bms_del_member(bms_copy(scan->allParam),
-										gm->rescan_param);
-		gs->extParam = bms_del_member(bms_copy(gs->extParam),
-									  gm->rescan_param);
-		gs->allParam = bms_del_member(bms_copy(gs->allParam),
-									  gm->rescan_param);
-	}
 	if (scan == NULL || !IsA(scan, SeqScan) || !scan->parallel_aware ||
 		gm->plan.initPlan != NIL || gm->initParam != NULL ||
 		gm->plan.qual != NIL || gs->initPlan != NIL ||
-		!bms_is_empty(scan->extParam) ||
-		list_length(gm->plan.targetlist) != list_length(gs->targetlist))
+		!identity_tlist(gm->plan.targetlist, gs->targetlist))
 		return (Plan *) gm;
-	/* the Gather Merge must not project */
-	foreach(lc, gm->plan.targetlist)
-	{
-		TargetEntry *tle = lfirst_node(TargetEntry, lc);
-		Var		   *var = (Var *) tle->expr;
-
-		if (!IsA(var, Var) || var->varno != OUTER_VAR ||
-			var->varattno != tle->resno)
-			return (Plan *) gm;
-	}
+	/* the scan may only depend on the Gather Merge's own rescan signal */
+	ext = bms_copy(scan->extParam);
+	if (gm->rescan_param >= 0)
+		ext = bms_del_member(ext, gm->rescan_param);
+	if (!bms_is_empty(ext))
+		return (Plan *) gm;
 	/* the whole input, not a worker's share */
 	if (load_bytes(scan) * rows / Max(scan->plan_rows, 1) >
 		(double) gpusort_parallel_load_mem_kb * 1024)
@@ -475,6 +482,13 @@ gather_merge_to_load(GatherMerge *gm)
 		gstle->resname = gmtle->resname;
 		gstle->resjunk = gmtle->resjunk;
 		gstle->ressortgroupref = gmtle->ressortgroupref;
+	}
+	if (gm->rescan_param >= 0)
+	{
+		scan->extParam = bms_del_member(bms_copy(scan->extParam),
+										gm->rescan_param);
+		scan->allParam = bms_del_member(bms_copy(scan->allParam),
+										gm->rescan_param);
 	}
 	gs->startup_cost = gm->plan.startup_cost;
 	gs->total_cost = gm->plan.total_cost;
@@ -499,6 +513,39 @@ add_parallel_load(PlannedStmt *stmt, CustomScan *cs, int *next_id,
 	BlockNumber pages;
 	double		bytes;
 	int			nworkers;
+
+	/*
+	 * A Gather straight under the sort, over a Parallel Seq Scan: its rows
+	 * come to the leader one by one through tuple queues.  The workers can
+	 * load them into shared memory instead.
+	 */
+	if (gm_workers == 0 && child != NULL && IsA(child, Gather))
+	{
+		Gather	   *g = (Gather *) child;
+		Plan	   *scan = g->plan.lefttree;
+
+		if (!g->single_copy && g->num_workers > 0 && g->initParam == NULL &&
+			g->plan.initPlan == NIL && g->plan.qual == NIL &&
+			scan != NULL && IsA(scan, SeqScan) && scan->parallel_aware &&
+			identity_tlist(g->plan.targetlist, scan->targetlist) &&
+			load_bytes(scan) * g->plan.plan_rows / Max(scan->plan_rows, 1) <=
+			(double) gpusort_parallel_load_mem_kb * 1024)
+		{
+			Bitmapset  *ext = bms_copy(scan->extParam);
+
+			if (g->rescan_param >= 0)
+				ext = bms_del_member(ext, g->rescan_param);
+			if (bms_is_empty(ext))
+			{
+				scan->extParam = NULL;
+				scan->allParam = NULL;
+				scan->plan_rows = g->plan.plan_rows;
+				cs->scan.plan.lefttree = scan;
+				child = scan;
+				gm_workers = g->num_workers;
+			}
+		}
+	}
 
 	if (gm_workers > 0)
 	{

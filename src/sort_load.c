@@ -340,50 +340,6 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 		gs_spill_batch(s);
 }
 
-/*
- * Take a row that is already copied and encoded (by a parallel worker, see
- * sort_parallel.c): the tuple stays where it is, in memory that must
- * outlive the sort state, and only its key is copied into the key buffer.
- */
-void
-gs_sort_put_row(GsSortState *s, MinimalTuple tup, const char *key,
-				bool lossy)
-{
-	size_t		n;
-
-	Assert(s->status == GS_LOADING);
-	if (!s->load_started)
-	{
-		INSTR_TIME_SET_CURRENT(s->load_start);
-		s->load_started = true;
-	}
-
-	if (s->nrows == s->cap)
-	{
-		gs_finish_chunks(s);
-		if (!gs_grow(s))
-			gs_spill_batch(s);
-	}
-
-	n = s->nrows;
-	memcpy(s->keys + n * s->key_bytes, key, s->key_bytes);
-	if (lossy)
-	{
-		s->lossy[n / 64] |= UINT64CONST(1) << (n % 64);
-		s->any_lossy = true;
-	}
-	s->tuples[n] = tup;
-	s->max_tuple_len = Max(s->max_tuple_len, tup->t_len);
-	s->nrows = n + 1;
-	s->total_rows += 1;
-
-	if (s->chunk_rows > 0 && s->nrows - s->chunk_start >= s->chunk_rows)
-		gs_close_chunk(s, true);
-
-	if (gs_mem_used(s) > s->batch_limit && s->nrows >= MIN_BATCH_ROWS)
-		gs_spill_batch(s);
-}
-
 /* the width of the sort's keys, which parallel loaders must match */
 int
 gs_sort_key_bytes(GsSortState *s)
@@ -393,53 +349,64 @@ gs_sort_key_bytes(GsSortState *s)
 
 /*
  * Rows put in bulk (sort_parallel.c hands over the rows of its workers so,
- * filling the arrays on threads).  gs_sort_bulk_reserve makes room for n
- * more rows in the batch at once and returns where their tuple pointers
- * and keys go; false when they do not fit the batch (a sort that spills),
- * and the caller puts them one at a time with gs_sort_put_row.  Once the
- * caller has filled them (and marked the lossy ones with
- * gs_sort_bulk_lossy, i counting from the first reserved row),
+ * filling the arrays on threads).  gs_sort_bulk_room makes room for up to n
+ * more rows in the batch and returns how many it made (at least one unless
+ * the batch is full) and where their tuple pointers and keys go; a full
+ * batch is written out as a run with gs_sort_bulk_spill, as gs_sort_put
+ * would.  Once the caller has filled them (and marked the lossy ones with
+ * gs_sort_bulk_lossy, i counting from the first row given),
  * gs_sort_bulk_done takes them in, closing chunks as gs_sort_put would.
+ * The tuples stay where they are, in memory that outlives the sort state,
+ * and are not counted against work_mem.
  */
-bool
-gs_sort_bulk_reserve(GsSortState *s, size_t n, MinimalTuple **tuples,
-					 char **keys)
+size_t
+gs_sort_bulk_room(GsSortState *s, size_t n, MinimalTuple **tuples,
+				  char **keys)
 {
-	size_t		need = s->nrows + n;
-	int64		mem;
+	size_t		want = Min(s->nrows + n, GS_MAX_ROWS);
 
 	Assert(s->status == GS_LOADING);
-	if (s->nruns > 0 || s->overlap || need > GS_MAX_ROWS)
-		return false;
-	mem = s->arena_bytes + s->chunk_bytes +
-		(int64) Max(need, s->cap) * (sizeof(MinimalTuple) + s->key_bytes) +
-		(int64) (Max(need, s->cap) / 64 + 1) * sizeof(uint64);
-	if (mem > s->batch_limit)
-		return false;
 	if (!s->load_started)
 	{
 		INSTR_TIME_SET_CURRENT(s->load_start);
 		s->load_started = true;
 	}
-	if (need > s->cap)
+	if (want > s->cap)
 	{
-		size_t		oldwords = s->cap / 64 + 1;
-		size_t		newwords = need / 64 + 1;
+		/* grow once, to what the rows need or the batch's memory allows */
+		int64		room = s->batch_limit - s->arena_bytes - s->chunk_bytes;
+		size_t		fit = room > 0 ?
+			(size_t) (room / (sizeof(MinimalTuple) + s->key_bytes + 1)) : 0;
+		size_t		newcap = Min(want, Max(fit, s->cap));
 
-		/* the engine must be done with the key buffer before it moves */
-		gs_finish_chunks(s);
-		s->tuples = repalloc_huge(s->tuples, need * sizeof(MinimalTuple));
-		s->keys = gs_keybuf_grow(s->keys_engine, s->keys,
-								 s->nrows * s->key_bytes,
-								 need * s->key_bytes);
-		s->lossy = repalloc_huge(s->lossy, newwords * sizeof(uint64));
-		memset(s->lossy + oldwords, 0, (newwords - oldwords) * sizeof(uint64));
-		s->cap = need;
-		gs_note_mem(s, 0);
+		if (newcap > s->cap)
+		{
+			size_t		oldwords = s->cap / 64 + 1;
+			size_t		newwords = newcap / 64 + 1;
+
+			/* the engine must be done with the key buffer before it moves */
+			gs_finish_chunks(s);
+			s->tuples = repalloc_huge(s->tuples, newcap * sizeof(MinimalTuple));
+			s->keys = gs_keybuf_grow(s->keys_engine, s->keys,
+									 s->nrows * s->key_bytes,
+									 newcap * s->key_bytes);
+			s->lossy = repalloc_huge(s->lossy, newwords * sizeof(uint64));
+			memset(s->lossy + oldwords, 0,
+				   (newwords - oldwords) * sizeof(uint64));
+			s->cap = newcap;
+			gs_note_mem(s, 0);
+		}
 	}
 	*tuples = s->tuples + s->nrows;
 	*keys = s->keys + s->nrows * s->key_bytes;
-	return true;
+	return Min(n, s->cap - s->nrows);
+}
+
+void
+gs_sort_bulk_spill(GsSortState *s)
+{
+	gs_finish_chunks(s);
+	gs_spill_batch(s);
 }
 
 void

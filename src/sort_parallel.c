@@ -18,11 +18,11 @@
  *	   it.  Nothing goes through a tuple queue;
  *	 - the leader runs its share of the partial scan through the sort
  *	   state's ordinary put (into its own arena), then waits for the
- *	   workers and hands their rows to the sort state with
- *	   gs_sort_put_row: the tuples stay where the workers wrote them, only
- *	   the keys are copied into the engine's key buffer (which the workers
- *	   cannot write: it belongs to the engine, pinned memory of the GPU
- *	   engine or the GPU service).
+ *	   workers and hands their rows to the sort state in bulk
+ *	   (gs_sort_bulk_room, on threads): the tuples stay where the workers
+ *	   wrote them, only the keys are copied into the engine's key buffer
+ *	   (which the workers cannot write: it belongs to the engine, pinned
+ *	   memory of the GPU engine or of the GPU service).
  *
  * The DSA area outlives the parallel context (which is gone at the end of
  * the executor run, before the rows may have all been read); it is freed
@@ -49,6 +49,7 @@
 #include "executor/execParallel.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
+#include "optimizer/optimizer.h"
 #include "nodes/extensible.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
@@ -140,6 +141,7 @@ typedef struct GsLoadState
 	GsLoaderReport leader;
 	GsLoaderReport *workers;	/* [nworkers] */
 	double		collect_ms;		/* handing the workers' rows to the sort */
+	uint64		shared_bytes;	/* of the workers' blocks */
 } GsLoadState;
 
 /* a worker writing rows into its blocks */
@@ -542,59 +544,27 @@ gs_load_shm_room(double bytes)
 	return (double) sv.f_bavail * sv.f_frsize >= bytes * 1.25;
 }
 
-/* hand the rows of worker i to the sort */
-static void
-gs_load_collect(GsLoadState *ls, GsSortState *sort, int i)
-{
-	GsLoaderSlot *slot = &ls->shared->slots[i];
-	int			kb = ls->key_bytes;
-	size_t		esz = kb + sizeof(uint32);
-	dsa_pointer dp = slot->first;
-	uint64		seen = 0;
-
-	ls->workers[i].rows = (double) slot->nrows;
-	ls->workers[i].ms = slot->load_ms;
-	while (DsaPointerIsValid(dp))
-	{
-		GsLoadBlock *b = (GsLoadBlock *) dsa_get_address(ls->area, dp);
-		char	   *end = (char *) b + b->size;
-		uint64		r;
-
-		for (r = 0; r < b->nrows; r++)
-		{
-			const char *ent = end - (r + 1) * esz;
-			uint32		word;
-
-			memcpy(&word, ent + kb, sizeof(uint32));
-			gs_sort_put_row(sort,
-							(MinimalTuple) ((char *) b + (word & ~LOAD_LOSSY_BIT)),
-							ent, (word & LOAD_LOSSY_BIT) != 0);
-			if ((++seen % 65536) == 0)
-				CHECK_FOR_INTERRUPTS();
-		}
-		dp = b->next;
-	}
-	if (seen != slot->nrows)
-		elog(ERROR, "gpusort: a parallel loader's rows went missing");
-}
-
 /*
- * Handing the workers' rows over in bulk: every block's rows go to a known
- * stretch of the sort's arrays, so threads (which call nothing of
- * PostgreSQL's) fill the tuple pointers and copy the keys, a range of
- * blocks each.
+ * Handing the workers' rows over, in as many passes as the sort's batches
+ * take them (a sort larger than work_mem writes a run between two).  In a
+ * pass every stretch of a block goes to a known place in the sort's
+ * arrays, so threads (which call nothing of PostgreSQL's) fill the tuple
+ * pointers and copy the keys into the engine's key buffer, an even share
+ * of the rows each.
  */
-typedef struct GsCopyBlock
+typedef struct GsCopyPiece
 {
 	char	   *blk;
+	size_t		first;			/* first row of the block taken */
 	size_t		nrows;
-	size_t		dest;			/* first row in the arrays */
-} GsCopyBlock;
+	size_t		dest;			/* its place in the pass */
+} GsCopyPiece;
 
 typedef struct GsCopyJob
 {
-	GsCopyBlock *blocks;
-	int			nblocks;
+	GsCopyPiece *pieces;
+	int			npieces;
+	size_t		nrows;			/* in the pass */
 	MinimalTuple *tuples;
 	char	   *keys;
 	int			key_bytes;
@@ -606,110 +576,144 @@ gs_copy_part(void *arg, int part, int nparts, volatile bool *stop)
 	GsCopyJob  *j = (GsCopyJob *) arg;
 	size_t		kb = j->key_bytes;
 	size_t		esz = kb + sizeof(uint32);
-	int			b;
+	size_t		from = j->nrows * part / nparts;
+	size_t		to = j->nrows * (part + 1) / nparts;
+	int			p;
 
-	for (b = j->nblocks * part / nparts;
-		 b < j->nblocks * (part + 1) / nparts && !*stop; b++)
+	for (p = 0; p < j->npieces && !*stop; p++)
 	{
-		GsCopyBlock *cb = &j->blocks[b];
-		char	   *end = cb->blk + ((GsLoadBlock *) cb->blk)->size;
-		MinimalTuple *tp = j->tuples + cb->dest;
-		char	   *kp = j->keys + cb->dest * kb;
-		size_t		r;
+		GsCopyPiece *pc = &j->pieces[p];
+		char	   *end = pc->blk + ((GsLoadBlock *) pc->blk)->size;
+		size_t		lo = Max(from, pc->dest);
+		size_t		hi = Min(to, pc->dest + pc->nrows);
+		size_t		d;
 
-		for (r = 0; r < cb->nrows; r++)
+		for (d = lo; d < hi; d++)
 		{
+			size_t		r = pc->first + (d - pc->dest);
 			const char *ent = end - (r + 1) * esz;
 			uint32		word;
 
 			memcpy(&word, ent + kb, sizeof(uint32));
-			tp[r] = (MinimalTuple) (cb->blk + (word & ~LOAD_LOSSY_BIT));
-			memcpy(kp + r * kb, ent, kb);
+			j->tuples[d] = (MinimalTuple) (pc->blk + (word & ~LOAD_LOSSY_BIT));
+			memcpy(j->keys + d * kb, ent, kb);
 		}
 	}
 }
 
-/* the workers' rows into the sort's arrays at once; false if they don't fit */
-static bool
-gs_load_collect_bulk(GsLoadState *ls, GsSortState *sort)
+/* the workers' rows into the sort */
+static void
+gs_load_collect(GsLoadState *ls, GsSortState *sort)
 {
+	GsCopyPiece *blocks;
 	GsCopyJob	job;
+	size_t		esz = ls->key_bytes + sizeof(uint32);
 	size_t		total = 0;
-	size_t		dest = 0;
+	size_t		left;
 	uint32		maxlen = 0;
-	int			cap = 16;
 	bool		any_lossy = false;
+	int			nblocks = 0;
+	int			cap = 16;
+	int			bi = 0;
+	size_t		r0 = 0;
 	int			i;
-	int			b;
 
+	/* every block of every worker, in order */
+	blocks = palloc(cap * sizeof(GsCopyPiece));
 	for (i = 0; i < ls->launched; i++)
 	{
-		total += ls->shared->slots[i].nrows;
-		maxlen = Max(maxlen, ls->shared->slots[i].max_tuple_len);
-	}
-	if (!gs_sort_bulk_reserve(sort, total, &job.tuples, &job.keys))
-		return false;
-	job.key_bytes = ls->key_bytes;
-	job.nblocks = 0;
-	job.blocks = palloc(cap * sizeof(GsCopyBlock));
-	for (i = 0; i < ls->launched; i++)
-	{
-		dsa_pointer dp = ls->shared->slots[i].first;
+		GsLoaderSlot *slot = &ls->shared->slots[i];
+		dsa_pointer dp = slot->first;
+		uint64		seen = 0;
 
-		ls->workers[i].rows = (double) ls->shared->slots[i].nrows;
-		ls->workers[i].ms = ls->shared->slots[i].load_ms;
+		ls->workers[i].rows = (double) slot->nrows;
+		ls->workers[i].ms = slot->load_ms;
+		total += slot->nrows;
+		maxlen = Max(maxlen, slot->max_tuple_len);
+		any_lossy |= slot->nlossy > 0;
 		while (DsaPointerIsValid(dp))
 		{
-			GsLoadBlock *blk = (GsLoadBlock *) dsa_get_address(ls->area, dp);
+			GsLoadBlock *b = (GsLoadBlock *) dsa_get_address(ls->area, dp);
 
-			if (job.nblocks == cap)
+			if (nblocks == cap)
 			{
 				cap *= 2;
-				job.blocks = repalloc(job.blocks, cap * sizeof(GsCopyBlock));
+				blocks = repalloc(blocks, cap * sizeof(GsCopyPiece));
 			}
-			job.blocks[job.nblocks].blk = (char *) blk;
-			job.blocks[job.nblocks].nrows = blk->nrows;
-			job.blocks[job.nblocks].dest = dest;
-			job.nblocks++;
-			dest += blk->nrows;
-			dp = blk->next;
+			blocks[nblocks].blk = (char *) b;
+			blocks[nblocks].first = 0;
+			blocks[nblocks].nrows = b->nrows;
+			blocks[nblocks].dest = 0;
+			nblocks++;
+			seen += b->nrows;
+			dp = b->next;
 		}
+		if (seen != slot->nrows)
+			elog(ERROR, "gpusort: a parallel loader's rows went missing");
 	}
-	if (dest != total)
-		elog(ERROR, "gpusort: a parallel loader's rows went missing");
 
-	while (!gs_parallel(gs_copy_part, &job,
-						Max(1, Min(gpusort_cpu_threads, job.nblocks))))
-		;
-
-	/* the few lossy keys (long strings, ICU text) are marked here */
-	for (i = 0; i < ls->launched && !any_lossy; i++)
-		any_lossy = ls->shared->slots[i].nlossy > 0;
-	if (any_lossy)
+	job.pieces = palloc((nblocks + 1) * sizeof(GsCopyPiece));
+	job.key_bytes = ls->key_bytes;
+	for (left = total; left > 0;)
 	{
-		size_t		esz = ls->key_bytes + sizeof(uint32);
+		size_t		k = gs_sort_bulk_room(sort, left, &job.tuples, &job.keys);
+		size_t		dest = 0;
+		int			p;
 
-		for (b = 0; b < job.nblocks; b++)
+		if (k == 0)
 		{
-			GsCopyBlock *cb = &job.blocks[b];
-			char	   *end = cb->blk + ((GsLoadBlock *) cb->blk)->size;
+			/* the batch is full: it becomes a run, as with gs_sort_put */
+			gs_sort_bulk_spill(sort);
+			continue;
+		}
+		job.npieces = 0;
+		job.nrows = k;
+		while (dest < k)
+		{
+			size_t		take = Min(blocks[bi].nrows - r0, k - dest);
+			GsCopyPiece *pc = &job.pieces[job.npieces++];
+
+			pc->blk = blocks[bi].blk;
+			pc->first = r0;
+			pc->nrows = take;
+			pc->dest = dest;
+			dest += take;
+			r0 += take;
+			if (r0 == blocks[bi].nrows)
+			{
+				bi++;
+				r0 = 0;
+			}
+		}
+
+		while (!gs_parallel(gs_copy_part, &job,
+							(int) Min((size_t) gpusort_cpu_threads,
+									  k / 65536 + 1)))
+			;
+
+		/* the few lossy keys (long strings, ICU text) are marked here */
+		for (p = 0; any_lossy && p < job.npieces; p++)
+		{
+			GsCopyPiece *pc = &job.pieces[p];
+			char	   *end = pc->blk + ((GsLoadBlock *) pc->blk)->size;
 			size_t		r;
 
-			for (r = 0; r < cb->nrows; r++)
+			for (r = 0; r < pc->nrows; r++)
 			{
 				uint32		word;
 
-				memcpy(&word, end - (r + 1) * esz + ls->key_bytes,
+				memcpy(&word, end - (pc->first + r + 1) * esz + ls->key_bytes,
 					   sizeof(uint32));
 				if (word & LOAD_LOSSY_BIT)
-					gs_sort_bulk_lossy(sort, cb->dest + r);
+					gs_sort_bulk_lossy(sort, pc->dest + r);
 			}
 			CHECK_FOR_INTERRUPTS();
 		}
+		gs_sort_bulk_done(sort, k, maxlen);
+		left -= k;
 	}
-	gs_sort_bulk_done(sort, total, maxlen);
-	pfree(job.blocks);
-	return true;
+	pfree(job.pieces);
+	pfree(blocks);
 }
 
 /*
@@ -733,6 +737,7 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 	ls->loaded = true;
 	ls->launched = 0;
 	ls->collect_ms = 0;
+	ls->shared_bytes = 0;
 	memset(ls->workers, 0, Max(ls->nworkers, 1) * sizeof(GsLoaderReport));
 
 	if (!gpusort_parallel_load)
@@ -770,14 +775,21 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 	}
 	ls->serial_reason = reason;
 
-	/* the leader's share: the sort state's own put */
+	/*
+	 * The leader's share, through the sort state's own put; none when it
+	 * is to leave the scan to the workers (parallel_leader_participation).
+	 */
 	if (ps->instrument)
 		InstrStartNode(ps->instrument);
 	INSTR_TIME_SET_CURRENT(t0);
-	for (;;)
+	while (ls->launched == 0 || parallel_leader_participation)
 	{
-		TupleTableSlot *slot = ExecProcNode(child);
+		TupleTableSlot *slot;
 
+		/* the query's DSA area, for nodes that share state through it */
+		estate->es_query_dsa = ls->pei ? ls->pei->area : NULL;
+		slot = ExecProcNode(child);
+		estate->es_query_dsa = NULL;
 		if (TupIsNull(slot))
 			break;
 		gs_sort_put(sort, slot);
@@ -790,20 +802,16 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 
 	if (ls->pei)
 	{
-		/* wait for the workers (their errors come up here), then take
-		 * their rows */
+		/* the workers' errors come up here; then their rows go over */
 		ExecParallelFinish(ls->pei);
 		INSTR_TIME_SET_CURRENT(t0);
 		for (i = 0; i < ls->launched; i++)
 		{
 			if (!ls->shared->slots[i].done)
 				elog(ERROR, "gpusort: a parallel loader ended without its rows");
+			ls->shared_bytes += ls->shared->slots[i].bytes;
 		}
-		if (!gs_load_collect_bulk(ls, sort))
-		{
-			for (i = 0; i < ls->launched; i++)
-				gs_load_collect(ls, sort, i);
-		}
+		gs_load_collect(ls, sort);
 		ls->collect_ms = gs_elapsed_ms(t0);
 	}
 }
@@ -837,7 +845,8 @@ gs_load_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		if (ls->launched > 0)
 		{
 			appendStringInfoSpaces(es->str, es->indent * 2);
-			appendStringInfo(es->str, "Collect Time: %.3f ms\n", ls->collect_ms);
+			appendStringInfo(es->str, "Collect Time: %.3f ms  Shared Memory: " UINT64_FORMAT "kB\n",
+							 ls->collect_ms, (ls->shared_bytes + 1023) / 1024);
 		}
 		return;
 	}
@@ -855,4 +864,6 @@ gs_load_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	}
 	ExplainCloseGroup("Load Workers", "Load Workers", false, es);
 	ExplainPropertyFloat("Collect Time", "ms", ls->collect_ms, 3, es);
+	ExplainPropertyInteger("Shared Memory", "kB",
+						   (int64) ((ls->shared_bytes + 1023) / 1024), es);
 }
