@@ -326,7 +326,7 @@ gs_in_overlay()
 		cleanup()
 		{
 			if mountpoint -q "$work/root"; then
-				umount "$work/root" 2>/dev/null || umount -l "$work/root" || true
+				umount -R "$work/root" 2>/dev/null || umount -R -l "$work/root" || true
 			fi
 			gs_no_mounts_below "$work" && rm -rf --one-file-system "$work"
 		}
