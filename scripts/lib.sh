@@ -314,12 +314,19 @@ gs_in_overlay()
 	local major=$1 rootfs rc=0
 	shift
 	rootfs=$(gs_rootfs "$major") || return 1
+	# what a killed run left: removed once nothing is mounted there
+	local old
+	for old in "$GS_CACHE"/.run-*; do
+		[ -d "$old" ] || continue
+		mountpoint -q "$old/root" && continue
+		gs_no_mounts_below "$old" && rm -rf --one-file-system "$old"
+	done
 	(
 		work=$(mktemp -d "$GS_CACHE/.run-$(gs_suite "$major").XXXXXX")
 		cleanup()
 		{
 			if mountpoint -q "$work/root"; then
-				umount "$work/root" 2>/dev/null || umount -l "$work/root" || true
+				umount -R "$work/root" 2>/dev/null || umount -R -l "$work/root" || true
 			fi
 			gs_no_mounts_below "$work" && rm -rf --one-file-system "$work"
 		}

@@ -16,8 +16,10 @@
 #   3. debian/tests/installcheck runs, as autopkgtest would: "pg_buildext
 #      installcheck", the whole pg_regress suite against the installed files,
 #      in a throwaway cluster that preloads gpusort.
-# The .deb files are copied to OUTDIR when one is given.  Exits 0 when all
-# of it worked.  Needs root (or sudo) for mmdebstrap, mount and chroot.
+# The .deb files are copied to OUTDIR when one is given.  With GS_CUDA_HOME
+# naming a CUDA toolkit on the host (e.g. /usr/local/cuda), it is mounted
+# read-only at /usr/local/cuda in the chroot, so that the package carries the
+# CUDA engine too (checked).  Exits 0 when all of it worked.  Needs root (or sudo) for mmdebstrap, mount and chroot.
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -47,7 +49,11 @@ if [ "${1:-}" = --in-chroot ]; then
 
 	gs_log "package: dpkg -i $deb"
 	dpkg -i "$deb"
-	for f in "$libdir/gpusort.so" "$extdir/gpusort.control" "$extdir/gpusort--0.1.sql"; do
+	files=("$libdir/gpusort.so" "$extdir/gpusort.control" "$extdir/gpusort--0.1.sql")
+	if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null; then
+		files+=("$libdir/libgpusort_cuda.so")
+	fi
+	for f in "${files[@]}"; do
 		[ -f "$f" ] || gs_die "the package did not install $f"
 		dpkg -S "$f" | grep -q "^$pkg:" || gs_die "$f does not belong to $pkg"
 	done
@@ -76,6 +82,13 @@ package_in_overlay()
 {
 	local rc=0
 	gs_copy_tree "$GS_OVERLAY/build/gpusort" || return 1
+	if [ -n "${GS_CUDA_HOME:-}" ]; then
+		[ -x "$GS_CUDA_HOME/bin/nvcc" ] || gs_die "GS_CUDA_HOME=$GS_CUDA_HOME has no bin/nvcc"
+		mkdir -p "$GS_OVERLAY/usr/local/cuda"
+		# unmounted with the overlay (umount -R)
+		mount --bind "$GS_CUDA_HOME" "$GS_OVERLAY/usr/local/cuda" &&
+			mount -o remount,bind,ro "$GS_OVERLAY/usr/local/cuda" || return 1
+	fi
 	gs_in_chroot "$GS_OVERLAY" bash /build/gpusort/scripts/package-test.sh --in-chroot "$major" || rc=$?
 	if [ -n "$outdir" ]; then
 		cp "$GS_OVERLAY"/build/*.deb "$outdir"/ 2>/dev/null &&
