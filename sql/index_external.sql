@@ -170,9 +170,18 @@ SET statement_timeout = '1s';
 CREATE INDEX gsx_err ON gsx (gsx_slow(id));
 RESET statement_timeout;
 SELECT to_regclass('gsx_err') IS NULL AS no_index, gsx_temp_files();
--- the runs count against temp_file_limit, with PostgreSQL's error
+-- the runs count against temp_file_limit, with PostgreSQL's error (shown
+-- without quotes: 18 quotes the parameter's name)
+CREATE FUNCTION gsx_error_unquoted(q text) RETURNS text
+LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE q;
+	RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE || ': ' || replace(SQLERRM, '"', '');
+END $$;
 SET temp_file_limit = '1MB';
-CREATE INDEX gsx_err ON gsx (a);
+SELECT gsx_error_unquoted('CREATE INDEX gsx_err ON gsx (a)');
 RESET temp_file_limit;
 SELECT to_regclass('gsx_err') IS NULL AS no_index, gsx_temp_files();
 SELECT * FROM gsx_build('CREATE INDEX %I ON gsx (a, id)', 'gsx_after');
@@ -183,3 +192,4 @@ DROP FUNCTION gsx_same(text);
 DROP FUNCTION gsx_temp_files();
 DROP FUNCTION gsx_boom(int);
 DROP FUNCTION gsx_slow(int);
+DROP FUNCTION gsx_error_unquoted(text);

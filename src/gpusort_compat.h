@@ -143,6 +143,30 @@
 	"temporary file size exceeds temp_file_limit (%dkB)"
 #endif
 
+/* ---- processes and latches ---- */
+
+/*
+ * 17: PGPROC.pgprocno is gone; a process's slot in ProcGlobal->allProcs is
+ * MyProcNumber.  (Callers include storage/proc.h.)
+ */
+#if PG_VERSION_NUM >= 170000
+#define gs_my_procno()	((int) MyProcNumber)
+#else
+#define gs_my_procno()	(MyProc->pgprocno)
+#endif
+
+/*
+ * 17: CreateWaitEventSet() takes a ResourceOwner instead of a memory
+ * context; a NULL owner puts the set in TopMemoryContext, as 15 does when
+ * given that context.  For a set that lives as long as the process.
+ */
+#if PG_VERSION_NUM >= 170000
+#define gs_CreateWaitEventSet(nevents)	CreateWaitEventSet(NULL, (nevents))
+#else
+#define gs_CreateWaitEventSet(nevents) \
+	CreateWaitEventSet(TopMemoryContext, (nevents))
+#endif
+
 /* ---- wait events ---- */
 
 /*

@@ -29,6 +29,8 @@
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 
+#include "gpusort_compat.h"
+
 #include "gpusort_engine.h"
 
 /* the pool's unit; a key buffer or permutation takes whole slices */
@@ -146,20 +148,6 @@ typedef struct GsServiceCtl
 
 /* a CPU engine rate to compare with until backends measured one */
 #define GS_CPU_ROWS_PER_MS_DEFAULT 20000.0
-
-/*
- * This process's slot in ProcGlobal->allProcs (PGPROC.pgprocno before
- * PostgreSQL 17, MyProcNumber since); belongs in the compat header.
- */
-static inline int
-gs_my_procno(void)
-{
-#if PG_VERSION_NUM >= 170000
-	return MyProcNumber;
-#else
-	return MyProc->pgprocno;
-#endif
-}
 
 /* GUCs (gpusort.c) */
 extern int	gpusort_service_memory_mb;

@@ -859,11 +859,7 @@ gs_service_wait_set(void)
 {
 	WaitEventSet *wes;
 
-#if PG_VERSION_NUM >= 170000
-	wes = CreateWaitEventSet(NULL, 3);
-#else
-	wes = CreateWaitEventSet(TopMemoryContext, 3);
-#endif
+	wes = gs_CreateWaitEventSet(3);
 	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	AddWaitEventToSet(wes, WL_SOCKET_READABLE, svc_efd, NULL, NULL);
