@@ -191,7 +191,7 @@ sql "SELECT * FROM gpusort_service" >"$OUT/service-after.txt" 2>&1
 {
 	echo "# Concurrency: \`SELECT * FROM conc_t ORDER BY k OFFSET $ROWS\`, $ROWS rows, work_mem 1GB"
 	echo
-	echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); $(nproc) cores; $(nvidia-smi -L 2>/dev/null | head -n 1 || echo 'no GPU')"
+	echo "commit ${GS_COMMIT:-$(head -n 1 .gpu/commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)}; $(nproc) cores; $(nvidia-smi -L 2>/dev/null | head -n 1 || echo 'no GPU')"
 	echo
 	echo "| clients | connections | latency PG / CPU / GPU (ms) | GPU÷CPU | GPU÷PG | TPS PG / CPU / GPU | CPU-s per query PG / CPU / GPU | peak GPU MiB PG / CPU / GPU | failed |"
 	echo "| ---: | --- | --- | ---: | ---: | --- | --- | --- | --- |"

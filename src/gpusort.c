@@ -192,18 +192,25 @@ _PG_init(void)
 							   0,
 							   NULL, NULL, NULL);
 
-	/* the gpusort service (service.c) */
-	DefineCustomIntVariable("gpusort.service_memory",
-							"Sets the shared memory the gpusort service pins for keys.",
-							"Backends encode the keys of GPU sorts straight into this pool, cut "
-							"into 1MB slices; sorts that find no free slice run on the CPU engine. "
-							"0 turns the service's data path off.",
-							&gpusort_service_memory_mb,
-							GS_SERVICE_MEMORY_DEFAULT_MB,
-							0, INT_MAX / 2,
-							PGC_POSTMASTER,
-							GUC_UNIT_MB,
-							NULL, NULL, NULL);
+	/*
+	 * The gpusort service (service.c).  Its pool is sized at server start,
+	 * so the setting exists only when gpusort is preloaded: PostgreSQL
+	 * refuses (FATAL) a server-start setting defined by a library loaded
+	 * later, by CREATE EXTENSION or LOAD, and such a session has no service
+	 * anyway.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("gpusort.service_memory",
+								"Sets the shared memory the gpusort service pins for keys.",
+								"Backends encode the keys of GPU sorts straight into this pool, cut "
+								"into 1MB slices; sorts that find no free slice run on the CPU engine. "
+								"0 turns the service's data path off.",
+								&gpusort_service_memory_mb,
+								GS_SERVICE_MEMORY_DEFAULT_MB,
+								0, INT_MAX / 2,
+								PGC_POSTMASTER,
+								GUC_UNIT_MB,
+								NULL, NULL, NULL);
 
 	DefineCustomEnumVariable("gpusort.service_fault",
 							 "Injects a fault into this session's requests to the gpusort service, for tests.",
