@@ -6,7 +6,8 @@
 # For each version: build and install the extension, then, inside a throwaway
 # cluster that preloads gpusort, run the C unit tests (make -C test/<dir>
 # check) and the pg_regress suite (make installcheck; sql/*.sql against
-# expected/*.out).  Then build the Debian package and run the regression
+# expected/*.out) twice: as it is, and with every sort sent through the
+# gpusort service's fake device (make installcheck-service).  Then build the Debian package and run the regression
 # suite against the installed package (scripts/package-test.sh), for the
 # versions in GS_PACKAGE_VERSIONS (default: each version tested; "none" for
 # none).
@@ -34,31 +35,39 @@ if [ "${1:-}" = --in-cluster ]; then
 	prefix=$3
 	builddir=$4
 	gs_find_pg_config
-	gs_log "$prefix: pg_regress: make installcheck (server $PGHOST:$PGPORT)"
-	rm -f "$builddir/regression.diffs" "$builddir/regression.out"
-	make -C "$builddir" PG_CONFIG="$PG_CONFIG" installcheck 2>&1 |
-		tee "$results.regress"
-	rc=${PIPESTATUS[0]}
-	# 15: "test name ... ok 12 ms" / "     name ... FAILED" (parallel groups);
-	# 16 and later: "ok 1         - name   12 ms" / "not ok 2     - name"
-	sed -nE \
-		-e 's/^(test +| +)([^ ]+) +\.\.\. (ok|FAILED|failed \(ignored\)).*/\3 \2/p' \
-		-e 's/^(ok|not ok) +[0-9]+ +(\+ +)?- +([^ ]+).*/\1 \3/p' \
-		"$results.regress" |
-		while read -r status name; do
-			case "$status" in
-				FAILED|not) name=${name#ok }; echo "FAIL $prefix/regress/$name" ;;
-				*) echo "PASS $prefix/regress/$name" ;;
-			esac
-		done >>"$results"
-	if [ "$rc" -ne 0 ]; then
-		grep -q "^FAIL $prefix/regress/" "$results" ||
-			echo "FAIL $prefix/regress (pg_regress exited $rc)" >>"$results"
-		if [ -s "$builddir/regression.diffs" ]; then
-			gs_log "regression.diffs (first 2000 lines; full file: $builddir/regression.diffs)"
-			head -n 2000 "$builddir/regression.diffs"
+	# the suite twice: as it is, then with every sort sent through the
+	# gpusort service ("fake" device: the service sorts with its CPU engine)
+	for pass in regress:installcheck service:installcheck-service; do
+		kind=${pass%%:*}
+		target=${pass#*:}
+		gs_log "$prefix: pg_regress: make $target (server $PGHOST:$PGPORT)"
+		rm -f "$builddir/regression.diffs" "$builddir/regression.out"
+		make -C "$builddir" PG_CONFIG="$PG_CONFIG" "$target" 2>&1 |
+			tee "$results.regress"
+		rc=${PIPESTATUS[0]}
+		# 15: "test name ... ok 12 ms" / "     name ... FAILED" (parallel groups);
+		# 16 and later: "ok 1         - name   12 ms" / "not ok 2     - name"
+		sed -nE \
+			-e 's/^(test +| +)([^ ]+) +\.\.\. (ok|FAILED|failed \(ignored\)).*/\3 \2/p' \
+			-e 's/^(ok|not ok) +[0-9]+ +(\+ +)?- +([^ ]+).*/\1 \3/p' \
+			"$results.regress" |
+			while read -r status name; do
+				case "$status" in
+					FAILED|not) name=${name#ok }; echo "FAIL $prefix/$kind/$name" ;;
+					*) echo "PASS $prefix/$kind/$name" ;;
+				esac
+			done >>"$results"
+		if [ "$rc" -ne 0 ]; then
+			grep -q "^FAIL $prefix/$kind/" "$results" ||
+				echo "FAIL $prefix/$kind (pg_regress exited $rc)" >>"$results"
+			if [ -s "$builddir/regression.diffs" ]; then
+				gs_log "regression.diffs (first 2000 lines; full file: $builddir/regression.diffs)"
+				head -n 2000 "$builddir/regression.diffs"
+			fi
+			# keep the first pass's diffs for whoever looks after the run
+			cp -f "$builddir/regression.diffs" "$builddir/regression.$kind.diffs" 2>/dev/null
 		fi
-	fi
+	done
 	exit 0
 fi
 

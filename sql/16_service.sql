@@ -189,6 +189,14 @@ SET gpusort.service_fault = none;
 SET gpusort.engine = auto;
 SELECT rows, same FROM gs_check('SELECT * FROM svc_t ORDER BY k, id');
 
+-- 16 sessions at once through the service (pgbench, each query failing
+-- with a division by zero if its rows came out of order): no error, and
+-- every slice back afterwards
+SELECT sorts_served AS served_before FROM gpusort_service \gset
+\! f=$(mktemp) && echo "SELECT CASE WHEN count(*) FILTER (WHERE k < pk) > 0 THEN 1 / (count(*) - count(*)) END FROM (SELECT k, lag(k) OVER () AS pk FROM (SELECT k FROM svc_t ORDER BY k) s) t;" >"$f" && PGOPTIONS="-c gpusort.service_fault=fake -c gpusort.engine=gpu -c gpusort.min_rows=0 -c work_mem=64MB" "$(dirname "$GS_PSQL")/pgbench" -n -c 16 -j 4 -t 5 -f "$f" >"$f.log" 2>&1; echo "pgbench: exit status $?, $(grep -c -E 'ERROR|abort' "$f.log") errors, $(sed -n 's/^number of transactions actually processed: //p' "$f.log") transactions"; rm -f "$f" "$f.log"
+SELECT sorts_served > :served_before AS served FROM gpusort_service;
+SELECT gs_service_idle() AS idle;
+
 DROP TABLE svc_out;
 DROP TABLE svc_t;
 DROP FUNCTION gs_service_idle();
