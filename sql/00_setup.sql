@@ -16,6 +16,18 @@
 --                 PostgreSQL 15, 17 and 18; use it rather than a bare EXPLAIN
 --                 (see the function for what differs between versions)
 --
+--   gs_build(ddl, idx), gs_same(q), gs_index_check(idx [, ddl]),
+--   gs_index_differ(idx)
+--                 btree indexes built by gpusort, checked with amcheck and
+--                 compared page by page with PostgreSQL's build of the same
+--                 index; queries through indexes compared with PostgreSQL's
+--                 sort (for the index tests, which create amcheck and
+--                 pageinspect: the functions find theirs when they run)
+--
+--   gs_error_unquoted(q)
+--                 runs q; its error as "SQLSTATE: message" without double
+--                 quotes (18 quotes parameter names in some messages)
+--
 -- Queries given to gs_check must have a fully determined output order
 -- (PostgreSQL's sort is not stable), e.g. end ORDER BY with a unique column.
 --
@@ -165,6 +177,108 @@ BEGIN
 				   sum(d.sort)::int
 			FROM gs_check_dirs(tbl, c) d;
 	END LOOP;
+END
+$fn$;
+
+-- amcheck's bt_index_parent_check of the btree index idx, then PostgreSQL's
+-- own build of the same index (gpusort.index_build off) as <idx>_pg, in
+-- idx's schema: ddl with that name for its %I, or else idx's definition;
+-- compares every page but its LSN and checksum, then drops <idx>_pg.
+-- size_diff: idx's size less PostgreSQL's, in pages (0 when equal; page
+-- counts themselves vary between minor releases); differ: how many pages
+-- differ (-1: the sizes differ).
+CREATE FUNCTION gs_index_check(idx regclass, ddl text DEFAULT NULL,
+							   OUT size_diff int, OUT differ int)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	pgname text;
+	nsp text;
+	pgidx regclass;
+	pages int;
+BEGIN
+	SELECT c.relname || '_pg', n.nspname INTO pgname, nsp
+	FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+	WHERE c.oid = idx;
+	PERFORM bt_index_parent_check(idx, true, true);
+	IF ddl IS NULL THEN
+		ddl := regexp_replace(pg_get_indexdef(idx), ' INDEX \S+ ON ',
+							  ' INDEX ' || quote_ident(pgname) || ' ON ');
+	ELSE
+		ddl := format(ddl, pgname);
+	END IF;
+	PERFORM set_config('gpusort.index_build', 'off', true);
+	EXECUTE ddl;
+	PERFORM set_config('gpusort.index_build', 'on', true);
+	pgidx := format('%I.%I', nsp, pgname)::regclass;
+	pages := pg_relation_size(idx) / 8192;
+	size_diff := pages - pg_relation_size(pgidx) / 8192;
+	IF size_diff <> 0 THEN
+		differ := -1;
+	ELSE
+		SELECT count(*) INTO differ
+		FROM generate_series(0, pages - 1) AS b
+		WHERE substr(get_raw_page(idx::text, b), 11) <>
+			  substr(get_raw_page(pgidx::text, b), 11);
+	END IF;
+	EXECUTE format('DROP INDEX %s', pgidx);
+END
+$fn$;
+
+-- gs_index_check's differ alone, for an index already built (by gpusort or
+-- by PostgreSQL: its LOG lines, when it logs them, say which)
+CREATE FUNCTION gs_index_differ(idx regclass) RETURNS int
+LANGUAGE sql AS $fn$
+	SELECT differ FROM gs_index_check(idx)
+$fn$;
+
+-- Build the index with gpusort (its LOG line shows who built it): ddl with
+-- the name idx for its %I; then gs_index_check(idx, ddl).
+CREATE FUNCTION gs_build(ddl text, idx text, OUT size_diff int, OUT differ int)
+LANGUAGE plpgsql AS $fn$
+BEGIN
+	PERFORM set_config('client_min_messages', 'log', true);
+	EXECUTE format(ddl, idx);
+	PERFORM set_config('client_min_messages', 'notice', true);
+	SELECT c.size_diff, c.differ INTO size_diff, differ
+	FROM gs_index_check(idx::regclass, ddl) c;
+END
+$fn$;
+
+-- The rows of query q, in its order, through indexes only, then through a
+-- sequential scan and PostgreSQL's own sort: equal?
+CREATE FUNCTION gs_same(q text) RETURNS boolean
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	h1 text;
+	h2 text;
+BEGIN
+	PERFORM set_config('enable_seqscan', 'off', true);
+	PERFORM set_config('enable_bitmapscan', 'off', true);
+	EXECUTE format('SELECT md5(string_agg(x::text, E''\n'')) FROM (%s) x', q)
+		INTO h1;
+	PERFORM set_config('enable_seqscan', 'on', true);
+	PERFORM set_config('enable_indexscan', 'off', true);
+	PERFORM set_config('enable_indexonlyscan', 'off', true);
+	PERFORM set_config('gpusort.enabled', 'off', true);
+	EXECUTE format('SELECT md5(string_agg(x::text, E''\n'')) FROM (%s) x', q)
+		INTO h2;
+	PERFORM set_config('enable_indexscan', 'on', true);
+	PERFORM set_config('enable_indexonlyscan', 'on', true);
+	PERFORM set_config('enable_bitmapscan', 'on', true);
+	PERFORM set_config('gpusort.enabled', 'on', true);
+	RETURN h1 IS NOT NULL AND h1 = h2;
+END
+$fn$;
+
+-- q's error, if any, as "SQLSTATE: message" without double quotes (18
+-- quotes parameter names where earlier versions did not)
+CREATE FUNCTION gs_error_unquoted(q text) RETURNS text
+LANGUAGE plpgsql AS $fn$
+BEGIN
+	EXECUTE q;
+	RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE || ': ' || replace(SQLERRM, '"', '');
 END
 $fn$;
 

@@ -159,14 +159,6 @@ SET work_mem = '4MB';
 
 -- temp_file_limit: PostgreSQL's own error, and no temporary file is left
 -- (the error is shown without quotes: 18 quotes the parameter's name)
-CREATE FUNCTION gs_error_unquoted(q text) RETURNS text LANGUAGE plpgsql AS $fn$
-BEGIN
-	EXECUTE q;
-	RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || replace(SQLERRM, '"', '');
-END
-$fn$;
 SET work_mem = '64kB';
 SET temp_file_limit = '1MB';
 SELECT gs_error_unquoted('SELECT id FROM gs_big ORDER BY t OFFSET 50000');

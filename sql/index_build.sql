@@ -18,61 +18,6 @@ SET max_parallel_maintenance_workers = 0;
 SET gpusort.index_build = on;
 SET gpusort.log_index_builds = on;
 
--- Build the index with gpusort (its LOG line shows who built it), check it with
--- amcheck, build it again natively as <name>_pg and compare every page but
--- its LSN and checksum.  Returns the difference in size from PostgreSQL's
--- build, in pages (0 when equal; page counts themselves vary between minor
--- releases), and how many pages differ (-1: the sizes differ).
-CREATE FUNCTION gs_build(ddl text, idx text, OUT size_diff int, OUT differ int)
-LANGUAGE plpgsql AS $$
-DECLARE
-	pages int;
-BEGIN
-	PERFORM set_config('client_min_messages', 'log', true);
-	EXECUTE format(ddl, idx);
-	PERFORM set_config('client_min_messages', 'notice', true);
-	PERFORM bt_index_parent_check(idx::regclass, true, true);
-	PERFORM set_config('gpusort.index_build', 'off', true);
-	EXECUTE format(ddl, idx || '_pg');
-	PERFORM set_config('gpusort.index_build', 'on', true);
-	pages := pg_relation_size(idx::regclass) / 8192;
-	size_diff := pages - pg_relation_size((idx || '_pg')::regclass) / 8192;
-	IF size_diff <> 0 THEN
-		differ := -1;
-	ELSE
-		SELECT count(*) INTO differ
-		FROM generate_series(0, pages - 1) AS b
-		WHERE substr(get_raw_page(idx, b), 11) <>
-			  substr(get_raw_page(idx || '_pg', b), 11);
-	END IF;
-	EXECUTE format('DROP INDEX %I', idx || '_pg');
-END $$;
-
--- The rows of query q, in its order, through indexes only, then through a
--- sequential scan and PostgreSQL's own sort: equal?
-CREATE FUNCTION gs_same(q text) RETURNS boolean
-LANGUAGE plpgsql AS $$
-DECLARE
-	h1 text;
-	h2 text;
-BEGIN
-	PERFORM set_config('enable_seqscan', 'off', true);
-	PERFORM set_config('enable_bitmapscan', 'off', true);
-	EXECUTE format('SELECT md5(string_agg(x::text, E''\n'')) FROM (%s) x', q)
-		INTO h1;
-	PERFORM set_config('enable_seqscan', 'on', true);
-	PERFORM set_config('enable_indexscan', 'off', true);
-	PERFORM set_config('enable_indexonlyscan', 'off', true);
-	PERFORM set_config('gpusort.enabled', 'off', true);
-	EXECUTE format('SELECT md5(string_agg(x::text, E''\n'')) FROM (%s) x', q)
-		INTO h2;
-	PERFORM set_config('enable_indexscan', 'on', true);
-	PERFORM set_config('enable_indexonlyscan', 'on', true);
-	PERFORM set_config('enable_bitmapscan', 'on', true);
-	PERFORM set_config('gpusort.enabled', 'on', true);
-	RETURN h1 IS NOT NULL AND h1 = h2;
-END $$;
-
 CREATE TABLE gsi (
 	id int4,
 	a int4,
@@ -354,6 +299,4 @@ SELECT bt_index_parent_check('gsi_ip', true, true),
 	   bt_index_parent_check('gsi_conc', true, true);
 
 DROP TABLE gsi, gsty, gsv, gsr, gsa, gsd, gse, gsu, gst, gsp;
-DROP FUNCTION gs_build(text, text);
-DROP FUNCTION gs_same(text);
 DROP FUNCTION gs_error(text);

@@ -19,40 +19,11 @@ SET maintenance_work_mem = '1MB';
 SET gpusort.index_build = on;
 SET gpusort.log_index_builds = on;
 
--- amcheck, then PostgreSQL's build of idx's definition as <idx>_pg: pages
--- that differ (-1 when the sizes differ)
-CREATE FUNCTION gsrb_check(idx regclass) RETURNS int
-LANGUAGE plpgsql AS $$
-DECLARE
-	def text;
-	pages int;
-	differ int;
-	pgname text := idx::text || '_pg';
-BEGIN
-	PERFORM bt_index_parent_check(idx, true, true);
-	def := regexp_replace(pg_get_indexdef(idx), ' INDEX \S+ ON ',
-						  ' INDEX ' || quote_ident(pgname) || ' ON ');
-	PERFORM set_config('gpusort.index_build', 'off', true);
-	EXECUTE def;
-	PERFORM set_config('gpusort.index_build', 'on', true);
-	pages := pg_relation_size(idx) / 8192;
-	IF pages <> pg_relation_size(pgname::regclass) / 8192 THEN
-		differ := -1;
-	ELSE
-		SELECT count(*) INTO differ
-		FROM generate_series(0, pages - 1) AS b
-		WHERE substr(get_raw_page(idx::text, b), 11) <>
-			  substr(get_raw_page(pgname, b), 11);
-	END IF;
-	EXECUTE format('DROP INDEX %I', pgname);
-	RETURN differ;
-END $$;
-
 -- every index of a table, checked
 CREATE FUNCTION gsrb_check_all(tab regclass)
 RETURNS TABLE (index_name text, differ int)
 LANGUAGE sql AS $$
-	SELECT c.relname::text, gsrb_check(c.oid)
+	SELECT c.relname::text, gs_index_differ(c.oid)
 	FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
 	WHERE i.indrelid = tab
 	ORDER BY 1
@@ -78,13 +49,13 @@ SET client_min_messages = log;
 CREATE INDEX CONCURRENTLY t_u ON gsrb.t (u) INCLUDE (a);
 CREATE UNIQUE INDEX CONCURRENTLY t_bid ON gsrb.t (b, id);
 RESET client_min_messages;
-SELECT gsrb_check('gsrb.t_u') AS t_u, gsrb_check('gsrb.t_bid') AS t_bid;
+SELECT gs_index_differ('gsrb.t_u') AS t_u, gs_index_differ('gsrb.t_bid') AS t_bid;
 
 SET client_min_messages = log;
 REINDEX INDEX CONCURRENTLY gsrb.t_u;
 REINDEX TABLE CONCURRENTLY gsrb.s;
 RESET client_min_messages;
-SELECT gsrb_check('gsrb.t_u') AS t_u, gsrb_check('gsrb.s_kv') AS s_kv;
+SELECT gs_index_differ('gsrb.t_u') AS t_u, gs_index_differ('gsrb.s_kv') AS s_kv;
 
 SET client_min_messages = log;
 REINDEX SCHEMA gsrb;
@@ -145,4 +116,3 @@ SELECT count(*) FROM pg_ls_tmpdir() WHERE name LIKE '%.gpusort.%';
 RESET search_path;
 DROP SCHEMA gsrb CASCADE;
 DROP FUNCTION gsrb_check_all(regclass);
-DROP FUNCTION gsrb_check(regclass);
