@@ -91,7 +91,7 @@ INSERT INTO gsrb.s VALUES (1, 1), (1, 2);
 SELECT bt_index_parent_check('gsrb.s_kv', true, true);
 
 -- without parallel maintenance workers the hook does not fire: PostgreSQL
--- rebuilds these (no log line)
+-- rebuilds these, and the log says why
 SET max_parallel_maintenance_workers = 0;
 SET client_min_messages = log;
 VACUUM FULL gsrb.s;

@@ -37,7 +37,8 @@
  *	  inserts (indisready false: a concurrent build).  It does not fire
  *	  when max_parallel_maintenance_workers is 0 (plan_create_index_workers
  *	  returns before planning anything), in a standalone backend, or while
- *	  bootstrapping: those builds stay PostgreSQL's.
+ *	  bootstrapping: those builds stay PostgreSQL's (the ProcessUtility
+ *	  hook logs so for the first case).
  *
  * Safety: the patch only decides who builds the index.  If an invalidation
  * rebuilds the entry first, the patch is simply gone and btbuild runs; if a
@@ -320,6 +321,57 @@ gs_index_get_relation_info(PlannerInfo *root, Oid relationObjectId,
 	}
 }
 
+/*
+ * Does this statement rebuild indexes only through index builds that the
+ * planner hook reaches (see the header comment)?  REINDEX INDEX / TABLE and
+ * plain CREATE INDEX are taken without it; ALTER TABLE rewrites only
+ * sometimes, so it is left out here.
+ */
+static bool
+gs_rebuild_needs_hook(Node *parsetree)
+{
+	ListCell   *lc;
+
+	switch (nodeTag(parsetree))
+	{
+		case T_IndexStmt:
+			return ((IndexStmt *) parsetree)->concurrent;
+		case T_ReindexStmt:
+			{
+				ReindexStmt *stmt = (ReindexStmt *) parsetree;
+
+				if (stmt->kind == REINDEX_OBJECT_SCHEMA ||
+					stmt->kind == REINDEX_OBJECT_SYSTEM ||
+					stmt->kind == REINDEX_OBJECT_DATABASE)
+					return true;
+				foreach(lc, stmt->params)
+				{
+					DefElem    *opt = (DefElem *) lfirst(lc);
+
+					if (strcmp(opt->defname, "concurrently") == 0 &&
+						defGetBoolean(opt))
+						return true;
+				}
+				return false;
+			}
+		case T_VacuumStmt:
+			foreach(lc, ((VacuumStmt *) parsetree)->options)
+			{
+				DefElem    *opt = (DefElem *) lfirst(lc);
+
+				if (strcmp(opt->defname, "full") == 0 && defGetBoolean(opt))
+					return true;
+			}
+			return false;
+		case T_ClusterStmt:
+		case T_TruncateStmt:
+		case T_RefreshMatViewStmt:
+			return true;
+		default:
+			return false;
+	}
+}
+
 static void
 gs_index_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 						bool readOnlyTree, ProcessUtilityContext context,
@@ -349,6 +401,19 @@ gs_index_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			IsA(parsetree, TruncateStmt) ||
 			IsA(parsetree, RefreshMatViewStmt);
 		cluster = IsA(parsetree, ClusterStmt);
+
+		/*
+		 * Without parallel maintenance workers plan_create_index_workers()
+		 * returns before the planner hook can fire, so the builds of such
+		 * a statement are PostgreSQL's: say so, as for any build left to
+		 * PostgreSQL.
+		 */
+		if (max_parallel_maintenance_workers == 0 &&
+			gs_rebuild_needs_hook(parsetree))
+			ereport(gs_log_index_builds ? LOG : DEBUG1,
+					(errmsg("indexes of %s built by PostgreSQL: max_parallel_maintenance_workers is 0",
+							CreateCommandName(parsetree)),
+					 errhint("Set max_parallel_maintenance_workers above 0 to let gpusort build them.")));
 	}
 
 	if (track)
