@@ -47,13 +47,7 @@ left() { echo $((DEADLINE - ($(date +%s) - T0))); }
 source .gpu/pg-up.sh .gpu/debs -c shared_buffers=32GB
 # shellcheck disable=SC1091
 source bench/gpu-env.sh
-if ! pgsql -Atc "SELECT 1 FROM pg_extension WHERE extname = 'gpusort'" | grep -q 1; then
-	say "building gpusort"
-	make -j"$(nproc)" PG_CONFIG="$PG_CONFIG" with_llvm=no all &&
-		make PG_CONFIG="$PG_CONFIG" with_llvm=no install || exit 1
-	pg_restart -c shared_buffers=32GB -c shared_preload_libraries=gpusort || exit 1
-	pgsql -c "CREATE EXTENSION gpusort" || exit 1
-fi
+gs_bench_gpusort 32GB
 pgsql -Atc "SELECT name || '=' || value FROM gpusort_info()" | tr '\n' ' ' | sed 's/^/gpusort_info: /' | tee /dev/fd/3
 echo
 

@@ -9,3 +9,18 @@ if [ ! -f /opt/pgroot/usr/include/unicode/ucol.h ]; then
 fi
 export CPATH=/opt/pgroot/usr/include${CPATH:+:$CPATH}
 export LIBRARY_PATH=/opt/pgroot/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}
+
+# Build, install and preload gpusort unless the server already has it (a
+# machine still warm from an earlier pass); exits the calling script when
+# that fails, so call it outside any pipeline.  $1: shared_buffers for the
+# restart.  Uses the caller's say().
+gs_bench_gpusort()
+{
+	if ! pgsql -Atc "SELECT 1 FROM pg_extension WHERE extname = 'gpusort'" | grep -q 1; then
+		say "building gpusort"
+		make -j"$(nproc)" PG_CONFIG="$PG_CONFIG" with_llvm=no all &&
+			make PG_CONFIG="$PG_CONFIG" with_llvm=no install || exit 1
+		pg_restart -c shared_buffers="$1" -c shared_preload_libraries=gpusort || exit 1
+		pgsql -c "CREATE EXTENSION gpusort" || exit 1
+	fi
+}
