@@ -94,6 +94,21 @@ RESET client_min_messages;
 \set VERBOSITY terse
 SELECT to_regclass('gsxv_bad') IS NULL AS no_index, gsx_temp_files();
 
+-- the final merge on threads: when the keys alone order the rows, and
+-- there are enough runs left for it (2MB leaves four to six here), groups
+-- of runs are merged by threads and the backend merges the groups
+SET maintenance_work_mem = '2MB';
+SELECT * FROM gs_build('CREATE UNIQUE INDEX %I ON gsx (id)', 'gsx_t_id');
+SELECT * FROM gs_build('CREATE INDEX %I ON gsx (a DESC, b NULLS FIRST)', 'gsx_t_ab');
+SELECT * FROM gs_build('CREATE INDEX %I ON gsx (b) INCLUDE (c)', 'gsx_t_b');
+\set VERBOSITY default
+SET client_min_messages = log;
+CREATE UNIQUE INDEX gsxv_bad ON gsxv (id);
+RESET client_min_messages;
+\set VERBOSITY terse
+SELECT to_regclass('gsxv_bad') IS NULL AS no_index, gsx_temp_files();
+SET maintenance_work_mem = '1MB';
+
 -- an error and a cancel in the middle of the heap scan, after runs were
 -- written: no index, no file left, and the next build works
 CREATE FUNCTION gsx_boom(i int) RETURNS int

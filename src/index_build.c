@@ -793,12 +793,12 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 		INSTR_TIME_SUBTRACT(t3, t2);
 		INSTR_TIME_SUBTRACT(t1, t0);
 		ereport(DEBUG2,
-				(errmsg_internal("gpusort index \"%s\": %.0f rows, %d-byte keys%s; scan and %d runs %.1f ms (%d workers), %d merge passes and final merge %.1f ms",
+				(errmsg_internal("gpusort index \"%s\": %.0f rows, %d-byte keys%s; scan and %d runs %.1f ms (%d workers), %d merge passes and final merge %.1f ms (%d threads)",
 								 RelationGetRelationName(index), b.indtuples,
 								 b.keybytes, b.exact ? "" : " (tie-breaks)",
 								 b.nruns_written, INSTR_TIME_GET_MILLISEC(t1),
 								 nworkers, b.npasses,
-								 INSTR_TIME_GET_MILLISEC(t3))));
+								 INSTR_TIME_GET_MILLISEC(t3), b.nstreams)));
 		*external = true;
 		*indtuples = b.indtuples;
 		return true;

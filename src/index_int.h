@@ -72,7 +72,8 @@ typedef struct GsIdxBuild
 	uint8	   *flags;
 	size_t		cap;
 	size_t		n;
-	bool		anylossy;
+	bool		anylossy;		/* of the rows in memory */
+	bool		runs_lossy;		/* of the rows in runs written */
 	bool		keys_sorted;	/* keys[] in sorted order after the sort */
 	bool		overflow;		/* too many rows, or too little memory */
 	double		indtuples;
@@ -85,6 +86,7 @@ typedef struct GsIdxBuild
 	int			maxruns;
 	int			nruns_written;	/* runs the scan wrote */
 	int			npasses;		/* merge passes before the final one */
+	int			nstreams;		/* threads of the final merge, or 0 */
 
 	/* comparators for tie-breaks and unique checks */
 	SortSupport ssup;

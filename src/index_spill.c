@@ -284,6 +284,7 @@ gs_idx_spill_run(GsIdxBuild *b)
 	MemoryContextReset(b->scratch);
 	b->scratch_used = 0;
 	b->n = 0;
+	b->runs_lossy |= b->anylossy;
 	b->anylossy = false;
 	gs_idx_spill_resize(b, arena_bytes, nrows);
 	MemoryContextSwitchTo(oldcxt);
@@ -479,83 +480,256 @@ gs_merge_pass_group(GsIdxBuild *b, const GsRun *runs, int n, Size bufsize)
 }
 
 /*
- * The final merge, into the page writer, with the unique check: two live
- * rows with equal key columns (none of them NULL, unless NULLS NOT
- * DISTINCT) raise btbuild's error.
+ * The final merge hands rows, in order, to the page writer (or the sink),
+ * with the unique check: two live rows with equal key columns (none of
+ * them NULL, unless NULLS NOT DISTINCT) raise btbuild's error.
  */
+typedef struct GsFinal
+{
+	GsIdxBuild *b;
+	GsBtWriter *w;
+	uint64	   *prevkey;
+	IndexTuple	prev;
+	IndexTuple	first_alive;
+	uint8		prevflags;
+	int			alive;
+	bool		first;
+	uint64		count;
+} GsFinal;
+
+static void
+gs_final_begin(GsIdxBuild *b, GsFinal *f)
+{
+	memset(f, 0, sizeof(GsFinal));
+	f->b = b;
+	f->first = true;
+	f->prevkey = (uint64 *) palloc(b->keybytes);
+	if (b->isunique)
+	{
+		f->prev = (IndexTuple) palloc(MAXALIGN(INDEX_SIZE_MASK + 1));
+		f->first_alive = (IndexTuple) palloc(MAXALIGN(INDEX_SIZE_MASK + 1));
+	}
+	if (b->sink == NULL)
+	{
+		f->w = gs_btw_begin(b->heap, b->index, b->isunique);
+		gs_btw_tuples_transient(f->w);
+	}
+}
+
+/* the next record of the merge; it need not outlive the call */
+static inline void
+gs_final_put(GsFinal *f, char *rec)
+{
+	GsIdxBuild *b = f->b;
+	const uint64 *key = gs_rec_key(rec);
+	IndexTuple	itup = gs_rec_tuple(b, rec);
+	uint8		flags = gs_rec_flags(rec);
+	bool		samecols;
+
+	samecols = !f->first &&
+		memcmp(f->prevkey, key, b->colwords * sizeof(uint64)) == 0;
+
+	if (b->isunique)
+	{
+		bool		equal = samecols;
+
+		if (equal && !(b->exact && !((f->prevflags | flags) & GS_ROW_LOSSY)))
+			equal = gs_idx_cmp_cols(b, f->prev, itup) == 0;
+		if (!equal)
+			f->alive = 0;
+		if (flags & GS_ROW_ALIVE)
+		{
+			if (f->alive == 0)
+				memcpy(f->first_alive, itup, IndexTupleSize(itup));
+			else if (b->nulls_not_distinct ||
+					 !gs_idx_key_has_null(b, f->first_alive))
+				gs_idx_unique_violation(b, f->first_alive);
+			f->alive++;
+		}
+		memcpy(f->prev, itup, IndexTupleSize(itup));
+		f->prevflags = flags;
+	}
+
+	/* column words that differ: key columns that differ */
+	if (b->sink != NULL)
+		b->sink(b->sink_arg, itup);
+	else
+		gs_btw_add(f->w, itup, samecols);
+	memcpy(f->prevkey, key, b->colwords * sizeof(uint64));
+	f->first = false;
+
+	if (++f->count % GS_SPILL_CFI_EVERY == 0)
+		CHECK_FOR_INTERRUPTS();
+}
+
+static void
+gs_final_end(GsFinal *f)
+{
+	if (f->w != NULL)
+		gs_btw_finish(f->w);
+}
+
+/* the final merge of runs[0 .. n-1], in the backend alone */
 static void
 gs_merge_final(GsIdxBuild *b, const GsRun *runs, int n, Size bufsize)
 {
 	GsMerge		m;
-	GsBtWriter *w = NULL;
+	GsFinal		f;
 	char	   *rec;
-	uint64		count = 0;
-	uint64	   *prevkey;
-	IndexTuple	prev = NULL;
-	IndexTuple	first_alive = NULL;
-	uint8		prevflags = 0;
-	int			alive = 0;
-	bool		first = true;
 
 	gs_merge_start(b, &m, runs, n, bufsize);
-	prevkey = (uint64 *) palloc(b->keybytes);
-	if (b->isunique)
-	{
-		prev = (IndexTuple) palloc(MAXALIGN(INDEX_SIZE_MASK + 1));
-		first_alive = (IndexTuple) palloc(MAXALIGN(INDEX_SIZE_MASK + 1));
-	}
-
-	if (b->sink == NULL)
-	{
-		w = gs_btw_begin(b->heap, b->index, b->isunique);
-		gs_btw_tuples_transient(w);
-	}
+	gs_final_begin(b, &f);
 	while ((rec = gs_merge_top(&m)) != NULL)
 	{
-		const uint64 *key = gs_rec_key(rec);
-		IndexTuple	itup = gs_rec_tuple(b, rec);
-		uint8		flags = gs_rec_flags(rec);
-		bool		samecols;
-
-		samecols = !first &&
-			memcmp(prevkey, key, b->colwords * sizeof(uint64)) == 0;
-
-		if (b->isunique)
-		{
-			bool		equal = samecols;
-
-			if (equal && !(b->exact && !((prevflags | flags) & GS_ROW_LOSSY)))
-				equal = gs_idx_cmp_cols(b, prev, itup) == 0;
-			if (!equal)
-				alive = 0;
-			if (flags & GS_ROW_ALIVE)
-			{
-				if (alive == 0)
-					memcpy(first_alive, itup, IndexTupleSize(itup));
-				else if (b->nulls_not_distinct ||
-						 !gs_idx_key_has_null(b, first_alive))
-					gs_idx_unique_violation(b, first_alive);
-				alive++;
-			}
-			memcpy(prev, itup, IndexTupleSize(itup));
-			prevflags = flags;
-		}
-
-		/* column words that differ: key columns that differ */
-		if (b->sink != NULL)
-			b->sink(b->sink_arg, itup);
-		else
-			gs_btw_add(w, itup, samecols);
-		memcpy(prevkey, key, b->colwords * sizeof(uint64));
-		first = false;
-
+		gs_final_put(&f, rec);
 		gs_merge_advance(&m);
-		if (++count % GS_SPILL_CFI_EVERY == 0)
-			CHECK_FOR_INTERRUPTS();
 	}
-	if (w != NULL)
-		gs_btw_finish(w);
+	gs_final_end(&f);
 	gs_merge_end(&m);
+}
+
+/*
+ * The final merge on threads, when the keys alone order the rows (exact
+ * keys, no lossy row): each of a few streams (spill.c) merges a group of
+ * the runs on a thread of its own, reading the file and copying rows into
+ * blocks, and the backend merges the streams' rows into the page writer.
+ * The backend's share of a row is then a comparison or two and the page
+ * writer's work, where a merge of tens of runs costs it several times
+ * that.  Memory: half of it reads the runs, half holds the blocks.
+ */
+static size_t
+gs_idx_row_len(const char *row, int key_bytes)
+{
+	uint32		hdr;
+
+	memcpy(&hdr, row, sizeof(hdr));
+	return GS_RUN_HDR + key_bytes + MAXALIGN(hdr & GS_RUN_SIZE_MASK);
+}
+
+static const GsRowFormat gs_idx_row_format = {GS_RUN_HDR, gs_idx_row_len};
+
+/* runs a stream merges at least */
+#define GS_STREAM_MIN_RUNS		2
+
+/* does stream record r1 come before r2?  (keys are exact and complete) */
+static inline bool
+gs_srec_before(GsIdxBuild *b, const char *r1, const char *r2)
+{
+	const uint64 *k1 = gs_rec_key(r1);
+	const uint64 *k2 = gs_rec_key(r2);
+	int			i;
+
+	for (i = 0; i <= b->colwords; i++)
+		if (k1[i] != k2[i])
+			return k1[i] < k2[i];
+	return false;
+}
+
+typedef struct GsStreamMerge
+{
+	GsIdxBuild *b;
+	GsStream  **st;
+	const char **rec;			/* each stream's current record, or NULL */
+} GsStreamMerge;
+
+static bool
+gs_stream_before_cb(void *arg, int a, int bb)
+{
+	GsStreamMerge *sm = (GsStreamMerge *) arg;
+
+	if (sm->rec[a] == NULL)
+		return false;
+	if (sm->rec[bb] == NULL)
+		return true;
+	return gs_srec_before(sm->b, sm->rec[a], sm->rec[bb]);
+}
+
+static bool
+gs_merge_final_streams(GsIdxBuild *b, const GsRun *runs, int n, Size mem)
+{
+	MemoryContext cxt;
+	MemoryContext oldcxt;
+	GsStreamMerge sm;
+	GsFinal		f;
+	size_t		rows = 0;
+	Size		read_size;
+	size_t		block_size;
+	int		   *tree;
+	int			ns;
+	int			i;
+
+	if (!b->exact || b->runs_lossy || b->anylossy)
+		return false;
+	for (i = 0; i < n; i++)
+		rows += runs[i].nrows;
+	ns = Min(gpusort_cpu_threads, n / GS_STREAM_MIN_RUNS);
+	ns = Min(ns, 16);
+	if (ns < 2)
+		return false;
+
+	read_size = Max(GS_RUN_BUFFER_MIN, mem / 2 / n);
+	read_size = MAXALIGN_DOWN(Min(read_size, GS_RUN_BUFFER));
+	block_size = gs_stream_block_size((int64) mem, ns);
+
+	/* the streams' threads stop when this goes, on error too */
+	cxt = AllocSetContextCreate(CurrentMemoryContext,
+								"gpusort index merge streams",
+								ALLOCSET_DEFAULT_SIZES);
+	oldcxt = MemoryContextSwitchTo(cxt);
+	sm.b = b;
+	sm.st = (GsStream **) palloc0(ns * sizeof(GsStream *));
+	sm.rec = (const char **) palloc0(ns * sizeof(char *));
+	for (i = 0; i < ns; i++)
+	{
+		/* groups of runs of nearly equal counts */
+		int			from = (int) ((int64) n * i / ns);
+		int			to = (int) ((int64) n * (i + 1) / ns);
+
+		sm.st[i] = gs_stream_start_rows(cxt, b->file, &gs_idx_row_format,
+										b->keybytes, runs + from, to - from,
+										block_size, read_size);
+		if (sm.st[i] == NULL)
+		{
+			/* no thread: the backend merges alone */
+			MemoryContextSwitchTo(oldcxt);
+			MemoryContextDelete(cxt);
+			return false;
+		}
+	}
+	for (i = 0; i < ns; i++)
+		sm.rec[i] = gs_stream_next(sm.st[i]);
+	tree = (int *) palloc0(2 * ns * sizeof(int));
+	tree[0] = gs_loser_tree_build(tree, ns, gs_stream_before_cb, &sm);
+
+	b->nstreams = ns;
+	gs_final_begin(b, &f);
+	for (;;)
+	{
+		int			w = tree[0];
+		int			node;
+
+		if (sm.rec[w] == NULL)
+			break;
+		gs_final_put(&f, (char *) sm.rec[w]);
+		sm.rec[w] = gs_stream_next(sm.st[w]);
+		for (node = (ns + w) / 2; node >= 1; node /= 2)
+		{
+			int			l = tree[node];
+
+			if (gs_stream_before_cb(&sm, l, w))
+			{
+				tree[node] = w;
+				w = l;
+			}
+		}
+		tree[0] = w;
+	}
+	gs_final_end(&f);
+	if (f.count != rows)
+		elog(ERROR, "gpusort: the index merge lost rows");
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(cxt);
+	return true;
 }
 
 void
@@ -613,7 +787,8 @@ gs_idx_spill_build(GsIdxBuild *b)
 		b->npasses++;
 	}
 
-	gs_merge_final(b, b->runs, b->nruns, bufsize);
+	if (!gs_merge_final_streams(b, b->runs, b->nruns, mem))
+		gs_merge_final(b, b->runs, b->nruns, bufsize);
 	gs_temp_close(b->file);
 	MemoryContextSwitchTo(oldcxt);
 }

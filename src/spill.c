@@ -524,6 +524,8 @@ struct GsStream
 {
 	/* fixed at start */
 	GsTempFile *file;
+	const GsRowFormat *fmt;		/* NULL: the sort's tape rows */
+	size_t		hdr;			/* bytes before a row's key */
 	int			key_bytes;
 	int			nreaders;
 	GsReader   *readers;
@@ -560,7 +562,7 @@ struct GsStream
 static int
 gs_reader_next(GsStream *st, GsReader *r)
 {
-	size_t		headlen = TAPE_ROW_HDR + st->key_bytes;
+	size_t		headlen = st->hdr + st->key_bytes;
 	uint32		word;
 	size_t		need;
 	int			pass;
@@ -599,15 +601,20 @@ gs_reader_next(GsStream *st, GsReader *r)
 		}
 		if (pass == 0)
 		{
-			memcpy(&word, r->buf + r->rpos, sizeof(uint32));
-			need = headlen + (word & ~TAPE_LOSSY_BIT) -
-				MINIMAL_TUPLE_DATA_OFFSET;
-			if (need > r->size)
+			if (st->fmt)
+				need = st->fmt->row_len(r->buf + r->rpos, st->key_bytes);
+			else
+			{
+				memcpy(&word, r->buf + r->rpos, sizeof(uint32));
+				need = headlen + (word & ~TAPE_LOSSY_BIT) -
+					MINIMAL_TUPLE_DATA_OFFSET;
+			}
+			if (need > r->size || need < headlen)
 				return -1;
 		}
 	}
 	r->rowlen = need;
-	r->k0 = gs_key_word0(r->buf + r->rpos + TAPE_ROW_HDR, st->key_bytes);
+	r->k0 = gs_key_word0(r->buf + r->rpos + st->hdr, st->key_bytes);
 	return 0;
 }
 
@@ -628,8 +635,8 @@ gs_reader_before(GsStream *st, int a, int b)
 		uint64		x;
 		uint64		y;
 
-		memcpy(&x, ra->buf + ra->rpos + TAPE_ROW_HDR + w, 8);
-		memcpy(&y, rb->buf + rb->rpos + TAPE_ROW_HDR + w, 8);
+		memcpy(&x, ra->buf + ra->rpos + st->hdr + w, 8);
+		memcpy(&y, rb->buf + rb->rpos + st->hdr + w, 8);
 		if (x != y)
 			return x < y;
 	}
@@ -653,6 +660,12 @@ gs_stream_put(GsStream *st, GsReader *r, char *dst)
 	size_t		tupoff = gs_stream_tuple_offset(st->key_bytes);
 	MinimalTuple tup = (MinimalTuple) (dst + tupoff);
 
+	if (st->fmt)
+	{
+		/* other rows are given out as they are */
+		memcpy(dst, row, r->rowlen);
+		return r->rowlen;
+	}
 	memcpy(&word, row, sizeof(uint32));
 	len = word & ~TAPE_LOSSY_BIT;
 	reclen = tupoff + MAXALIGN(len);
@@ -723,8 +736,11 @@ gs_stream_thread(void *arg)
 				end = true;
 				break;
 			}
-			rec = tupoff + MAXALIGN(r->rowlen - TAPE_ROW_HDR -
-									st->key_bytes + MINIMAL_TUPLE_DATA_OFFSET);
+			if (st->fmt)
+				rec = r->rowlen;
+			else
+				rec = tupoff + MAXALIGN(r->rowlen - TAPE_ROW_HDR -
+										st->key_bytes + MINIMAL_TUPLE_DATA_OFFSET);
 			if (used + rec > st->block_size)
 			{
 				if (used == 0)
@@ -823,12 +839,24 @@ gs_stream_start(MemoryContext cxt, GsTempFile *f, int key_bytes,
 				const GsRun *runs, int nruns, size_t block_size,
 				size_t read_size)
 {
+	return gs_stream_start_rows(cxt, f, NULL, key_bytes, runs, nruns,
+								block_size, read_size);
+}
+
+/* the same for runs of rows in format fmt (NULL: the sort's tape rows) */
+GsStream *
+gs_stream_start_rows(MemoryContext cxt, GsTempFile *f, const GsRowFormat *fmt,
+					 int key_bytes, const GsRun *runs, int nruns,
+					 size_t block_size, size_t read_size)
+{
 	GsStream   *st = MemoryContextAllocZero(cxt, sizeof(GsStream));
 	sigset_t	all;
 	sigset_t	old;
 	int			i;
 
 	st->file = f;
+	st->fmt = fmt;
+	st->hdr = fmt ? fmt->hdr : TAPE_ROW_HDR;
 	st->key_bytes = key_bytes;
 	st->nreaders = nruns;
 	st->readers = MemoryContextAllocZero(cxt, nruns * sizeof(GsReader));
@@ -886,7 +914,10 @@ gs_stream_next(GsStream *st)
 				const char *rec = st->blocks[st->cblk] + st->cpos;
 				uint32		reclen;
 
-				memcpy(&reclen, rec, sizeof(uint32));
+				if (st->fmt)
+					reclen = st->fmt->row_len(rec, st->key_bytes);
+				else
+					memcpy(&reclen, rec, sizeof(uint32));
 				st->cpos += reclen;
 				return rec;
 			}
