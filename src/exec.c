@@ -402,6 +402,10 @@ gpusort_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		if (r.runs > 0)
 			appendStringInfo(es->str, "GpuSort Memory: " INT64_FORMAT "kB  Disk: " INT64_FORMAT "kB\n",
 							 (r.mem_bytes + 1023) / 1024, r.disk_kb);
+		else if (r.copy_bytes > 0)
+			appendStringInfo(es->str, "GpuSort Memory: " INT64_FORMAT "kB  Rows Copied In Order: " INT64_FORMAT "kB in %.3f ms\n",
+							 (r.mem_bytes + 1023) / 1024,
+							 (r.copy_bytes + 1023) / 1024, r.copy_ms);
 		else
 			appendStringInfo(es->str, "GpuSort Memory: " INT64_FORMAT "kB\n",
 							 (r.mem_bytes + 1023) / 1024);
@@ -438,6 +442,9 @@ gpusort_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		ExplainPropertyInteger("GpuSort Memory", "kB",
 							   (r.mem_bytes + 1023) / 1024, es);
 		ExplainPropertyInteger("GpuSort Disk", "kB", r.disk_kb, es);
+		ExplainPropertyInteger("GpuSort Rows Copied In Order", "kB",
+							   (r.copy_bytes + 1023) / 1024, es);
+		ExplainPropertyFloat("GpuSort Copy Time", "ms", r.copy_ms, 3, es);
 		if (es->verbose && r.keydesc)
 			ExplainPropertyText("GpuSort Key Layout", r.keydesc, es);
 	}

@@ -58,6 +58,8 @@ typedef struct GsSortReport
 	double		merge_ms;		/* merging runs, the final merge included */
 	double		merge_wait_ms;	/* waiting for the merge's threads */
 	int64		mem_bytes;		/* peak memory */
+	int64		copy_bytes;		/* rows copied into sorted order */
+	double		copy_ms;
 } GsSortReport;
 
 extern GsSortState *gs_sort_begin(TupleDesc tupdesc, int nkeys,

@@ -366,6 +366,7 @@ gs_sort_bulk_room(GsSortState *s, size_t n, MinimalTuple **tuples,
 	size_t		want = Min(s->nrows + n, GS_MAX_ROWS);
 
 	Assert(s->status == GS_LOADING);
+	s->bulk_rows = true;
 	if (!s->load_started)
 	{
 		INSTR_TIME_SET_CURRENT(s->load_start);

@@ -341,6 +341,8 @@ gs_sort_report(GsSortState *s, GsSortReport *r)
 	r->merge_ms = s->merge_ms;
 	r->merge_wait_ms = s->merge_wait_ms;
 	r->mem_bytes = s->mem_peak;
+	r->copy_bytes = s->copy_bytes;
+	r->copy_ms = s->copy_ms;
 	r->streams = s->nstreams;
 	if (s->file)
 		r->disk_kb = (gs_temp_peak(s->file) + 1023) / 1024;

@@ -299,6 +299,9 @@ struct GsSortState
 	/* runs on disk */
 	GsTempFile *file;
 	uint32		max_tuple_len;	/* of any row so far */
+	bool		bulk_rows;		/* rows came in through gs_sort_bulk_room */
+	int64		copy_bytes;		/* rows copied in sorted order (sort_emit.c) */
+	double		copy_ms;
 	GsRun	   *runs;
 	int			nruns;
 	int			runs_cap;
