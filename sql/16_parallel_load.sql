@@ -192,4 +192,28 @@ RESET enable_hashjoin;
 RESET enable_mergejoin;
 RESET enable_material;
 SET work_mem = '4MB';
+-- a large parallel load sorted in memory (1M rows and more): the rows are
+-- copied into sorted order on threads and go out from the copies
+CREATE TABLE gs_plbig AS
+SELECT g AS id, ((g::int8 * 2654435761) % 1000003 - 500000) * 1000 + g % 7 AS k,
+	   CASE WHEN g % 1001 = 0 THEN NULL ELSE md5((g % 400000)::text) END COLLATE "C" AS t
+FROM generate_series(1, 1100000) g;
+ANALYZE gs_plbig;
+SET work_mem = '512MB';
+SELECT * FROM gs_check('SELECT * FROM gs_plbig ORDER BY k, id');
+SELECT * FROM gs_check('SELECT id, t FROM gs_plbig ORDER BY t DESC NULLS LAST, id');
+CREATE FUNCTION gs_top_json(q text) RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	j jsonb;
+BEGIN
+	EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) ' || q INTO j;
+	RETURN j->0->'Plan';
+END
+$fn$;
+SELECT (j->>'GpuSort Rows Copied In Order')::int8 > 0 AS copied,
+	   (j->'Plans'->0->>'Workers Launched')::int > 0 AS parallel
+FROM gs_top_json('SELECT * FROM gs_plbig ORDER BY k, id') j;
+DROP TABLE gs_plbig;
+SET work_mem = '4MB';
 SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();

@@ -75,6 +75,7 @@ extern size_t gs_sort_bulk_room(GsSortState *s, size_t n,
 extern void gs_sort_bulk_spill(GsSortState *s);
 extern void gs_sort_bulk_lossy(GsSortState *s, size_t i);
 extern void gs_sort_bulk_done(GsSortState *s, size_t n, uint32 max_tuple_len);
+extern void gs_sort_bulk_threads(GsSortState *s, int nthreads);
 extern void gs_sort_perform(GsSortState *s);
 extern bool gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot);
 extern void gs_sort_markpos(GsSortState *s);

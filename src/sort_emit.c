@@ -125,7 +125,9 @@ gs_gather(MinimalTuple *sorted, MinimalTuple *tuples, const uint32 *perm,
  * out.  Large sorts of such rows copy them once, in sorted order, into
  * private memory on huge pages, on threads (each an even share of the
  * output, its loads independent so their misses overlap); rows then go out
- * from consecutive addresses.  The copy is not counted against work_mem,
+ * from consecutive addresses.  The threads are as many as the processes
+ * that loaded the rows, or gpusort.cpu_threads if more: the workers' cores
+ * are free again by then.  The copy is not counted against work_mem,
  * as the shared rows are not.
  *
  * A thread's share goes into a buffer sized from the average row; when it
@@ -196,7 +198,7 @@ gs_copy_slice_buffer(GsSortState *s, GsCopySlice *sl, double avg)
 static void
 gs_copy_sorted(GsSortState *s, const uint32 *order, size_t n)
 {
-	int			nslices = Min(gpusort_cpu_threads, 64);
+	int			nslices = Min(Max(gpusort_cpu_threads, s->bulk_threads), 64);
 	GsCopySlice *slices;
 	GsSortedCopy c;
 	double		avg = 0;
@@ -291,7 +293,7 @@ gs_merge_chunks_to_array(GsSortState *s)
 	gs_note_mem(s, (int64) n * sizeof(MinimalTuple));
 	s->nsorted = n;
 	if (order && s->bulk_rows && n >= PAR_GATHER_MIN_ROWS &&
-		gpusort_cpu_threads > 1)
+		Max(gpusort_cpu_threads, s->bulk_threads) > 1)
 		gs_copy_sorted(s, order, n);
 	else if (order)
 		gs_gather(s->sorted, s->tuples, order, n);

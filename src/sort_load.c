@@ -438,3 +438,15 @@ gs_sort_bulk_done(GsSortState *s, size_t n, uint32 max_tuple_len)
 	}
 	s->nrows = end;
 }
+
+/*
+ * The load ran in nthreads processes (the leader and its parallel
+ * workers): those cores were granted to this query, and the passes over
+ * the rows after the load (the copy into sorted order) may use as many
+ * threads, when that is more than gpusort.cpu_threads.
+ */
+void
+gs_sort_bulk_threads(GsSortState *s, int nthreads)
+{
+	s->bulk_threads = Max(s->bulk_threads, nthreads);
+}

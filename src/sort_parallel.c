@@ -789,6 +789,8 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 			ls->launched = ls->pei->pcxt->nworkers_launched;
 			if (ls->launched == 0)
 				reason = "no free worker";
+			else
+				gs_sort_bulk_threads(sort, ls->launched + 1);
 		}
 	}
 	ls->serial_reason = reason;

@@ -300,6 +300,7 @@ struct GsSortState
 	GsTempFile *file;
 	uint32		max_tuple_len;	/* of any row so far */
 	bool		bulk_rows;		/* rows came in through gs_sort_bulk_room */
+	int			bulk_threads;	/* processes that loaded them */
 	int64		copy_bytes;		/* rows copied in sorted order (sort_emit.c) */
 	double		copy_ms;
 	GsRun	   *runs;
