@@ -134,11 +134,12 @@ split_case()
 		/Leader Load:/ { sub(/.*Leader Load: /, ""); loads = loads " leader " $0 ";" }
 		/Worker [0-9]+ Load:/ { n = $2; sub(/.*Load: /, ""); loads = loads " w" n " " $0 ";" }
 		/Collect Time:/ { collect = $3 }
+		/Rows Copied In Order:/ { for (i = 1; i <= NF; i++) if ($i == "in") copy = $(i + 1) }
 		/Serial Load:/ { sub(/.*Serial Load: /, ""); serial = $0 }
 		/Execution Time:/ { exec = $3 }
 		END {
-			rest = exec - load - wait - tb - sp
-			printf "| %s | %s | %.0f | %s | %s | %.0f | %.0f | %.0f | %.0f |%s%s |\n", name, (launched == "" ? 0 : launched), load, (loads == "" ? "-" : loads), (collect == "" ? "-" : collect), so, tb, sp + mg, rest, (serial == "" ? "" : " serial: " serial), ""
+			rest = exec - load - wait - tb - sp - copy
+			printf "| %s | %s | %.0f | %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f |%s%s |\n", name, (launched == "" ? 0 : launched), load, (loads == "" ? "-" : loads), (collect == "" ? "-" : collect), so, tb, sp + mg, copy, rest, (serial == "" ? "" : " serial: " serial), ""
 		}' "$f" >>"$SPLIT"
 }
 pgsql -q -c "ALTER TABLE g50 SET (parallel_workers = 8)"
@@ -160,10 +161,10 @@ if [ ${#restart[@]} -gt 0 ]; then
 	pg_restart -c shared_buffers=32GB -c shared_preload_libraries=gpusort "${restart[@]}" || exit 1
 fi
 {
-	echo "gpusort side's time split (ms), EXPLAIN (ANALYZE, TIMING OFF); rest = execution - load - sort wait - tie-break - spill: gathering, emitting and a final merge"
+	echo "gpusort side's time split (ms), EXPLAIN (ANALYZE, TIMING OFF); copy = rows copied into sorted order; rest = execution - load - sort wait - tie-break - spill - copy: gathering, emitting and a final merge"
 	echo
-	echo "| case | workers | load | per participant (rows, load) | collect | sort (engine) | tie-break | spill + merge | rest |"
-	echo "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"
+	echo "| case | workers | load | per participant (rows, load) | collect | sort (engine) | tie-break | spill + merge | copy | rest |"
+	echo "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 } >"$SPLIT"
 for c in "ORDER BY int8 - in memory|SET work_mem = '16GB'|SELECT * FROM g50 ORDER BY k OFFSET $ROWS" \
 	"ORDER BY text (C) - in memory|SET work_mem = '16GB'|SELECT * FROM g50 ORDER BY t OFFSET $ROWS" \
