@@ -236,21 +236,155 @@ gs_idx_spill_resize(GsIdxBuild *b, Size arena_bytes, size_t nrows)
 	}
 }
 
-void
-gs_idx_spill_run(GsIdxBuild *b)
+/*
+ * A run written by threads: first each thread sums the record sizes of its
+ * slice of the sorted rows, so that every slice knows its place in the
+ * file; then each formats its slice into a buffer of its own and writes it
+ * there.  The threads read the build's arrays and tuples and call nothing
+ * of PostgreSQL's; write errors come back as errno values.
+ */
+typedef struct GsRunSlice
 {
-	MemoryContext oldcxt = MemoryContextSwitchTo(b->cxt);
-	uint32	   *perm;
-	GsRunWriter rw;
-	Size		arena_bytes = b->mem_arena - b->arena_left;
-	size_t		nrows = b->n;
+	size_t		from;
+	size_t		to;
+	int64		bytes;
+	int64		off;
+	char	   *buf;
+	int			err;
+} GsRunSlice;
+
+typedef struct GsRunJob
+{
+	GsIdxBuild *b;
+	const uint32 *perm;
+	GsRunSlice *slices;
+	bool		sizing;
+} GsRunJob;
+
+/* runs of fewer rows are written by the backend alone */
+#define GS_RUN_THREADS_MIN_ROWS		16384
+
+static void
+gs_run_part(void *arg, int part, int nparts, volatile bool *stop)
+{
+	GsRunJob   *j = (GsRunJob *) arg;
+	GsIdxBuild *b = j->b;
+	GsRunSlice *sl = &j->slices[part];
+	Size		used = 0;
+	int64		off = sl->off;
+	int64		sum = 0;
 	size_t		i;
 
-	if (b->file == NULL)
-		b->file = gs_temp_create(b->cxt);
+	for (i = sl->from; i < sl->to; i++)
+	{
+		IndexTuple	itup;
+		Size		tsize;
+		uint32		hdr;
+		Size		len;
+		char	   *p;
 
-	/* sorted keys come back: the merges need each row's key */
-	perm = gs_idx_sort(b, true);
+		if ((i & 4095) == 0 && *stop)
+			return;
+		if (i + 2 * GS_SPILL_PREFETCH < sl->to)
+			__builtin_prefetch(&b->tuples[j->perm[i + 2 * GS_SPILL_PREFETCH]]);
+		if (i + GS_SPILL_PREFETCH < sl->to)
+			__builtin_prefetch(b->tuples[j->perm[i + GS_SPILL_PREFETCH]]);
+		itup = b->tuples[j->perm[i]];
+		tsize = gs_idx_row_size(b, itup);
+		if (j->sizing)
+		{
+			sum += GS_RUN_HDR + b->keybytes + MAXALIGN(tsize);
+			continue;
+		}
+		hdr = (uint32) tsize | ((uint32) b->flags[j->perm[i]] << GS_RUN_FLAGS_SHIFT);
+		len = gs_rec_len(b, hdr);
+		if (used + len > GS_RUN_BUFFER)
+		{
+			sl->err = gs_temp_pwrite(b->file, sl->buf, used, off);
+			if (sl->err != 0)
+				return;
+			off += used;
+			used = 0;
+		}
+		p = sl->buf + used;
+		memcpy(p, &hdr, sizeof(hdr));
+		memset(p + sizeof(hdr), 0, GS_RUN_HDR - sizeof(hdr));
+		memcpy(p + GS_RUN_HDR, b->keys + i * b->keybytes, b->keybytes);
+		memcpy(p + GS_RUN_HDR + b->keybytes, itup, tsize);
+		if (MAXALIGN(tsize) > tsize)
+			memset(p + GS_RUN_HDR + b->keybytes + tsize, 0,
+				   MAXALIGN(tsize) - tsize);
+		used += len;
+	}
+	if (j->sizing)
+		sl->bytes = sum;
+	else if (used > 0)
+		sl->err = gs_temp_pwrite(b->file, sl->buf, used, off);
+}
+
+/* write the sorted rows as one run on threads; false: too few for that */
+static bool
+gs_idx_write_run_threads(GsIdxBuild *b, const uint32 *perm)
+{
+	int			nparts = Min(gpusort_cpu_threads, 64);
+	GsRunSlice *slices;
+	GsRunJob	job;
+	GsRun		run;
+	int64		total = 0;
+	int64		start;
+	int			t;
+
+	if (nparts < 2 || b->n < GS_RUN_THREADS_MIN_ROWS)
+		return false;
+	slices = (GsRunSlice *) palloc0(nparts * sizeof(GsRunSlice));
+	for (t = 0; t < nparts; t++)
+	{
+		slices[t].from = b->n * t / nparts;
+		slices[t].to = b->n * (t + 1) / nparts;
+		slices[t].buf = palloc(GS_RUN_BUFFER);
+	}
+	job.b = b;
+	job.perm = perm;
+	job.slices = slices;
+
+	/* every slice's bytes, then its place in the file */
+	job.sizing = true;
+	while (!gs_parallel(gs_run_part, &job, nparts))
+		;
+	for (t = 0; t < nparts; t++)
+		total += slices[t].bytes;
+	start = gs_temp_extend(b->file, total);
+	for (t = 0; t < nparts; t++)
+	{
+		slices[t].off = start;
+		start += slices[t].bytes;
+	}
+
+	/* writing a slice again after an interrupt writes the same bytes */
+	job.sizing = false;
+	while (!gs_parallel(gs_run_part, &job, nparts))
+		;
+	for (t = 0; t < nparts; t++)
+	{
+		if (slices[t].err != 0)
+			gs_temp_error(b->file, slices[t].err, true);
+		pfree(slices[t].buf);
+	}
+	pfree(slices);
+
+	run.offset = start - total;
+	run.bytes = total;
+	run.nrows = b->n;
+	gs_add_run(b, &run);
+	return true;
+}
+
+/* write the sorted rows as one run, in the backend */
+static void
+gs_idx_write_run(GsIdxBuild *b, const uint32 *perm)
+{
+	GsRunWriter rw;
+	size_t		i;
 
 	gs_rw_init(&rw, b->file, palloc(GS_RUN_BUFFER), GS_RUN_BUFFER);
 	for (i = 0; i < b->n; i++)
@@ -272,8 +406,25 @@ gs_idx_spill_run(GsIdxBuild *b)
 	}
 	gs_rw_flush(&rw);
 	gs_add_run(b, &rw.run);
-	b->nruns_written++;
 	pfree(rw.buf);
+}
+
+void
+gs_idx_spill_run(GsIdxBuild *b)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(b->cxt);
+	uint32	   *perm;
+	Size		arena_bytes = b->mem_arena - b->arena_left;
+	size_t		nrows = b->n;
+
+	if (b->file == NULL)
+		b->file = gs_temp_create(b->cxt);
+
+	/* sorted keys come back: the merges need each row's key */
+	perm = gs_idx_sort(b, true);
+	if (!gs_idx_write_run_threads(b, perm))
+		gs_idx_write_run(b, perm);
+	b->nruns_written++;
 	pfree(perm);
 
 	/* the memory is free for the next run */
