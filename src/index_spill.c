@@ -676,9 +676,11 @@ gs_final_put(GsFinal *f, char *rec)
 	IndexTuple	itup = gs_rec_tuple(b, rec);
 	uint8		flags = gs_rec_flags(rec);
 	bool		samecols;
+	int			i;
 
-	samecols = !f->first &&
-		memcmp(f->prevkey, key, b->colwords * sizeof(uint64)) == 0;
+	samecols = !f->first;
+	for (i = 0; samecols && i < b->colwords; i++)
+		samecols = f->prevkey[i] == key[i];
 
 	if (b->isunique)
 	{
@@ -783,16 +785,20 @@ typedef struct GsStreamMerge
 	const char **rec;			/* each stream's current record, or NULL */
 } GsStreamMerge;
 
-static bool
-gs_stream_before_cb(void *arg, int a, int bb)
+static inline bool
+gs_stream_before(GsStreamMerge *sm, int a, int bb)
 {
-	GsStreamMerge *sm = (GsStreamMerge *) arg;
-
 	if (sm->rec[a] == NULL)
 		return false;
 	if (sm->rec[bb] == NULL)
 		return true;
 	return gs_srec_before(sm->b, sm->rec[a], sm->rec[bb]);
+}
+
+static bool
+gs_stream_before_cb(void *arg, int a, int bb)
+{
+	return gs_stream_before((GsStreamMerge *) arg, a, bb);
 }
 
 static bool
@@ -867,7 +873,7 @@ gs_merge_final_streams(GsIdxBuild *b, const GsRun *runs, int n, Size mem)
 		{
 			int			l = tree[node];
 
-			if (gs_stream_before_cb(&sm, l, w))
+			if (gs_stream_before(&sm, l, w))
 			{
 				tree[node] = w;
 				w = l;

@@ -78,6 +78,8 @@ struct GsBtWriter
 	bool		dedup;
 	BTDedupState dstate;
 	IndexTuple	basecopy;		/* the pending base, when tuples are transient */
+	IndexTuple	lone;			/* the pending tuple while no duplicate joined
+								 * it (no posting list started yet) */
 
 	int64		ndone;			/* tuples added, for progress */
 };
@@ -339,16 +341,33 @@ gs_btw_dedup_flush(GsBtWriter *w)
 	d->phystupsize = 0;
 }
 
-/* itup starts the pending posting list; a transient one is copied */
+/*
+ * itup becomes the pending tuple, alone so far; a transient one is copied.
+ * A posting list is started only when a duplicate comes: most tuples of
+ * most indexes have none, and go to the page as they are.
+ */
 static void
-gs_btw_dedup_start(GsBtWriter *w, IndexTuple itup)
+gs_btw_pend(GsBtWriter *w, IndexTuple itup)
 {
 	if (w->basecopy != NULL)
 	{
 		memcpy(w->basecopy, itup, IndexTupleSize(itup));
 		itup = w->basecopy;
 	}
-	_bt_dedup_start_pending(w->dstate, itup, InvalidOffsetNumber);
+	w->lone = itup;
+}
+
+/* the pending tuple or posting list, if any, goes to the leaf level */
+static void
+gs_btw_pending_flush(GsBtWriter *w)
+{
+	if (w->lone != NULL)
+	{
+		gs_btw_level_add(w, w->leaf, w->lone, 0);
+		w->lone = NULL;
+	}
+	else if (w->dstate->nitems > 0)
+		gs_btw_dedup_flush(w);
 }
 
 void
@@ -408,19 +427,33 @@ gs_btw_add(GsBtWriter *w, IndexTuple itup, bool maybe_dup)
 
 	if (!w->dedup)
 		gs_btw_level_add(w, w->leaf, itup, 0);
-	else if (w->dstate->base == NULL)
-		gs_btw_dedup_start(w, itup);
-	else if (maybe_dup &&
-			 _bt_keep_natts_fast(w->index, w->dstate->base, itup) >
-			 w->nkeyatts &&
-			 _bt_dedup_save_htid(w->dstate, itup))
-	{
-		/* equal to the pending base: its TIDs joined the posting list */
-	}
 	else
 	{
-		gs_btw_dedup_flush(w);
-		gs_btw_dedup_start(w, itup);
+		IndexTuple	base = w->lone;
+
+		if (base == NULL && w->dstate->nitems > 0)
+			base = w->dstate->base;
+		if (base != NULL && maybe_dup &&
+			_bt_keep_natts_fast(w->index, base, itup) > w->nkeyatts)
+		{
+			/* equal to the pending base: its TIDs join the posting list */
+			if (w->lone != NULL)
+			{
+				_bt_dedup_start_pending(w->dstate, w->lone, InvalidOffsetNumber);
+				w->lone = NULL;
+			}
+			if (!_bt_dedup_save_htid(w->dstate, itup))
+			{
+				/* the list is full: it goes, itup starts the next */
+				gs_btw_dedup_flush(w);
+				gs_btw_pend(w, itup);
+			}
+		}
+		else
+		{
+			gs_btw_pending_flush(w);
+			gs_btw_pend(w, itup);
+		}
 	}
 
 	if (++w->ndone % GS_BTW_PROGRESS_EVERY == 0)
@@ -436,8 +469,8 @@ gs_btw_finish(GsBtWriter *w)
 	uint32		rootlevel = 0;
 	Page		meta;
 
-	if (w->dedup && w->dstate->base != NULL)
-		gs_btw_dedup_flush(w);
+	if (w->dedup)
+		gs_btw_pending_flush(w);
 
 	/* every level's open page is its rightmost; the top one is the root */
 	for (lv = w->leaf; lv != NULL; lv = lv->up)
