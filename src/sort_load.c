@@ -442,8 +442,9 @@ gs_sort_bulk_done(GsSortState *s, size_t n, uint32 max_tuple_len)
 /*
  * The load ran in nthreads processes (the leader and its parallel
  * workers): those cores were granted to this query, and the passes over
- * the rows after the load (the copy into sorted order) may use as many
- * threads, when that is more than gpusort.cpu_threads.
+ * the rows after the load (the merge of chunks, the copy into sorted
+ * order) may use as many threads, when that is more than
+ * gpusort.cpu_threads.
  */
 void
 gs_sort_bulk_threads(GsSortState *s, int nthreads)

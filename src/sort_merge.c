@@ -510,7 +510,9 @@ static bool
 gs_par_merge_chunks(GsSortState *s, uint32 *rows, uint32 *keyidx, size_t n)
 {
 	int			k = s->nchunks;
-	int			nthreads = Min(gpusort_cpu_threads, GS_CPU_THREADS_MAX);
+	/* a parallel load's processes are done: their cores may merge */
+	int			nthreads = Min(Max(gpusort_cpu_threads, s->bulk_threads),
+							   GS_CPU_THREADS_MAX);
 	int			nranges = nthreads * PAR_MERGE_RANGES_PER_THREAD;
 	int			kb = s->key_bytes;
 	GsParMerge	pm;
