@@ -12,6 +12,8 @@
  */
 #include "postgres.h"
 
+#include <sys/mman.h>
+
 #include "access/htup_details.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
@@ -34,6 +36,8 @@ gs_grow(GsSortState *s)
 	size_t		oldwords = s->cap / 64 + 1;
 	size_t		newwords;
 
+	/* the arrays move: nothing may be populating them */
+	gs_prefault_wait(s);
 	if (s->cap >= GS_MAX_ROWS)
 		return false;
 	newcap = Min(s->cap * 2, GS_MAX_ROWS);
@@ -60,6 +64,77 @@ gs_grow(GsSortState *s)
 	s->cap = newcap;
 	gs_note_mem(s, 0);
 	return true;
+}
+
+/*
+ * Fresh memory costs a page fault and the kernel's zeroing of the page on
+ * first touch: about 40% of a serial load in a profile.  A new arena
+ * block, and the stretch of the tuple and key arrays that its rows should
+ * fill, are populated by a thread meanwhile (MADV_POPULATE_WRITE faults
+ * pages in without writing to them, so racing the backend's writes is
+ * harmless), and the backend mostly finds its pages ready.  Kernels older
+ * than 5.14 refuse the advice and the thread gives up.
+ */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#define PREFAULT_STEP		((size_t) 2 * 1024 * 1024)
+
+static void
+gs_prefault_part(void *arg, int part, int nparts, volatile bool *stop)
+{
+	GsPrefault *pf = (GsPrefault *) arg;
+	int			r;
+
+	for (r = 0; r < GS_PREFAULT_RANGES; r++)
+	{
+		size_t		off;
+
+		for (off = 0; off < pf->len[r] && !*stop; off += PREFAULT_STEP)
+		{
+			if (madvise(pf->start[r] + off, Min(PREFAULT_STEP, pf->len[r] - off),
+						MADV_POPULATE_WRITE) != 0)
+				return;
+		}
+	}
+}
+
+/* wait for the populating thread, if any (it is quick) */
+void
+gs_prefault_wait(GsSortState *s)
+{
+	if (s->prefault_task)
+	{
+		GsTask	   *t = s->prefault_task;
+
+		s->prefault_task = NULL;
+		(void) gs_task_wait(t);
+	}
+}
+
+/* populate the new arena block b and the array slots its rows will take */
+static void
+gs_prefault_block(GsSortState *s, char *blk, size_t size)
+{
+	GsPrefault *pf = &s->prefault;
+	size_t		per_row;
+	size_t		from = s->nrows;
+	size_t		to;
+
+	gs_prefault_wait(s);
+	memset(pf, 0, sizeof(GsPrefault));
+	pf->start[0] = blk;
+	pf->len[0] = size;
+	per_row = s->nrows > 0 ? Max(s->arena_bytes / s->nrows, 16) : 64;
+	to = Min(s->cap, from + size / per_row + size / per_row / 4);
+	if (to > from)
+	{
+		pf->start[1] = (char *) (s->tuples + from);
+		pf->len[1] = (to - from) * sizeof(MinimalTuple);
+		pf->start[2] = s->keys + from * s->key_bytes;
+		pf->len[2] = (to - from) * s->key_bytes;
+	}
+	s->prefault_task = gs_task_start(s->cxt, gs_prefault_part, pf, 1);
 }
 
 static char *
@@ -100,6 +175,8 @@ gs_arena_alloc(GsSortState *s, Size len)
 			b->ptr = MemoryContextAlloc(s->cxt, blk);
 			b->size = blk;
 			gs_advise_huge(b->ptr, blk);
+			if (blk >= PREFAULT_STEP)
+				gs_prefault_block(s, b->ptr, blk);
 			s->blk_next = s->nblocks;
 			/*
 			 * Double, up to the largest block, and to a sixteenth of the

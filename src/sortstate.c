@@ -252,6 +252,7 @@ gs_sort_perform(GsSortState *s)
 	instr_time	t0;
 
 	Assert(s->status == GS_LOADING);
+	gs_prefault_wait(s);
 	if (s->load_started)
 		s->load_ms = gs_elapsed_ms(s->load_start);
 

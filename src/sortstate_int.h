@@ -157,6 +157,14 @@ typedef struct GsChunk
  * fills them again, so their pages are faulted in once per sort rather than
  * once per batch (which costs as much as copying the rows).
  */
+/* ranges of fresh memory to populate in the background */
+#define GS_PREFAULT_RANGES	3
+typedef struct GsPrefault
+{
+	char	   *start[GS_PREFAULT_RANGES];
+	size_t		len[GS_PREFAULT_RANGES];
+} GsPrefault;
+
 typedef struct GsBlock
 {
 	char	   *ptr;
@@ -274,6 +282,10 @@ struct GsSortState
 	GsSortJob	jobs[GS_MAX_INFLIGHT];	/* never move: engine.c links them */
 	MinimalTuple *sorted;		/* GS_SORTED: rows in sorted order */
 	size_t		nsorted;
+
+	/* memory a thread populates ahead of the load (sort_load.c) */
+	GsTask	   *prefault_task;
+	GsPrefault	prefault;
 
 	/* arena */
 	char	   *blk_free;
@@ -538,6 +550,7 @@ extern int	gs_cmp_tuples(GsSortState *s, MinimalTuple ta, MinimalTuple tb);
 extern int	gs_cmp_rows(const void *a, const void *b, void *arg);
 
 /* ---- sort_load.c ---- */
+extern void gs_prefault_wait(GsSortState *s);
 extern void gs_finish_chunks(GsSortState *s);
 extern void gs_close_chunk(GsSortState *s, bool keys_needed);
 
