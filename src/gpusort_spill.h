@@ -82,6 +82,23 @@ extern void gs_temp_error(GsTempFile *f, int err, bool writing) pg_attribute_nor
 extern int64 gs_temp_peak(GsTempFile *f);
 extern void gs_temp_close(GsTempFile *f);
 
+/*
+ * The temporary file shared with parallel workers while they write runs
+ * into it (sort_parallel.c): its name, and the counters that place the
+ * bytes every process adds, in shared memory.  The file stays the
+ * leader's: it is created, removed and reported by the leader alone.
+ */
+typedef struct GsTempShared
+{
+	char		path[MAXPGPATH];
+	int64		end;			/* bytes assigned (atomic) */
+	int64		held;			/* bytes on disk (atomic) */
+} GsTempShared;
+
+extern void gs_temp_share(GsTempFile *f, GsTempShared *sh);
+extern void gs_temp_unshare(GsTempFile *f);
+extern GsTempFile *gs_temp_attach(MemoryContext cxt, GsTempShared *sh);
+
 /* ---- work spread over threads ---- */
 
 /*

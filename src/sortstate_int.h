@@ -286,6 +286,8 @@ struct GsSortState
 	int			blk_next;		/* first block this batch has not used */
 	int64		chunk_bytes;	/* chunk permutations */
 	int64		mem_limit;
+	int64		load_mem;		/* for the batches being loaded: mem_limit,
+								 * or a parallel load participant's share */
 	int64		batch_limit;	/* for the batch being loaded */
 	int64		mem_peak;
 
