@@ -1029,7 +1029,7 @@ gs_load_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		if (ls->launched > 0 && ls->runs)
 		{
 			appendStringInfoSpaces(es->str, es->indent * 2);
-			appendStringInfo(es->str, "Runs Written by Each Participant: work_mem=%dkB\n",
+			appendStringInfo(es->str, "Work Mem per Participant: %dkB\n",
 							 ls->part_mem_kb);
 		}
 		else if (ls->launched > 0)
