@@ -31,10 +31,25 @@
  * mode (a cursor, a portal fetched in pieces), leave the leader to load
  * alone, serially, exactly as a GpuSort without this node does.
  *
- * The whole input is held in shared memory until the sort ends, whatever
- * work_mem says (the sort state still spills its own batches by work_mem);
- * so the planner only asks for a parallel load when its estimate of the
- * input fits gpusort.parallel_load_mem, and the load checks /dev/shm first.
+ * That holds the whole input in shared memory until the sort ends, so it
+ * is only for an input estimated to fit work_mem and
+ * gpusort.parallel_load_mem (the planner checks the latter, the load
+ * /dev/shm).  An estimate far too low still works: the sort state spills
+ * its batches by work_mem as the leader takes the workers' rows.
+ *
+ * A larger input is sorted in runs by every participant instead.  Each
+ * worker puts its rows into a sort state of its own (private memory, its
+ * share of work_mem, the engine as for any sort), which writes every full
+ * batch as a sorted run -- the format of sort_runs.c: key, lossy mark,
+ * tuple -- into the leader's temporary file.  The leader creates that
+ * file before the workers start and shares its name and its two counters
+ * (bytes placed, bytes held: temp_file_limit) in the DSM, so that every
+ * process places its runs atomically (spill.c, gs_temp_share).  The
+ * leader's own share goes through its sort state, cut to the same share.
+ * At the end each worker hands the places of its runs over through the
+ * DSA area, and the leader adds them to its own and merges them all, as
+ * any sort larger than work_mem.  The file remains the leader's: created,
+ * removed (with the sort, on error, at exit) and reported by it alone.
  *
  * Copyright (c) 2026, gpusort developers
  *
