@@ -118,6 +118,21 @@ RESET enable_mergejoin;
 RESET enable_material;
 RESET enable_hashjoin;
 
+-- gpusort.parallel_load_mem bounds only inputs that fit work_mem: a larger
+-- one is loaded in parallel (a Gather Merge over sorts in workers becomes
+-- the GpuSort alone) at any size
+SET gpusort.parallel_load_mem = '64kB';
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
+SET enable_material = off;
+EXPLAIN (COSTS OFF) SELECT o, s.id FROM generate_series(1, 2) o, (SELECT id, k FROM gs_pr ORDER BY k, id OFFSET 0) s;
+SELECT launched, each_wrote_runs, rows FROM gs_runs('SELECT * FROM gs_pr ORDER BY tc, id');
+SELECT * FROM gs_check('SELECT o, s.id FROM generate_series(1, 2) o, (SELECT id, k FROM gs_pr ORDER BY k, id OFFSET 0) s');
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+RESET enable_material;
+RESET gpusort.parallel_load_mem;
+
 -- a cursor runs serially (not in parallel mode); backward and absolute
 -- fetches read the final merge materialised
 BEGIN;
