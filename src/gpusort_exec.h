@@ -82,12 +82,15 @@ struct GsRun;
 extern struct GsTempFile *gs_sort_file(GsSortState *s);
 extern void gs_sort_attach_file(GsSortState *s, struct GsTempShared *sh);
 extern void gs_sort_limit_load(GsSortState *s, int64 bytes);
-extern const struct GsRun *gs_sort_finish_runs(GsSortState *s, int *nruns,
-											   bool *any_lossy,
+extern const struct GsRun *gs_sort_finish_runs(GsSortState *s, int max_runs,
+											   int *nruns, bool *any_lossy,
 											   uint32 *max_tuple_len);
 extern int	gs_sort_nruns(GsSortState *s);
+extern int	gs_sort_runs_written(GsSortState *s);
+extern int	gs_sort_merge_order(GsSortState *s);
 extern void gs_sort_add_runs(GsSortState *s, const struct GsRun *runs, int n,
-							 bool any_lossy, uint32 max_tuple_len);
+							 int written, bool any_lossy,
+							 uint32 max_tuple_len);
 extern bool gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot);
 extern void gs_sort_markpos(GsSortState *s);
 extern void gs_sort_restorepos(GsSortState *s);

@@ -73,6 +73,8 @@ typedef struct GsRun
 typedef struct GsTempFile GsTempFile;
 
 extern GsTempFile *gs_temp_create(MemoryContext cxt);
+extern void gs_temp_charge(GsTempFile *f, int64 len);
+extern int64 gs_temp_place(GsTempFile *f, int64 len);
 extern int64 gs_temp_extend(GsTempFile *f, int64 len);
 extern int	gs_temp_pwrite(GsTempFile *f, const void *buf, size_t len,
 						   int64 off);
@@ -93,6 +95,7 @@ typedef struct GsTempShared
 	char		path[MAXPGPATH];
 	int64		end;			/* bytes assigned (atomic) */
 	int64		held;			/* bytes on disk (atomic) */
+	int64		peak;			/* most bytes held at once (atomic) */
 } GsTempShared;
 
 extern void gs_temp_share(GsTempFile *f, GsTempShared *sh);

@@ -692,6 +692,7 @@ gs_merge_passes(GsSortState *s)
 	while (s->nruns > s->merge_order)
 	{
 		int			n = Min(s->merge_order, s->nruns - s->merge_order + 1);
+		int			i;
 		GsRun	   *group;
 		GsWriter	w;
 		GsMerge    *m;
@@ -706,12 +707,17 @@ gs_merge_passes(GsSortState *s)
 
 		m = gs_merge_runs(s, group, n);
 		w.run = gs_new_run(s);
+		w.reserved = 0;
+		for (i = 0; i < n; i++)
+			w.reserved += group[i].bytes;
+		w.run->offset = gs_temp_place(s->file, w.reserved);
 		w.size = SPILL_WRITE_BUFFER;
 		w.buf = MemoryContextAlloc(s->mergecxt, w.size);
 		w.used = 0;
 		while ((src = gs_merge_next(s, m)) != NULL)
 			gs_writer_put(s, &w, src->key, src->lossy, src->tup);
 		gs_writer_emit(s, &w, w.buf, w.used);
+		Assert(w.run->bytes == w.reserved);
 		MemoryContextReset(s->mergecxt);
 		pfree(group);
 		s->merge_passes++;

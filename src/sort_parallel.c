@@ -109,6 +109,7 @@ typedef struct GsLoaderSlot
 	dsa_pointer first;			/* its first block */
 	dsa_pointer runs;			/* writing runs: its GsRun[nruns] */
 	int			nruns;
+	int			written;		/* batches it wrote as runs */
 	uint64		nrows;
 	uint64		bytes;			/* of blocks */
 	uint64		nlossy;			/* rows whose key was encoded lossily */
@@ -141,6 +142,7 @@ typedef struct GsLoadShared
 	bool		runs;
 	int			worker_mem_kb;	/* a loader's share of work_mem */
 	int			worker_threads; /* and of gpusort.cpu_threads */
+	int			worker_max_runs;	/* and of the final merge's order */
 	double		worker_rows;	/* estimated rows a loader takes */
 	GsTempShared file;			/* the leader's file they go to */
 	GsLoaderSlotPadded slots[FLEXIBLE_ARRAY_MEMBER];
@@ -438,6 +440,8 @@ gs_load_reinit_dsm(CustomScanState *node, ParallelContext *pcxt,
 		sh->worker_threads = Min(gpusort_cpu_threads,
 								 Max(2, gpusort_cpu_threads / Max(nparts, 1)));
 		sh->worker_rows = ls->css.ss.ps.plan->plan_rows / Max(nparts, 1);
+		sh->worker_max_runs = Max(gs_sort_merge_order(ls->sort) / Max(nparts, 1),
+								  1);
 		gs_temp_share(gs_sort_file(ls->sort), &sh->file);
 	}
 	ls->shared = sh;
@@ -598,6 +602,7 @@ gs_load_worker_runs(GsLoadState *ls)
 		const GsRun *runs;
 		uint64		nrows = 0;
 		int			nruns;
+		int			written;
 		bool		any_lossy;
 		uint32		max_tuple_len;
 
@@ -616,7 +621,9 @@ gs_load_worker_runs(GsLoadState *ls)
 			gs_sort_put(sort, ts);
 			nrows++;
 		}
-		runs = gs_sort_finish_runs(sort, &nruns, &any_lossy, &max_tuple_len);
+		written = gs_sort_runs_written(sort);
+		runs = gs_sort_finish_runs(sort, sh->worker_max_runs, &nruns,
+								   &any_lossy, &max_tuple_len);
 		if (nruns > 0)
 		{
 			dsa_area   *area = dsa_attach(sh->area);
@@ -628,6 +635,7 @@ gs_load_worker_runs(GsLoadState *ls)
 			dsa_detach(area);
 		}
 		slot->nruns = nruns;
+		slot->written = written;
 		slot->nrows = nrows;
 		slot->nlossy = any_lossy ? 1 : 0;
 		slot->max_tuple_len = max_tuple_len;
@@ -969,10 +977,26 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 
 	if (ls->pei && ls->runs)
 	{
-		/* the workers' errors come up here; then their runs go over */
+		/*
+		 * The leader's runs come down to a worker's number too, while the
+		 * workers do the same (when it has more: the final merge takes
+		 * them all at once then).  Then the workers' errors come up, and
+		 * their runs go over.
+		 */
+		ls->leader.runs = gs_sort_runs_written(sort);
+		if (ls->launched > 0 &&
+			gs_sort_nruns(sort) > ls->shared->worker_max_runs)
+		{
+			int			n;
+			bool		lossy;
+			uint32		maxlen;
+
+			(void) gs_sort_finish_runs(sort, ls->shared->worker_max_runs,
+									   &n, &lossy, &maxlen);
+		}
+		ls->leader.ms = gs_elapsed_ms(t0);
 		ExecParallelFinish(ls->pei);
 		gs_temp_unshare(gs_sort_file(sort));
-		ls->leader.runs = gs_sort_nruns(sort) + (rows > 0 ? 1 : 0);
 		INSTR_TIME_SET_CURRENT(t0);
 		for (i = 0; i < ls->launched; i++)
 		{
@@ -982,12 +1006,12 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 				elog(ERROR, "gpusort: a parallel loader ended without its rows");
 			ls->workers[i].rows = (double) slot->nrows;
 			ls->workers[i].ms = slot->load_ms;
-			ls->workers[i].runs = slot->nruns;
+			ls->workers[i].runs = slot->written;
 			if (slot->nruns > 0)
 				gs_sort_add_runs(sort,
 								 dsa_get_address(ls->area, slot->runs),
-								 slot->nruns, slot->nlossy > 0,
-								 slot->max_tuple_len);
+								 slot->nruns, slot->written,
+								 slot->nlossy > 0, slot->max_tuple_len);
 		}
 		ls->collect_ms = gs_elapsed_ms(t0);
 	}

@@ -55,7 +55,7 @@ struct GsSpillJob
 	int			err[GS_CPU_THREADS_MAX];
 };
 
-/* a new, empty run at the end of the sort's temporary file */
+/* a new, empty run; its caller places it in the sort's temporary file */
 GsRun *
 gs_new_run(GsSortState *s)
 {
@@ -71,7 +71,7 @@ gs_new_run(GsSortState *s)
 			MemoryContextAlloc(s->cxt, s->runs_cap * sizeof(GsRun));
 	}
 	run = &s->runs[s->nruns++];
-	run->offset = gs_temp_extend(s->file, 0);
+	run->offset = 0;
 	run->bytes = 0;
 	run->nrows = 0;
 	return run;
@@ -85,8 +85,10 @@ gs_writer_emit(GsSortState *s, GsWriter *w, const char *data, size_t len)
 
 	if (len == 0)
 		return;
-	off = gs_temp_extend(s->file, len);
-	Assert(off == w->run->offset + w->run->bytes);
+	/* the run's place was taken whole: other processes may share the file */
+	Assert(w->run->bytes + (int64) len <= w->reserved);
+	gs_temp_charge(s->file, len);
+	off = w->run->offset + w->run->bytes;
 	err = gs_temp_pwrite(s->file, data, len, off);
 	if (err)
 		gs_temp_error(s->file, err, true);
@@ -303,6 +305,8 @@ gs_free_batch(GsSortState *s)
 {
 	int			i;
 
+	if (s->tuples == NULL)
+		return;					/* freed already (gs_sort_finish_runs) */
 	pfree(s->tuples);
 	s->tuples = NULL;
 	gs_keybuf_free(s->keys_engine, s->keys);
@@ -550,36 +554,71 @@ gs_sort_limit_load(GsSortState *s, int64 bytes)
 }
 
 /*
- * A worker's input has ended: write what is in memory as its last run and
- * wait for every write.  Returns its runs, and whether any row's key was
- * lossy and the longest tuple, which the leader's merge needs.
+ * A participant's input has ended: write what is in memory as its last run and
+ * wait for every write; then, if it wrote more than max_runs runs, merge
+ * the smallest of them (in passes its memory allows) until max_runs are
+ * left, so that the leader's final merge can take every participant's
+ * runs at once.  Returns its runs, and whether any row's key was lossy and
+ * the longest tuple, which the leader's merge needs.
  */
 const GsRun *
-gs_sort_finish_runs(GsSortState *s, int *nruns, bool *any_lossy,
-					uint32 *max_tuple_len)
+gs_sort_finish_runs(GsSortState *s, int max_runs, int *nruns,
+					bool *any_lossy, uint32 *max_tuple_len)
 {
 	Assert(s->status == GS_LOADING);
-	if (s->load_started)
-		s->load_ms = gs_elapsed_ms(s->load_start);
 	gs_spill_batch(s);
 	gs_spill_wait(s);
+	if (s->nruns > max_runs)
+	{
+		int			order = s->merge_order;
+
+		gs_free_batch(s);
+		if (s->overlap)
+		{
+			gs_swap_batches(s);
+			gs_free_batch(s);
+		}
+		/* (the leader's final merge takes its full order again) */
+		s->merge_order = Max(Min(order, max_runs), MERGE_MIN_ORDER);
+		gs_merge_passes(s);
+		s->merge_order = order;
+	}
+	if (s->load_started)
+		s->load_ms = gs_elapsed_ms(s->load_start);
 	*nruns = s->nruns;
 	*any_lossy = s->any_lossy;
 	*max_tuple_len = s->max_tuple_len;
 	return s->runs;
 }
 
-/* runs in the leader's file (before any was given back) */
+/* runs for the final merge, and one more for rows still in memory */
 int
 gs_sort_nruns(GsSortState *s)
 {
-	return s->nruns;
+	return s->nruns + (s->tuples != NULL && s->nrows > 0 ? 1 : 0);
 }
 
-/* the leader takes runs that a worker wrote into its shared file */
+/* batches written as runs, and one more for rows still in memory */
+int
+gs_sort_runs_written(GsSortState *s)
+{
+	return s->total_runs + (s->tuples != NULL && s->nrows > 0 ? 1 : 0);
+}
+
+/* how many runs the final merge takes at once */
+int
+gs_sort_merge_order(GsSortState *s)
+{
+	return s->merge_order;
+}
+
+/*
+ * The leader takes the runs that a worker left in its shared file, from
+ * the written batches it sorted (fewer if it merged some).
+ */
 void
-gs_sort_add_runs(GsSortState *s, const GsRun *runs, int n, bool any_lossy,
-				 uint32 max_tuple_len)
+gs_sort_add_runs(GsSortState *s, const GsRun *runs, int n, int written,
+				 bool any_lossy, uint32 max_tuple_len)
 {
 	int			i;
 
@@ -596,7 +635,7 @@ gs_sort_add_runs(GsSortState *s, const GsRun *runs, int n, bool any_lossy,
 		s->runs[s->nruns++] = runs[i];
 		s->total_rows += runs[i].nrows;
 	}
-	s->total_runs += n;
+	s->total_runs += written;
 	s->any_lossy |= any_lossy;
 	s->max_tuple_len = Max(s->max_tuple_len, max_tuple_len);
 }

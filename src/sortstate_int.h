@@ -341,12 +341,15 @@ struct GsSortState
 
 /*
  * Writing a run on the backend (merge passes): rows are formatted into a
- * buffer, which goes to the end of the file when full.  Nothing else
- * extends the file meanwhile, so the run stays one stretch.
+ * buffer, which goes to the run's place when full.  The place is taken
+ * whole beforehand (a merge's output is as long as its input), so that
+ * the run stays one stretch when other processes write into the same file
+ * (a parallel load's workers); its bytes are counted as they are written.
  */
 typedef struct GsWriter
 {
 	GsRun	   *run;
+	int64		reserved;		/* bytes placed for the run */
 	char	   *buf;
 	size_t		size;
 	size_t		used;

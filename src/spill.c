@@ -171,41 +171,60 @@ gs_temp_create(MemoryContext cxt)
 }
 
 /*
- * Assign the next len bytes of the file (backend only).  Like PostgreSQL's
+ * Count len more bytes on disk (backend only).  Like PostgreSQL's
  * temporary files, the bytes count against temp_file_limit, with the same
- * error when they would exceed it.
+ * error when they would exceed it.  A shared file counts every process's
+ * bytes together.
  */
-int64
-gs_temp_extend(GsTempFile *f, int64 len)
+void
+gs_temp_charge(GsTempFile *f, int64 len)
 {
-	int64		held = __atomic_load_n(&f->held, __ATOMIC_RELAXED);
-	int64		off;
+	int64	   *held = f->shared ? &f->shared->held : &f->held;
+	int64		now = __atomic_add_fetch(held, len, __ATOMIC_RELAXED);
 
-	if (f->shared)
+	if (temp_file_limit >= 0 && now > (int64) temp_file_limit * 1024)
 	{
-		/* every process of a parallel load places its bytes here */
-		GsTempShared *sh = f->shared;
-
-		held = __atomic_add_fetch(&sh->held, len, __ATOMIC_RELAXED);
-		if (temp_file_limit >= 0 && held > (int64) temp_file_limit * 1024)
-		{
-			__atomic_sub_fetch(&sh->held, len, __ATOMIC_RELAXED);
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg(GS_MSG_TEMP_FILE_LIMIT, temp_file_limit)));
-		}
-		return __atomic_fetch_add(&sh->end, len, __ATOMIC_RELAXED);
-	}
-
-	if (temp_file_limit >= 0 && held + len > (int64) temp_file_limit * 1024)
+		__atomic_sub_fetch(held, len, __ATOMIC_RELAXED);
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg(GS_MSG_TEMP_FILE_LIMIT, temp_file_limit)));
+	}
+	if (f->shared == NULL)
+		f->peak = Max(f->peak, now);
+	else
+	{
+		int64		peak = __atomic_load_n(&f->shared->peak, __ATOMIC_RELAXED);
+
+		while (now > peak &&
+			   !__atomic_compare_exchange_n(&f->shared->peak, &peak, now, false,
+											__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			;
+	}
+}
+
+/*
+ * Place the next len bytes of the file, without counting them yet
+ * (backend only): their offset.  Processes sharing the file place their
+ * bytes at once.
+ */
+int64
+gs_temp_place(GsTempFile *f, int64 len)
+{
+	int64		off;
+
+	if (f->shared)
+		return __atomic_fetch_add(&f->shared->end, len, __ATOMIC_RELAXED);
 	off = f->end;
 	f->end += len;
-	held = __atomic_add_fetch(&f->held, len, __ATOMIC_RELAXED);
-	f->peak = Max(f->peak, held);
 	return off;
+}
+
+/* place the next len bytes of the file and count them (backend only) */
+int64
+gs_temp_extend(GsTempFile *f, int64 len)
+{
+	gs_temp_charge(f, len);
+	return gs_temp_place(f, len);
 }
 
 /* write all of buf at off: 0, or an errno value (any thread) */
@@ -275,7 +294,8 @@ gs_temp_discard(GsTempFile *f, int64 from, int64 to, bool all)
 #ifdef FALLOC_FL_PUNCH_HOLE
 	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 				  (off_t) a, (off_t) (b - a)) == 0)
-		__atomic_sub_fetch(&f->held, b - a, __ATOMIC_RELAXED);
+		__atomic_sub_fetch(f->shared ? &f->shared->held : &f->held, b - a,
+						   __ATOMIC_RELAXED);
 #endif
 	return b;
 }
@@ -311,7 +331,7 @@ gs_temp_peak(GsTempFile *f)
 /*
  * Share the file with parallel workers (gs_temp_attach): until
  * gs_temp_unshare, its bytes are placed and counted in sh, which every
- * process extends at once.  Nothing may be given back meanwhile.
+ * process extends at once.
  */
 void
 gs_temp_share(GsTempFile *f, GsTempShared *sh)
@@ -320,6 +340,7 @@ gs_temp_share(GsTempFile *f, GsTempShared *sh)
 	strlcpy(sh->path, f->path, sizeof(sh->path));
 	sh->end = f->end;
 	sh->held = __atomic_load_n(&f->held, __ATOMIC_RELAXED);
+	sh->peak = Max(f->peak, sh->held);
 	f->shared = sh;
 }
 
@@ -334,8 +355,7 @@ gs_temp_unshare(GsTempFile *f)
 	f->end = __atomic_load_n(&sh->end, __ATOMIC_RELAXED);
 	__atomic_store_n(&f->held, __atomic_load_n(&sh->held, __ATOMIC_RELAXED),
 					 __ATOMIC_RELAXED);
-	/* nothing was given back while shared: this is the most held yet */
-	f->peak = Max(f->peak, f->held);
+	f->peak = Max(f->peak, __atomic_load_n(&sh->peak, __ATOMIC_RELAXED));
 	f->shared = NULL;
 }
 
