@@ -689,9 +689,20 @@ gs_run_cmp_bytes(const void *a, const void *b)
 void
 gs_merge_passes(GsSortState *s)
 {
-	while (s->nruns > s->merge_order)
+	gs_merge_passes_to(s, s->merge_order, s->merge_order);
+}
+
+/*
+ * The same down to target runs, merging at most width at once (a parallel
+ * load's participant leaves fewer runs than its memory could merge).
+ */
+void
+gs_merge_passes_to(GsSortState *s, int target, int width)
+{
+	Assert(target >= 1 && width >= 2);
+	while (s->nruns > target)
 	{
-		int			n = Min(s->merge_order, s->nruns - s->merge_order + 1);
+		int			n = Min(width, s->nruns - target + 1);
 		int			i;
 		GsRun	   *group;
 		GsWriter	w;

@@ -554,10 +554,10 @@ gs_sort_limit_load(GsSortState *s, int64 bytes)
 }
 
 /*
- * A participant's input has ended: write what is in memory as its last run and
- * wait for every write; then, if it wrote more than max_runs runs, merge
- * the smallest of them (in passes its memory allows) until max_runs are
- * left, so that the leader's final merge can take every participant's
+ * A participant's input has ended: write what is in memory as its last
+ * run and wait for every write; then, if it wrote more than max_runs runs,
+ * merge the smallest of them (in merges as wide as its share of work_mem
+ * allows) until max_runs are left, so that the leader's final merge can take every participant's
  * runs at once.  Returns its runs, and whether any row's key was lossy and
  * the longest tuple, which the leader's merge needs.
  */
@@ -570,7 +570,13 @@ gs_sort_finish_runs(GsSortState *s, int max_runs, int *nruns,
 	gs_spill_wait(s);
 	if (s->nruns > max_runs)
 	{
-		int			order = s->merge_order;
+		/*
+		 * Merges as wide as the participant's share of work_mem allows
+		 * (the leader's final merge gets all of it again afterwards).
+		 */
+		int64		mem = s->mem_limit;
+		int			width = (int) Max(MERGE_MIN_ORDER,
+									  Min(s->load_mem / MERGE_MIN_BUFFER, 1024));
 
 		gs_free_batch(s);
 		if (s->overlap)
@@ -578,10 +584,9 @@ gs_sort_finish_runs(GsSortState *s, int max_runs, int *nruns,
 			gs_swap_batches(s);
 			gs_free_batch(s);
 		}
-		/* (the leader's final merge takes its full order again) */
-		s->merge_order = Max(Min(order, max_runs), MERGE_MIN_ORDER);
-		gs_merge_passes(s);
-		s->merge_order = order;
+		s->mem_limit = s->load_mem;
+		gs_merge_passes_to(s, Max(max_runs, 1), width);
+		s->mem_limit = mem;
 	}
 	if (s->load_started)
 		s->load_ms = gs_elapsed_ms(s->load_start);

@@ -560,6 +560,7 @@ extern void gs_merge_chunk_rows(GsSortState *s, uint32 *rows, uint32 *keyidx);
 extern GsMerge *gs_merge_streams(GsSortState *s);
 extern void gs_merge_waits(GsSortState *s, GsMerge *m);
 extern void gs_merge_passes(GsSortState *s);
+extern void gs_merge_passes_to(GsSortState *s, int target, int width);
 
 /* ---- sort_emit.c ---- */
 extern void gs_merge_chunks_to_array(GsSortState *s);
