@@ -7,6 +7,9 @@
 #
 #   source /work/wt/pgenv.sh N; bash bench/parallel-runs.sh
 #
+# (on the GPU machine after a bench/gpu-50m.sh run, whose server it reuses:
+# source .gpu/pg-up.sh .gpu/debs first; psql is taken from $PGBIN when set)
+#
 # Prints each run's whole-query time (psql, alternating PostgreSQL and
 # gpusort), the medians and their ratio, then gpusort's EXPLAIN (ANALYZE,
 # TIMING OFF) with the time split (load per participant, runs, merge).
@@ -14,6 +17,7 @@
 # 2), WORK_MEM (default 64MB), TABLE (default g5; made if missing).
 
 set -euo pipefail
+psql() { if [ -n "${PGBIN:-}" ]; then "$PGBIN/psql" -X "$@"; else command psql -X "$@"; fi; }
 ROWS=${ROWS:-5000000}
 RUNS=${RUNS:-5}
 WORKERS=${WORKERS:-2}
