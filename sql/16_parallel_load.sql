@@ -101,12 +101,15 @@ SET work_mem = '4MB';
 SET enable_mergejoin = off;
 SET enable_material = off;
 SELECT * FROM gs_check('SELECT o, s.id FROM generate_series(1, 2) o, (SELECT id, i8 FROM gs_pl ORDER BY i8, id OFFSET 0) s');
--- an input too large for gpusort.parallel_load_mem: PostgreSQL's Gather
--- Merge stays, with the sorts in its workers
+-- an input too large for gpusort.parallel_load_mem (but not for work_mem,
+-- which would have it sorted in runs, see 17_parallel_runs): PostgreSQL's
+-- Gather Merge stays, with the sorts in its workers
 SET gpusort.parallel_load_mem = '64kB';
+SET work_mem = '64MB';
 EXPLAIN (COSTS OFF) SELECT o, s.id FROM generate_series(1, 2) o, (SELECT id, i8 FROM gs_pl ORDER BY i8, id OFFSET 0) s;
 SELECT * FROM gs_check('SELECT o, s.id FROM generate_series(1, 2) o, (SELECT id, i8 FROM gs_pl ORDER BY i8, id OFFSET 0) s');
 RESET gpusort.parallel_load_mem;
+SET work_mem = '4MB';
 RESET enable_mergejoin;
 RESET enable_material;
 RESET enable_hashjoin;

@@ -173,9 +173,11 @@ _PG_init(void)
 							 NULL, NULL, NULL);
 
 	DefineCustomIntVariable("gpusort.parallel_load_mem",
-							"Sets the largest estimated input that a sort loads in parallel.",
-							"A parallel load holds the sort's whole input in shared memory "
-							"until the sort ends; larger inputs are loaded by the backend alone.",
+							"Sets the largest estimated input that a sort fitting work_mem loads in parallel.",
+							"Such a load holds the sort's whole input in shared memory until the "
+							"sort ends; larger inputs are loaded by the backend alone. An input "
+							"larger than work_mem is loaded in parallel at any size, each "
+							"participant writing sorted runs to a temporary file.",
 							&gpusort_parallel_load_mem_kb,
 							GS_PARALLEL_LOAD_MEM_DEFAULT,
 							0, MAX_KILOBYTES,

@@ -77,6 +77,23 @@ extern void gs_sort_bulk_lossy(GsSortState *s, size_t i);
 extern void gs_sort_bulk_done(GsSortState *s, size_t n, uint32 max_tuple_len);
 extern void gs_sort_bulk_threads(GsSortState *s, int nthreads);
 extern void gs_sort_perform(GsSortState *s);
+
+/* runs written by a parallel load's participants (sort_runs.c) */
+struct GsTempFile;
+struct GsTempShared;
+struct GsRun;
+extern struct GsTempFile *gs_sort_file(GsSortState *s);
+extern void gs_sort_attach_file(GsSortState *s, struct GsTempShared *sh);
+extern void gs_sort_limit_load(GsSortState *s, int64 bytes);
+extern const struct GsRun *gs_sort_finish_runs(GsSortState *s, int max_runs,
+											   int *nruns, bool *any_lossy,
+											   uint32 *max_tuple_len);
+extern int	gs_sort_nruns(GsSortState *s);
+extern int	gs_sort_runs_written(GsSortState *s);
+extern int	gs_sort_merge_order(GsSortState *s);
+extern void gs_sort_add_runs(GsSortState *s, const struct GsRun *runs, int n,
+							 int written, bool any_lossy,
+							 uint32 max_tuple_len);
 extern bool gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot);
 extern void gs_sort_markpos(GsSortState *s);
 extern void gs_sort_restorepos(GsSortState *s);

@@ -73,6 +73,8 @@ typedef struct GsRun
 typedef struct GsTempFile GsTempFile;
 
 extern GsTempFile *gs_temp_create(MemoryContext cxt);
+extern void gs_temp_charge(GsTempFile *f, int64 len);
+extern int64 gs_temp_place(GsTempFile *f, int64 len);
 extern int64 gs_temp_extend(GsTempFile *f, int64 len);
 extern int	gs_temp_pwrite(GsTempFile *f, const void *buf, size_t len,
 						   int64 off);
@@ -81,6 +83,24 @@ extern int64 gs_temp_discard(GsTempFile *f, int64 from, int64 to, bool all);
 extern void gs_temp_error(GsTempFile *f, int err, bool writing) pg_attribute_noreturn();
 extern int64 gs_temp_peak(GsTempFile *f);
 extern void gs_temp_close(GsTempFile *f);
+
+/*
+ * The temporary file shared with parallel workers while they write runs
+ * into it (sort_parallel.c): its name, and the counters that place the
+ * bytes every process adds, in shared memory.  The file stays the
+ * leader's: it is created, removed and reported by the leader alone.
+ */
+typedef struct GsTempShared
+{
+	char		path[MAXPGPATH];
+	int64		end;			/* bytes assigned (atomic) */
+	int64		held;			/* bytes on disk (atomic) */
+	int64		peak;			/* most bytes held at once (atomic) */
+} GsTempShared;
+
+extern void gs_temp_share(GsTempFile *f, GsTempShared *sh);
+extern void gs_temp_unshare(GsTempFile *f);
+extern GsTempFile *gs_temp_attach(MemoryContext cxt, GsTempShared *sh);
 
 /* ---- work spread over threads ---- */
 

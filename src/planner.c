@@ -438,6 +438,20 @@ load_bytes(Plan *child)
 }
 
 /*
+ * Whether an input of this many bytes (load_bytes) may be loaded in
+ * parallel.  One that fits work_mem is held in shared memory until the
+ * sort ends, so gpusort.parallel_load_mem bounds it; a larger one is
+ * sorted in runs that each participant writes to a temporary file (see
+ * sort_parallel.c), which takes little shared memory at any size.
+ */
+static bool
+load_fits(double bytes)
+{
+	return bytes <= (double) gpusort_parallel_load_mem_kb * 1024 ||
+		bytes > (double) work_mem * 1024;
+}
+
+/*
  * A Gather Merge over a GpuSort of a Parallel Seq Scan: each worker sorts
  * its share and the leader merges them row by row through tuple queues,
  * which keeps it the bottleneck.  Replace it by the GpuSort alone, loaded
@@ -469,8 +483,7 @@ gather_merge_to_load(GatherMerge *gm)
 	if (!bms_is_empty(ext))
 		return (Plan *) gm;
 	/* the whole input, not a worker's share */
-	if (load_bytes(scan) * rows / Max(scan->plan_rows, 1) >
-		(double) gpusort_parallel_load_mem_kb * 1024)
+	if (!load_fits(load_bytes(scan) * rows / Max(scan->plan_rows, 1)))
 		return (Plan *) gm;
 
 	/* the GpuSort stands where the Gather Merge was: its column labels too */
@@ -528,8 +541,8 @@ add_parallel_load(PlannedStmt *stmt, CustomScan *cs, int *next_id,
 			g->plan.initPlan == NIL && g->plan.qual == NIL &&
 			scan != NULL && IsA(scan, SeqScan) && scan->parallel_aware &&
 			identity_tlist(g->plan.targetlist, scan->targetlist) &&
-			load_bytes(scan) * g->plan.plan_rows / Max(scan->plan_rows, 1) <=
-			(double) gpusort_parallel_load_mem_kb * 1024)
+			load_fits(load_bytes(scan) * g->plan.plan_rows /
+					  Max(scan->plan_rows, 1)))
 		{
 			Bitmapset  *ext = bms_copy(scan->extParam);
 
@@ -565,9 +578,9 @@ add_parallel_load(PlannedStmt *stmt, CustomScan *cs, int *next_id,
 		(rte->relkind != RELKIND_RELATION && rte->relkind != RELKIND_MATVIEW))
 		return;
 
-	/* the whole input is held in shared memory while the sort runs */
+	/* an input held in shared memory while the sort runs must fit */
 	bytes = load_bytes(child);
-	if (bytes > (double) gpusort_parallel_load_mem_kb * 1024)
+	if (!load_fits(bytes))
 		return;
 
 	rel = table_open(rte->relid, NoLock);

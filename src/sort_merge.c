@@ -671,37 +671,68 @@ gs_merge_waits(GsSortState *s, GsMerge *m)
 	}
 }
 
-/* merge runs in passes until one merge can produce the result */
+static int
+gs_run_cmp_bytes(const void *a, const void *b)
+{
+	int64		x = ((const GsRun *) a)->bytes;
+	int64		y = ((const GsRun *) b)->bytes;
+
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/*
+ * Merge runs in passes until one merge can produce the result.  A pass
+ * merges only as many runs as it takes to leave merge_order of them, the
+ * smallest first (the runs' order does not matter to a merge): one run
+ * more than a merge takes costs rewriting two runs, not all of them.
+ * Parallel loads make many runs (every participant writes its own), so
+ * a few over the order is the common case there.
+ */
 void
 gs_merge_passes(GsSortState *s)
 {
-	while (s->nruns > s->merge_order)
+	gs_merge_passes_to(s, s->merge_order, s->merge_order);
+}
+
+/*
+ * The same down to target runs, merging at most width at once (a parallel
+ * load's participant leaves fewer runs than its memory could merge).
+ */
+void
+gs_merge_passes_to(GsSortState *s, int target, int width)
+{
+	Assert(target >= 1 && width >= 2);
+	while (s->nruns > target)
 	{
-		GsRun	   *old = s->runs;
-		int			nold = s->nruns;
-		int			first;
+		int			n = Min(width, s->nruns - target + 1);
+		int			i;
+		GsRun	   *group;
+		GsWriter	w;
+		GsMerge    *m;
+		GsSource   *src;
 
-		/* the merged runs of this pass start a new list */
-		s->runs = NULL;
-		s->nruns = 0;
-		s->runs_cap = 0;
-		for (first = 0; first < nold; first += s->merge_order)
-		{
-			int			n = Min(s->merge_order, nold - first);
-			GsWriter	w;
-			GsMerge    *m = gs_merge_runs(s, old + first, n);
-			GsSource   *src;
+		/* the n smallest runs leave the list, their merge joins it */
+		qsort(s->runs, s->nruns, sizeof(GsRun), gs_run_cmp_bytes);
+		group = MemoryContextAlloc(s->cxt, n * sizeof(GsRun));
+		memcpy(group, s->runs, n * sizeof(GsRun));
+		memmove(s->runs, s->runs + n, (s->nruns - n) * sizeof(GsRun));
+		s->nruns -= n;
 
-			w.run = gs_new_run(s);
-			w.size = SPILL_WRITE_BUFFER;
-			w.buf = MemoryContextAlloc(s->mergecxt, w.size);
-			w.used = 0;
-			while ((src = gs_merge_next(s, m)) != NULL)
-				gs_writer_put(s, &w, src->key, src->lossy, src->tup);
-			gs_writer_emit(s, &w, w.buf, w.used);
-			MemoryContextReset(s->mergecxt);
-		}
-		pfree(old);
+		m = gs_merge_runs(s, group, n);
+		w.run = gs_new_run(s);
+		w.reserved = 0;
+		for (i = 0; i < n; i++)
+			w.reserved += group[i].bytes;
+		w.run->offset = gs_temp_place(s->file, w.reserved);
+		w.size = SPILL_WRITE_BUFFER;
+		w.buf = MemoryContextAlloc(s->mergecxt, w.size);
+		w.used = 0;
+		while ((src = gs_merge_next(s, m)) != NULL)
+			gs_writer_put(s, &w, src->key, src->lossy, src->tup);
+		gs_writer_emit(s, &w, w.buf, w.used);
+		Assert(w.run->bytes == w.reserved);
+		MemoryContextReset(s->mergecxt);
+		pfree(group);
 		s->merge_passes++;
 	}
 }

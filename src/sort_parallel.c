@@ -31,10 +31,25 @@
  * mode (a cursor, a portal fetched in pieces), leave the leader to load
  * alone, serially, exactly as a GpuSort without this node does.
  *
- * The whole input is held in shared memory until the sort ends, whatever
- * work_mem says (the sort state still spills its own batches by work_mem);
- * so the planner only asks for a parallel load when its estimate of the
- * input fits gpusort.parallel_load_mem, and the load checks /dev/shm first.
+ * That holds the whole input in shared memory until the sort ends, so it
+ * is only for an input estimated to fit work_mem and
+ * gpusort.parallel_load_mem (the planner checks the latter, the load
+ * /dev/shm).  An estimate far too low still works: the sort state spills
+ * its batches by work_mem as the leader takes the workers' rows.
+ *
+ * A larger input is sorted in runs by every participant instead.  Each
+ * worker puts its rows into a sort state of its own (private memory, its
+ * share of work_mem, the engine as for any sort), which writes every full
+ * batch as a sorted run -- the format of sort_runs.c: key, lossy mark,
+ * tuple -- into the leader's temporary file.  The leader creates that
+ * file before the workers start and shares its name and its two counters
+ * (bytes placed, bytes held: temp_file_limit) in the DSM, so that every
+ * process places its runs atomically (spill.c, gs_temp_share).  The
+ * leader's own share goes through its sort state, cut to the same share.
+ * At the end each worker hands the places of its runs over through the
+ * DSA area, and the leader adds them to its own and merges them all, as
+ * any sort larger than work_mem.  The file remains the leader's: created,
+ * removed (with the sort, on error, at exit) and reported by it alone.
  *
  * Copyright (c) 2026, gpusort developers
  *
@@ -67,6 +82,9 @@
 #define LOAD_FIRST_BLOCK	(1024 * 1024)
 #define LOAD_MAX_BLOCK		(32 * 1024 * 1024)
 
+/* the smallest share of work_mem a loader writing runs gets */
+#define GS_LOAD_MIN_MEM_KB	64
+
 /* an entry's tuple offset word: the top bit says the key is lossy */
 #define LOAD_LOSSY_BIT		((uint32) 1 << 31)
 
@@ -89,6 +107,9 @@ typedef struct GsLoadBlock
 typedef struct GsLoaderSlot
 {
 	dsa_pointer first;			/* its first block */
+	dsa_pointer runs;			/* writing runs: its GsRun[nruns] */
+	int			nruns;
+	int			written;		/* batches it wrote as runs */
 	uint64		nrows;
 	uint64		bytes;			/* of blocks */
 	uint64		nlossy;			/* rows whose key was encoded lossily */
@@ -117,6 +138,13 @@ typedef struct GsLoadShared
 	dsa_handle	area;
 	int			key_bytes;
 	int			nslots;
+	/* an input larger than work_mem: each loader writes sorted runs */
+	bool		runs;
+	int			worker_mem_kb;	/* a loader's share of work_mem */
+	int			worker_threads; /* and of gpusort.cpu_threads */
+	int			worker_max_runs;	/* and of the final merge's order */
+	double		worker_rows;	/* estimated rows a loader takes */
+	GsTempShared file;			/* the leader's file they go to */
 	GsLoaderSlotPadded slots[FLEXIBLE_ARRAY_MEMBER];
 } GsLoadShared;
 
@@ -125,6 +153,7 @@ typedef struct GsLoaderReport
 {
 	double		rows;
 	double		ms;
+	int			runs;			/* sorted runs it wrote */
 } GsLoaderReport;
 
 typedef struct GsLoadState
@@ -143,6 +172,10 @@ typedef struct GsLoadState
 	ParallelExecutorInfo *pei;
 	dsa_area   *area;			/* the rows of the last load */
 	int			key_bytes;		/* of the sort being loaded */
+	bool		runs;			/* loaders write sorted runs (see above) */
+	int			part_mem_kb;	/* each one's share of work_mem */
+	GsSortState *sort;			/* the sort being loaded */
+	double		est_bytes;		/* estimated input, as the sort holds it */
 	bool		scan_shared;	/* the child's scan lives in a parallel DSM */
 
 	/* worker */
@@ -390,6 +423,26 @@ gs_load_reinit_dsm(CustomScanState *node, ParallelContext *pcxt,
 	{
 		memset(&sh->slots[i], 0, sizeof(GsLoaderSlotPadded));
 		sh->slots[i].slot.first = InvalidDsaPointer;
+		sh->slots[i].slot.runs = InvalidDsaPointer;
+	}
+	sh->runs = ls->runs;
+	if (ls->runs)
+	{
+		/*
+		 * Every participant planned gets an equal share of work_mem and of
+		 * gpusort.cpu_threads (at least two threads, so that a loader's
+		 * writes go on while it reads); fewer launched use less.
+		 */
+		int			nparts = pcxt->nworkers +
+			(parallel_leader_participation ? 1 : 0);
+
+		sh->worker_mem_kb = Max(work_mem / Max(nparts, 1), GS_LOAD_MIN_MEM_KB);
+		sh->worker_threads = Min(gpusort_cpu_threads,
+								 Max(2, gpusort_cpu_threads / Max(nparts, 1)));
+		sh->worker_rows = ls->css.ss.ps.plan->plan_rows / Max(nparts, 1);
+		sh->worker_max_runs = Max(gs_sort_merge_order(ls->sort) / Max(nparts, 1),
+								  1);
+		gs_temp_share(gs_sort_file(ls->sort), &sh->file);
 	}
 	ls->shared = sh;
 }
@@ -521,6 +574,86 @@ gs_load_worker(GsLoadState *ls)
 		ls->css.ss.ps.instrument->tuplecount += nrows;
 }
 
+/*
+ * A worker's share of a load that writes runs: its rows go into a sort
+ * state of its own (private memory, its share of work_mem), which sorts
+ * each batch with the engine and writes it as a run into the leader's
+ * temporary file; the runs' places go to the leader through the area.
+ */
+static void
+gs_load_worker_runs(GsLoadState *ls)
+{
+	GsLoadShared *sh = ls->shared;
+	GsLoaderSlot *slot;
+	PlanState  *child = outerPlanState(ls);
+	TupleDesc	desc = ExecGetResultType(child);
+	int			saved_threads = gpusort_cpu_threads;
+	instr_time	t0;
+
+	Assert(ParallelWorkerNumber >= 0 && ParallelWorkerNumber < sh->nslots);
+	INSTR_TIME_SET_CURRENT(t0);
+	slot = &sh->slots[ParallelWorkerNumber].slot;
+
+	/* the process ends with the query: no one else sees this setting */
+	gpusort_cpu_threads = sh->worker_threads;
+	PG_TRY();
+	{
+		GsSortState *sort;
+		const GsRun *runs;
+		uint64		nrows = 0;
+		int			nruns;
+		int			written;
+		bool		any_lossy;
+		uint32		max_tuple_len;
+
+		sort = gs_sort_begin(desc, ls->nkeys, ls->attnums, ls->sortops,
+							 ls->collations, ls->nulls_first,
+							 sh->worker_mem_kb, false, sh->worker_rows);
+		if (gs_sort_key_bytes(sort) != sh->key_bytes)
+			elog(ERROR, "gpusort: a parallel loader's key layout differs from the leader's");
+		gs_sort_attach_file(sort, &sh->file);
+		for (;;)
+		{
+			TupleTableSlot *ts = ExecProcNode(child);
+
+			if (TupIsNull(ts))
+				break;
+			gs_sort_put(sort, ts);
+			nrows++;
+		}
+		written = gs_sort_runs_written(sort);
+		runs = gs_sort_finish_runs(sort, sh->worker_max_runs, &nruns,
+								   &any_lossy, &max_tuple_len);
+		if (nruns > 0)
+		{
+			dsa_area   *area = dsa_attach(sh->area);
+			dsa_pointer dp = dsa_allocate(area, nruns * sizeof(GsRun));
+
+			memcpy(dsa_get_address(area, dp), runs, nruns * sizeof(GsRun));
+			slot->runs = dp;
+			/* the area's segments stay pinned until the leader lets them go */
+			dsa_detach(area);
+		}
+		slot->nruns = nruns;
+		slot->written = written;
+		slot->nrows = nrows;
+		slot->nlossy = any_lossy ? 1 : 0;
+		slot->max_tuple_len = max_tuple_len;
+		gs_sort_end(sort);
+		slot->load_ms = gs_elapsed_ms(t0);
+		pg_write_barrier();
+		slot->done = true;
+
+		if (ls->css.ss.ps.instrument)
+			ls->css.ss.ps.instrument->tuplecount += nrows;
+	}
+	PG_FINALLY();
+	{
+		gpusort_cpu_threads = saved_threads;
+	}
+	PG_END_TRY();
+}
+
 static TupleTableSlot *
 gs_load_exec(CustomScanState *node)
 {
@@ -529,7 +662,9 @@ gs_load_exec(CustomScanState *node)
 	if (IsParallelWorker())
 	{
 		/* a worker's whole job; nothing goes back through the queue */
-		if (ls->shared)
+		if (ls->shared && ls->shared->runs)
+			gs_load_worker_runs(ls);
+		else if (ls->shared)
 			gs_load_worker(ls);
 		return NULL;
 	}
@@ -756,7 +891,13 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 	ls->launched = 0;
 	ls->collect_ms = 0;
 	ls->shared_bytes = 0;
+	ls->runs = false;
+	ls->sort = sort;
 	memset(ls->workers, 0, Max(ls->nworkers, 1) * sizeof(GsLoaderReport));
+	memset(&ls->leader, 0, sizeof(ls->leader));
+	ls->est_bytes = plan->plan_rows *
+		(MAXALIGN(plan->plan_width + MINIMAL_TUPLE_DATA_OFFSET + 8) +
+		 gs_sort_key_bytes(sort) + sizeof(MinimalTuple));
 
 	if (!gpusort_parallel_load)
 		reason = "gpusort.parallel_load is off";
@@ -764,11 +905,20 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 		reason = "no workers planned";
 	else if (!estate->es_use_parallel_mode)
 		reason = "not in parallel mode";
-	else if (!ls->scan_shared &&
-			 !gs_load_shm_room(plan->plan_rows *
-							   (MAXALIGN(plan->plan_width + MINIMAL_TUPLE_DATA_OFFSET + 8) +
-								gs_sort_key_bytes(sort) + sizeof(uint32))))
+	else if (ls->est_bytes > (double) work_mem * 1024 ||
+			 ls->est_bytes > (double) gpusort_parallel_load_mem_kb * 1024)
+	{
+		/*
+		 * Larger than work_mem (or than shared memory may hold): each
+		 * participant sorts its rows in batches of its share of work_mem
+		 * and writes them as runs, which the leader merges.
+		 */
+		ls->runs = true;
+	}
+	else if (!ls->scan_shared && !gs_load_shm_room(ls->est_bytes))
 		reason = "too little free space in /dev/shm";
+	if (reason != NULL)
+		ls->runs = false;
 
 	if (reason == NULL || ls->scan_shared)
 	{
@@ -794,6 +944,13 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 		}
 	}
 	ls->serial_reason = reason;
+	ls->part_mem_kb = work_mem;
+	if (ls->runs && ls->launched > 0)
+	{
+		ls->part_mem_kb = ls->shared->worker_mem_kb;
+		if (parallel_leader_participation)
+			gs_sort_limit_load(sort, (int64) ls->part_mem_kb * 1024);
+	}
 
 	/*
 	 * The leader's share, through the sort state's own put; none when it
@@ -820,10 +977,52 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 	if (ps->instrument)
 		InstrStopNode(ps->instrument, rows);
 
-	if (ls->pei)
+	if (ls->pei && ls->runs)
+	{
+		/*
+		 * The leader's runs come down to a worker's number too, while the
+		 * workers do the same (when it has more: the final merge takes
+		 * them all at once then).  Then the workers' errors come up, and
+		 * their runs go over.
+		 */
+		ls->leader.runs = gs_sort_runs_written(sort);
+		if (ls->launched > 0 &&
+			gs_sort_nruns(sort) > ls->shared->worker_max_runs)
+		{
+			int			n;
+			bool		lossy;
+			uint32		maxlen;
+
+			(void) gs_sort_finish_runs(sort, ls->shared->worker_max_runs,
+									   &n, &lossy, &maxlen);
+		}
+		ls->leader.ms = gs_elapsed_ms(t0);
+		ExecParallelFinish(ls->pei);
+		gs_temp_unshare(gs_sort_file(sort));
+		INSTR_TIME_SET_CURRENT(t0);
+		for (i = 0; i < ls->launched; i++)
+		{
+			GsLoaderSlot *slot = &ls->shared->slots[i].slot;
+
+			if (!slot->done)
+				elog(ERROR, "gpusort: a parallel loader ended without its rows");
+			ls->workers[i].rows = (double) slot->nrows;
+			ls->workers[i].ms = slot->load_ms;
+			ls->workers[i].runs = slot->written;
+			if (slot->nruns > 0)
+				gs_sort_add_runs(sort,
+								 dsa_get_address(ls->area, slot->runs),
+								 slot->nruns, slot->written,
+								 slot->nlossy > 0, slot->max_tuple_len);
+		}
+		ls->collect_ms = gs_elapsed_ms(t0);
+	}
+	else if (ls->pei)
 	{
 		/* the workers' errors come up here; then their rows go over */
 		ExecParallelFinish(ls->pei);
+		if (ls->runs)
+			gs_temp_unshare(gs_sort_file(sort));
 		INSTR_TIME_SET_CURRENT(t0);
 		for (i = 0; i < ls->launched; i++)
 		{
@@ -854,15 +1053,27 @@ gs_load_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		if (es->str->len > 0 && es->str->data[es->str->len - 1] != '\n')
 			appendStringInfoChar(es->str, '\n');
 		appendStringInfoSpaces(es->str, es->indent * 2);
-		appendStringInfo(es->str, "Leader Load: rows=%.0f time=%.3f ms\n",
+		appendStringInfo(es->str, "Leader Load: rows=%.0f time=%.3f ms",
 						 ls->leader.rows, ls->leader.ms);
+		if (ls->runs)
+			appendStringInfo(es->str, " runs=%d", ls->leader.runs);
+		appendStringInfoChar(es->str, '\n');
 		for (i = 0; i < ls->launched; i++)
 		{
 			appendStringInfoSpaces(es->str, es->indent * 2);
-			appendStringInfo(es->str, "Worker %d Load: rows=%.0f time=%.3f ms\n",
+			appendStringInfo(es->str, "Worker %d Load: rows=%.0f time=%.3f ms",
 							 i, ls->workers[i].rows, ls->workers[i].ms);
+			if (ls->runs)
+				appendStringInfo(es->str, " runs=%d", ls->workers[i].runs);
+			appendStringInfoChar(es->str, '\n');
 		}
-		if (ls->launched > 0)
+		if (ls->launched > 0 && ls->runs)
+		{
+			appendStringInfoSpaces(es->str, es->indent * 2);
+			appendStringInfo(es->str, "Work Mem per Participant: %dkB\n",
+							 ls->part_mem_kb);
+		}
+		else if (ls->launched > 0)
 		{
 			appendStringInfoSpaces(es->str, es->indent * 2);
 			appendStringInfo(es->str, "Collect Time: %.3f ms  Shared Memory: " UINT64_FORMAT "kB\n",
@@ -873,6 +1084,8 @@ gs_load_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 
 	ExplainPropertyFloat("Leader Rows", NULL, ls->leader.rows, 0, es);
 	ExplainPropertyFloat("Leader Load Time", "ms", ls->leader.ms, 3, es);
+	if (ls->runs)
+		ExplainPropertyInteger("Leader Runs", NULL, ls->leader.runs, es);
 	ExplainOpenGroup("Load Workers", "Load Workers", false, es);
 	for (i = 0; i < ls->launched; i++)
 	{
@@ -880,9 +1093,17 @@ gs_load_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		ExplainPropertyInteger("Worker Number", NULL, i, es);
 		ExplainPropertyFloat("Rows", NULL, ls->workers[i].rows, 0, es);
 		ExplainPropertyFloat("Load Time", "ms", ls->workers[i].ms, 3, es);
+		if (ls->runs)
+			ExplainPropertyInteger("Runs", NULL, ls->workers[i].runs, es);
 		ExplainCloseGroup("Load Worker", NULL, true, es);
 	}
 	ExplainCloseGroup("Load Workers", "Load Workers", false, es);
+	if (ls->runs)
+	{
+		ExplainPropertyInteger("Participant Work Mem", "kB",
+							   ls->part_mem_kb, es);
+		return;
+	}
 	ExplainPropertyFloat("Collect Time", "ms", ls->collect_ms, 3, es);
 	ExplainPropertyInteger("Shared Memory", "kB",
 						   (int64) ((ls->shared_bytes + 1023) / 1024), es);

@@ -55,7 +55,7 @@ struct GsSpillJob
 	int			err[GS_CPU_THREADS_MAX];
 };
 
-/* a new, empty run at the end of the sort's temporary file */
+/* a new, empty run; its caller places it in the sort's temporary file */
 GsRun *
 gs_new_run(GsSortState *s)
 {
@@ -71,7 +71,7 @@ gs_new_run(GsSortState *s)
 			MemoryContextAlloc(s->cxt, s->runs_cap * sizeof(GsRun));
 	}
 	run = &s->runs[s->nruns++];
-	run->offset = gs_temp_extend(s->file, 0);
+	run->offset = 0;
 	run->bytes = 0;
 	run->nrows = 0;
 	return run;
@@ -85,8 +85,10 @@ gs_writer_emit(GsSortState *s, GsWriter *w, const char *data, size_t len)
 
 	if (len == 0)
 		return;
-	off = gs_temp_extend(s->file, len);
-	Assert(off == w->run->offset + w->run->bytes);
+	/* the run's place was taken whole: other processes may share the file */
+	Assert(w->run->bytes + (int64) len <= w->reserved);
+	gs_temp_charge(s->file, len);
+	off = w->run->offset + w->run->bytes;
 	err = gs_temp_pwrite(s->file, data, len, off);
 	if (err)
 		gs_temp_error(s->file, err, true);
@@ -250,7 +252,8 @@ gs_spill_prepare(GsSortState *s, const uint32 *rows, const char *keys,
 		total += j->bytes[p];
 	run = gs_new_run(s);
 	j->base = gs_temp_extend(s->file, total);
-	Assert(j->base == run->offset);
+	/* (other processes may write into a shared file meanwhile) */
+	run->offset = j->base;
 	run->bytes = total;
 	run->nrows = n;
 	j->pass = 2;
@@ -302,6 +305,8 @@ gs_free_batch(GsSortState *s)
 {
 	int			i;
 
+	if (s->tuples == NULL)
+		return;					/* freed already (gs_sort_finish_runs) */
 	pfree(s->tuples);
 	s->tuples = NULL;
 	gs_keybuf_free(s->keys_engine, s->keys);
@@ -382,13 +387,13 @@ gs_start_overlap(GsSortState *s, size_t rows, int64 arena)
 	{
 		double		per_row = (double) arena / rows +
 			sizeof(MinimalTuple) + s->key_bytes;
-		double		fit = (double) s->mem_limit / 2 / per_row * 1.05;
+		double		fit = (double) s->load_mem / 2 / per_row * 1.05;
 
 		cap = Min(cap, (size_t) fit + MIN_BATCH_ROWS);
 	}
 
 	s->overlap = true;
-	s->batch_limit = s->mem_limit / 2;
+	s->batch_limit = s->load_mem / 2;
 	/* new blocks small enough that the last one overshoots by little */
 	s->next_blk_size = Min(s->next_blk_size,
 						   Max(ARENA_FIRST_BLOCK,
@@ -495,4 +500,147 @@ gs_spill_batch(GsSortState *s)
 	if (!s->overlap && gpusort_cpu_threads > 1)
 		gs_start_overlap(s, rows, arena);
 	s->spill_ms += gs_elapsed_ms(t0);
+}
+
+/* ---------------------------------------------------------------------
+ * Runs written by the participants of a parallel load (sort_parallel.c):
+ * each participant's sort state writes its batches as runs into the
+ * leader's temporary file, and the leader merges them all.
+ * ---------------------------------------------------------------------
+ */
+
+/* the sort's temporary file, created now if it has none */
+GsTempFile *
+gs_sort_file(GsSortState *s)
+{
+	if (s->file == NULL)
+		s->file = gs_temp_create(s->cxt);
+	return s->file;
+}
+
+/* a worker's sort state writes its runs into the leader's shared file */
+void
+gs_sort_attach_file(GsSortState *s, GsTempShared *sh)
+{
+	Assert(s->file == NULL);
+	s->file = gs_temp_attach(s->cxt, sh);
+}
+
+/*
+ * Load batches of at most bytes from now on (before any row is put): the
+ * leader's share of work_mem while workers load beside it.  The arrays
+ * sized up front for the whole of work_mem are cut down to it.
+ */
+void
+gs_sort_limit_load(GsSortState *s, int64 bytes)
+{
+	double		fit = (double) bytes / 2 / (sizeof(MinimalTuple) + s->key_bytes);
+	size_t		cap = (size_t) Max(fit, (double) MIN_BATCH_ROWS);
+
+	Assert(s->status == GS_LOADING && s->nrows == 0 && s->nruns == 0 &&
+		   !s->overlap);
+	s->load_mem = bytes;
+	s->batch_limit = bytes;
+	s->next_blk_size = Min(ARENA_FIRST_BLOCK, TYPEALIGN(1024, bytes / 8));
+	if (cap < s->cap)
+	{
+		s->tuples = repalloc_huge(s->tuples, cap * sizeof(MinimalTuple));
+		s->keys = gs_keybuf_grow(s->keys_engine, s->keys, 0,
+								 cap * s->key_bytes);
+		s->lossy = repalloc_huge(s->lossy, (cap / 64 + 1) * sizeof(uint64));
+		memset(s->lossy, 0, (cap / 64 + 1) * sizeof(uint64));
+		s->cap = cap;
+	}
+}
+
+/*
+ * A participant's input has ended: write what is in memory as its last
+ * run and wait for every write; then, if it wrote more than max_runs runs,
+ * merge the smallest of them (in merges as wide as its share of work_mem
+ * allows) until max_runs are left, so that the leader's final merge can take every participant's
+ * runs at once.  Returns its runs, and whether any row's key was lossy and
+ * the longest tuple, which the leader's merge needs.
+ */
+const GsRun *
+gs_sort_finish_runs(GsSortState *s, int max_runs, int *nruns,
+					bool *any_lossy, uint32 *max_tuple_len)
+{
+	Assert(s->status == GS_LOADING);
+	gs_spill_batch(s);
+	gs_spill_wait(s);
+	if (s->nruns > max_runs)
+	{
+		/*
+		 * Merges as wide as the participant's share of work_mem allows
+		 * (the leader's final merge gets all of it again afterwards).
+		 */
+		int64		mem = s->mem_limit;
+		int			width = (int) Max(MERGE_MIN_ORDER,
+									  Min(s->load_mem / MERGE_MIN_BUFFER, 1024));
+
+		gs_free_batch(s);
+		if (s->overlap)
+		{
+			gs_swap_batches(s);
+			gs_free_batch(s);
+		}
+		s->mem_limit = s->load_mem;
+		gs_merge_passes_to(s, Max(max_runs, 1), width);
+		s->mem_limit = mem;
+	}
+	if (s->load_started)
+		s->load_ms = gs_elapsed_ms(s->load_start);
+	*nruns = s->nruns;
+	*any_lossy = s->any_lossy;
+	*max_tuple_len = s->max_tuple_len;
+	return s->runs;
+}
+
+/* runs for the final merge, and one more for rows still in memory */
+int
+gs_sort_nruns(GsSortState *s)
+{
+	return s->nruns + (s->tuples != NULL && s->nrows > 0 ? 1 : 0);
+}
+
+/* batches written as runs, and one more for rows still in memory */
+int
+gs_sort_runs_written(GsSortState *s)
+{
+	return s->total_runs + (s->tuples != NULL && s->nrows > 0 ? 1 : 0);
+}
+
+/* how many runs the final merge takes at once */
+int
+gs_sort_merge_order(GsSortState *s)
+{
+	return s->merge_order;
+}
+
+/*
+ * The leader takes the runs that a worker left in its shared file, from
+ * the written batches it sorted (fewer if it merged some).
+ */
+void
+gs_sort_add_runs(GsSortState *s, const GsRun *runs, int n, int written,
+				 bool any_lossy, uint32 max_tuple_len)
+{
+	int			i;
+
+	Assert(s->status == GS_LOADING && s->file != NULL);
+	if (s->nruns + n > s->runs_cap)
+	{
+		s->runs_cap = Max(Max(16, s->runs_cap * 2), s->nruns + n);
+		s->runs = s->runs ?
+			repalloc(s->runs, s->runs_cap * sizeof(GsRun)) :
+			MemoryContextAlloc(s->cxt, s->runs_cap * sizeof(GsRun));
+	}
+	for (i = 0; i < n; i++)
+	{
+		s->runs[s->nruns++] = runs[i];
+		s->total_rows += runs[i].nrows;
+	}
+	s->total_runs += written;
+	s->any_lossy |= any_lossy;
+	s->max_tuple_len = Max(s->max_tuple_len, max_tuple_len);
 }

@@ -298,6 +298,8 @@ struct GsSortState
 	int			blk_next;		/* first block this batch has not used */
 	int64		chunk_bytes;	/* chunk permutations */
 	int64		mem_limit;
+	int64		load_mem;		/* for the batches being loaded: mem_limit,
+								 * or a parallel load participant's share */
 	int64		batch_limit;	/* for the batch being loaded */
 	int64		mem_peak;
 
@@ -355,12 +357,15 @@ struct GsSortState
 
 /*
  * Writing a run on the backend (merge passes): rows are formatted into a
- * buffer, which goes to the end of the file when full.  Nothing else
- * extends the file meanwhile, so the run stays one stretch.
+ * buffer, which goes to the run's place when full.  The place is taken
+ * whole beforehand (a merge's output is as long as its input), so that
+ * the run stays one stretch when other processes write into the same file
+ * (a parallel load's workers); its bytes are counted as they are written.
  */
 typedef struct GsWriter
 {
 	GsRun	   *run;
+	int64		reserved;		/* bytes placed for the run */
 	char	   *buf;
 	size_t		size;
 	size_t		used;
@@ -572,6 +577,7 @@ extern void gs_merge_chunk_rows(GsSortState *s, uint32 *rows, uint32 *keyidx);
 extern GsMerge *gs_merge_streams(GsSortState *s);
 extern void gs_merge_waits(GsSortState *s, GsMerge *m);
 extern void gs_merge_passes(GsSortState *s);
+extern void gs_merge_passes_to(GsSortState *s, int target, int width);
 
 /* ---- sort_emit.c ---- */
 extern void gs_merge_chunks_to_array(GsSortState *s);

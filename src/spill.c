@@ -88,6 +88,9 @@ struct GsTempFile
 	int64		end;			/* bytes assigned: the file's length */
 	int64		held;			/* bytes on disk (updated atomically) */
 	int64		peak;			/* most bytes held at once, as last seen */
+	GsTempShared *shared;		/* while shared with parallel workers: where
+								 * end and held are counted instead */
+	bool		attached;		/* a worker's handle on the leader's file */
 	dlist_node	node;			/* in open_files */
 	MemoryContextCallback cb;
 };
@@ -168,25 +171,60 @@ gs_temp_create(MemoryContext cxt)
 }
 
 /*
- * Assign the next len bytes of the file (backend only).  Like PostgreSQL's
+ * Count len more bytes on disk (backend only).  Like PostgreSQL's
  * temporary files, the bytes count against temp_file_limit, with the same
- * error when they would exceed it.
+ * error when they would exceed it.  A shared file counts every process's
+ * bytes together.
  */
-int64
-gs_temp_extend(GsTempFile *f, int64 len)
+void
+gs_temp_charge(GsTempFile *f, int64 len)
 {
-	int64		held = __atomic_load_n(&f->held, __ATOMIC_RELAXED);
-	int64		off;
+	int64	   *held = f->shared ? &f->shared->held : &f->held;
+	int64		now = __atomic_add_fetch(held, len, __ATOMIC_RELAXED);
 
-	if (temp_file_limit >= 0 && held + len > (int64) temp_file_limit * 1024)
+	if (temp_file_limit >= 0 && now > (int64) temp_file_limit * 1024)
+	{
+		__atomic_sub_fetch(held, len, __ATOMIC_RELAXED);
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg(GS_MSG_TEMP_FILE_LIMIT, temp_file_limit)));
+	}
+	if (f->shared == NULL)
+		f->peak = Max(f->peak, now);
+	else
+	{
+		int64		peak = __atomic_load_n(&f->shared->peak, __ATOMIC_RELAXED);
+
+		while (now > peak &&
+			   !__atomic_compare_exchange_n(&f->shared->peak, &peak, now, false,
+											__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			;
+	}
+}
+
+/*
+ * Place the next len bytes of the file, without counting them yet
+ * (backend only): their offset.  Processes sharing the file place their
+ * bytes at once.
+ */
+int64
+gs_temp_place(GsTempFile *f, int64 len)
+{
+	int64		off;
+
+	if (f->shared)
+		return __atomic_fetch_add(&f->shared->end, len, __ATOMIC_RELAXED);
 	off = f->end;
 	f->end += len;
-	held = __atomic_add_fetch(&f->held, len, __ATOMIC_RELAXED);
-	f->peak = Max(f->peak, held);
 	return off;
+}
+
+/* place the next len bytes of the file and count them (backend only) */
+int64
+gs_temp_extend(GsTempFile *f, int64 len)
+{
+	gs_temp_charge(f, len);
+	return gs_temp_place(f, len);
 }
 
 /* write all of buf at off: 0, or an errno value (any thread) */
@@ -256,7 +294,8 @@ gs_temp_discard(GsTempFile *f, int64 from, int64 to, bool all)
 #ifdef FALLOC_FL_PUNCH_HOLE
 	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 				  (off_t) a, (off_t) (b - a)) == 0)
-		__atomic_sub_fetch(&f->held, b - a, __ATOMIC_RELAXED);
+		__atomic_sub_fetch(f->shared ? &f->shared->held : &f->held, b - a,
+						   __ATOMIC_RELAXED);
 #endif
 	return b;
 }
@@ -289,12 +328,92 @@ gs_temp_peak(GsTempFile *f)
 	return f->peak;
 }
 
+/*
+ * Share the file with parallel workers (gs_temp_attach): until
+ * gs_temp_unshare, its bytes are placed and counted in sh, which every
+ * process extends at once.
+ */
+void
+gs_temp_share(GsTempFile *f, GsTempShared *sh)
+{
+	Assert(!f->attached && f->shared == NULL);
+	strlcpy(sh->path, f->path, sizeof(sh->path));
+	sh->end = f->end;
+	sh->held = __atomic_load_n(&f->held, __ATOMIC_RELAXED);
+	sh->peak = Max(f->peak, sh->held);
+	f->shared = sh;
+}
+
+/* the workers are done: take the counts back (the leader) */
+void
+gs_temp_unshare(GsTempFile *f)
+{
+	GsTempShared *sh = f->shared;
+
+	if (sh == NULL)
+		return;
+	f->end = __atomic_load_n(&sh->end, __ATOMIC_RELAXED);
+	__atomic_store_n(&f->held, __atomic_load_n(&sh->held, __ATOMIC_RELAXED),
+					 __ATOMIC_RELAXED);
+	f->peak = Max(f->peak, __atomic_load_n(&sh->peak, __ATOMIC_RELAXED));
+	f->shared = NULL;
+}
+
+/*
+ * A parallel worker's handle on the leader's shared file: it writes runs
+ * at offsets placed through sh.  Closing it (with cxt, or at exit) closes
+ * the descriptor only: the leader removes the file and reports it.
+ */
+GsTempFile *
+gs_temp_attach(MemoryContext cxt, GsTempShared *sh)
+{
+	GsTempFile *f;
+
+	if (!exit_callback_set)
+	{
+		before_shmem_exit(gs_spill_at_exit, (Datum) 0);
+		exit_callback_set = true;
+	}
+	f = MemoryContextAllocZero(cxt, sizeof(GsTempFile));
+	strlcpy(f->path, sh->path, sizeof(f->path));
+	ReserveExternalFD();
+	f->fd = open(f->path, O_RDWR | PG_BINARY);
+	if (f->fd < 0)
+	{
+		int			save_errno = errno;
+
+		ReleaseExternalFD();
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open temporary file \"%s\": %m",
+						f->path)));
+	}
+	f->attached = true;
+	f->shared = sh;
+	dlist_push_head(&open_files, &f->node);
+	f->cb.func = gs_temp_callback;
+	f->cb.arg = f;
+	MemoryContextRegisterResetCallback(cxt, &f->cb);
+	return f;
+}
+
 /* close and remove the file (idempotent) */
 void
 gs_temp_close(GsTempFile *f)
 {
 	if (f->fd < 0)
 		return;
+	if (f->attached)
+	{
+		close(f->fd);
+		f->fd = -1;
+		ReleaseExternalFD();
+		dlist_delete(&f->node);
+		return;
+	}
+	/* shared counters may be gone with their segment (an error) */
+	f->shared = NULL;
 	/* what PostgreSQL reports when it deletes a temporary file */
 	pgstat_report_tempfile((size_t) f->end);
 	if (log_temp_files >= 0 && f->end / 1024 >= log_temp_files)
