@@ -99,17 +99,35 @@ gs_prefault_part(void *arg, int part, int nparts, volatile bool *stop)
 	}
 }
 
+/*
+ * Populate pf's ranges on a thread, in the background; *task (NULL or an
+ * earlier one, waited for first) gets the new task, owned by cxt.  pf must
+ * stay put until the task is waited for.
+ */
+void
+gs_populate_start(MemoryContext cxt, GsTask **task, GsPrefault *pf)
+{
+	gs_populate_wait(task);
+	*task = gs_task_start(cxt, gs_prefault_part, pf, 1);
+}
+
 /* wait for the populating thread, if any (it is quick) */
+void
+gs_populate_wait(GsTask **task)
+{
+	if (*task)
+	{
+		GsTask	   *t = *task;
+
+		*task = NULL;
+		(void) gs_task_wait(t);
+	}
+}
+
 void
 gs_prefault_wait(GsSortState *s)
 {
-	if (s->prefault_task)
-	{
-		GsTask	   *t = s->prefault_task;
-
-		s->prefault_task = NULL;
-		(void) gs_task_wait(t);
-	}
+	gs_populate_wait(&s->prefault_task);
 }
 
 /* populate the new arena block b and the array slots its rows will take */
@@ -121,7 +139,7 @@ gs_prefault_block(GsSortState *s, char *blk, size_t size)
 	size_t		from = s->nrows;
 	size_t		to;
 
-	gs_prefault_wait(s);
+	gs_populate_wait(&s->prefault_task);
 	memset(pf, 0, sizeof(GsPrefault));
 	pf->start[0] = blk;
 	pf->len[0] = size;
@@ -134,7 +152,7 @@ gs_prefault_block(GsSortState *s, char *blk, size_t size)
 		pf->start[2] = s->keys + from * s->key_bytes;
 		pf->len[2] = (to - from) * s->key_bytes;
 	}
-	s->prefault_task = gs_task_start(s->cxt, gs_prefault_part, pf, 1);
+	gs_populate_start(s->cxt, &s->prefault_task, pf);
 }
 
 static char *

@@ -202,6 +202,8 @@ typedef struct GsLoadWriter
 	size_t		esz;			/* entry size */
 	size_t		next_size;
 	char	   *entry;			/* entry of the row being added */
+	GsTask	   *populate;		/* faulting in the current block's pages */
+	GsPrefault	pf;
 } GsLoadWriter;
 
 static Node *gs_load_create_state(CustomScan *cscan);
@@ -489,6 +491,17 @@ gs_load_new_block(GsLoadWriter *w, size_t len)
 	w->ent_start = size;
 	if (w->next_size < LOAD_MAX_BLOCK)
 		w->next_size *= 2;
+
+	/*
+	 * The block's pages are faulted in (and zeroed by the kernel) by a
+	 * thread while the worker fills it, as the backend's own arena blocks
+	 * are (sort_load.c).
+	 */
+	gs_populate_wait(&w->populate);
+	memset(&w->pf, 0, sizeof(GsPrefault));
+	w->pf.start[0] = (char *) b;
+	w->pf.len[0] = size;
+	gs_populate_start(CurrentMemoryContext, &w->populate, &w->pf);
 }
 
 /* room for a tuple of len bytes and its entry (gs_form_row's allocator) */
@@ -560,6 +573,7 @@ gs_load_worker(GsLoadState *ls)
 		nrows++;
 	}
 
+	gs_populate_wait(&w.populate);
 	slot->nrows = nrows;
 	slot->nlossy = nlossy;
 	slot->max_tuple_len = max_tuple_len;
@@ -839,8 +853,10 @@ gs_load_collect(GsLoadState *ls, GsSortState *sort)
 			}
 		}
 
+		/* the workers are done: their cores may copy too */
 		while (!gs_parallel(gs_copy_part, &job,
-							(int) Min((size_t) gpusort_cpu_threads,
+							(int) Min((size_t) Max(gpusort_cpu_threads,
+												   ls->launched + 1),
 									  k / 65536 + 1)))
 			;
 

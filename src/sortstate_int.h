@@ -556,6 +556,8 @@ extern int	gs_cmp_rows(const void *a, const void *b, void *arg);
 
 /* ---- sort_load.c ---- */
 extern void gs_prefault_wait(GsSortState *s);
+extern void gs_populate_start(MemoryContext cxt, GsTask **task, GsPrefault *pf);
+extern void gs_populate_wait(GsTask **task);
 extern void gs_finish_chunks(GsSortState *s);
 extern void gs_close_chunk(GsSortState *s, bool keys_needed);
 
