@@ -441,8 +441,6 @@ gs_cluster_scan(Relation OldHeap, IndexInfo *indexInfo, GsIdxBuild *b,
 		}
 
 		*num_tuples += 1;
-		pgstat_progress_update_param(PROGRESS_CLUSTER_HEAP_TUPLES_SCANNED,
-									 (int64) *num_tuples);
 
 		/* the row's payload: the tuple's own TID, then the tuple */
 		len = GS_CLUSTER_TID_BYTES + tuple->t_len;
@@ -459,6 +457,9 @@ gs_cluster_scan(Relation OldHeap, IndexInfo *indexInfo, GsIdxBuild *b,
 		ResetExprContext(econtext);
 		FormIndexDatum(indexInfo, slot, estate, values, isnull);
 		gs_idx_collect_payload(b, &sort_tid, values, isnull, row, len);
+		/* counted once the row is in, as PostgreSQL counts after its put */
+		pgstat_progress_update_param(PROGRESS_CLUSTER_HEAP_TUPLES_SCANNED,
+									 (int64) *num_tuples);
 	}
 	table_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
