@@ -513,11 +513,20 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 		if (why != NULL)
 		{
 			/* nothing written: drop the rows, let PostgreSQL start over */
+			const int	index[] = {
+				PROGRESS_CLUSTER_HEAP_TUPLES_SCANNED,
+				PROGRESS_CLUSTER_TOTAL_HEAP_BLKS,
+				PROGRESS_CLUSTER_HEAP_BLKS_SCANNED
+			};
+			const int64 zeros[] = {0, 0, 0};
+
 			if (b.file != NULL)
 				gs_temp_close(b.file);
 			*num_tuples = 0;
 			*tups_vacuumed = 0;
 			*tups_recently_dead = 0;
+			/* its index scan sets none of the block counts */
+			pgstat_progress_update_multi_param(3, index, zeros);
 		}
 	}
 	if (why != NULL)
