@@ -278,7 +278,7 @@ gs_cluster_keep_index_scan(Relation OldHeap, Relation OldIndex)
 		return "PostgreSQL chose an index scan and the index predates btree version 4 (equal keys not in heap order)";
 	if (gs_cluster_correlation(OldHeap, OldIndex, &corr) &&
 		fabs(corr) >= GS_CLUSTER_CORRELATED)
-		return psprintf("PostgreSQL chose an index scan and the heap is in index order already (correlation %.2f)",
+		return psprintf("PostgreSQL chose an index scan and the heap is in index order already (correlation %.4f)",
 						corr);
 	return NULL;
 }
