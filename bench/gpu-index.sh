@@ -3,9 +3,10 @@
 # CREATE INDEX on 50M int8 rows at maintenance_work_mem 64MB (the default:
 # both sides sort in runs on disk) and 1GB, serial and with 8 parallel
 # maintenance workers; REINDEX TABLE of a table with three btree indexes;
-# CLUSTER of a 50M-row table with one index (gpusort sorts the table when
-# PostgreSQL's planner chose a sort over an index scan, and rebuilds the
-# index; the log says which).
+# CLUSTER of a 50M-row table with one index (gpusort sorts the table,
+# also where PostgreSQL's planner chose to follow the index, unless ANALYZE
+# found the heap in index order already, and rebuilds the index; the log
+# says which).
 #
 #   run  command="bash bench/gpu-index.sh"  carry=[".gpu"]
 #

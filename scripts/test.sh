@@ -7,7 +7,9 @@
 # cluster that preloads gpusort, run the C unit tests (make -C test/<dir>
 # check) and the pg_regress suite (make installcheck; sql/*.sql against
 # expected/*.out) twice: as it is, and with every sort sent through the
-# gpusort service's fake device (make installcheck-service).  Then build the Debian package and run the regression
+# gpusort service's fake device (make installcheck-service), then the
+# session tests (test/sessions/*.sh: a second session, a crash and restart).
+# Then build the Debian package and run the regression
 # suite against the installed package (scripts/package-test.sh), for the
 # versions in GS_PACKAGE_VERSIONS (default: each version tested; "none" for
 # none).
@@ -66,6 +68,19 @@ if [ "${1:-}" = --in-cluster ]; then
 			fi
 			# keep the first pass's diffs for whoever looks after the run
 			cp -f "$builddir/regression.diffs" "$builddir/regression.$kind.diffs" 2>/dev/null
+		fi
+	done
+	# the session tests: a second session, a server restart (last: they
+	# may restart the server); "PASS pgN/sessions/name"
+	for t in "$builddir"/test/sessions/*.sh; do
+		name=$(basename "$t" .sh)
+		[ "$name" = lib ] && continue
+		gs_log "$prefix: session test $name"
+		bash "$t" 2>&1 | sed 's/^/    /'
+		if [ "${PIPESTATUS[0]}" -eq 0 ]; then
+			echo "PASS $prefix/sessions/$name" >>"$results"
+		else
+			echo "FAIL $prefix/sessions/$name" >>"$results"
 		fi
 	done
 	exit 0

@@ -96,6 +96,29 @@
 
 bool		gs_index_build_enabled = true;
 bool		gs_log_index_builds = false;
+int			gs_index_fault = GS_INDEX_FAULT_NONE;
+
+static const struct config_enum_entry index_fault_options[] = {
+	{"none", GS_INDEX_FAULT_NONE, false},
+	{"cancel_in_merge", GS_INDEX_FAULT_CANCEL_IN_MERGE, false},
+	{"cancel_in_write", GS_INDEX_FAULT_CANCEL_IN_WRITE, false},
+	{NULL, 0, false}
+};
+
+/*
+ * A fault point of gpusort's sorts for maintenance: when gpusort.index_fault
+ * names it, a query cancel becomes pending, as if the user had sent one;
+ * the next CHECK_FOR_INTERRUPTS raises it.  For tests.
+ */
+void
+gs_index_fault_point(int fault)
+{
+	if (gs_index_fault == fault)
+	{
+		QueryCancelPending = true;
+		InterruptPending = true;
+	}
+}
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static object_access_hook_type prev_object_access = NULL;
@@ -460,6 +483,16 @@ gs_index_init(void)
 							 "Without it these lines are DEBUG1.",
 							 &gs_log_index_builds,
 							 false,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+	DefineCustomEnumVariable("gpusort.index_fault",
+							 "Injects a query cancel into gpusort's index builds and CLUSTER sorts, for tests.",
+							 "\"cancel_in_merge\" cancels once a merge of sorted runs on disk starts, "
+							 "\"cancel_in_write\" once the btree page writer finishes a page.",
+							 &gs_index_fault,
+							 GS_INDEX_FAULT_NONE,
+							 index_fault_options,
 							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);

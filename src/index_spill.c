@@ -564,6 +564,7 @@ gs_merge_start(GsIdxBuild *b, GsMerge *m, const GsRun *runs, int n,
 	for (i = 0; i < n; i++)
 		gs_rr_open(b, &m->in[i], &runs[i], palloc(bufsize), bufsize);
 	m->tree[0] = gs_loser_tree_build(m->tree, n, gs_merge_before_cb, m);
+	gs_index_fault_point(GS_INDEX_FAULT_CANCEL_IN_MERGE);
 }
 
 /* the winner's record, or NULL when every run is exhausted */

@@ -215,6 +215,8 @@ gs_btw_level_close(GsBtWriter *w, GsBtLevel *lv)
 	IndexTuple	moved;
 	IndexTuple	hikey;
 
+	gs_index_fault_point(GS_INDEX_FAULT_CANCEL_IN_WRITE);
+
 	Assert(last > P_FIRSTKEY);
 
 	npage = gs_btw_new_page(w, lv->level);
