@@ -854,6 +854,7 @@ gs_merge_final_streams(GsIdxBuild *b, const GsRun *runs, int n, Size mem)
 			return false;
 		}
 	}
+	gs_index_fault_point(GS_INDEX_FAULT_CANCEL_IN_MERGE);
 	for (i = 0; i < ns; i++)
 		sm.rec[i] = gs_stream_next(sm.st[i]);
 	tree = (int *) palloc0(2 * ns * sizeof(int));
