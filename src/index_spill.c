@@ -42,8 +42,10 @@
 #include "commands/progress.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "portability/instr_time.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/wait_event.h"
 
 #include "gpusort_spill.h"
 #include "index_int.h"
@@ -70,21 +72,25 @@
 /* rows between interrupt checks in the merge loops */
 #define GS_SPILL_CFI_EVERY	4096
 
-/* writes one run at the end of the file */
+/*
+ * Writes one run at the end of the build's file: its temporary file, or
+ * in a parallel worker its file of the shared file set.
+ */
 typedef struct GsRunWriter
 {
-	GsTempFile *file;
+	GsIdxBuild *b;
 	char	   *buf;
 	Size		size;
 	Size		used;
-	GsRun		run;
+	GsIdxRun	run;
 	bool		started;
 } GsRunWriter;
 
 /* reads one run; rec is its current record, NULL once it is exhausted */
 typedef struct GsRunReader
 {
-	GsTempFile *file;
+	GsTempFile *file;			/* the run's file: this, or else vfd */
+	File		vfd;
 	char	   *buf;
 	Size		size;
 	Size		pos;			/* rec's offset in buf */
@@ -133,15 +139,16 @@ gs_rec_flags(const char *rec)
 /* ---- writing runs ---- */
 
 static void
-gs_rw_init(GsRunWriter *rw, GsTempFile *file, char *buf, Size size)
+gs_rw_init(GsRunWriter *rw, GsIdxBuild *b, char *buf, Size size)
 {
-	rw->file = file;
+	rw->b = b;
 	rw->buf = buf;
 	rw->size = size;
 	rw->used = 0;
 	rw->run.offset = 0;
 	rw->run.bytes = 0;
 	rw->run.nrows = 0;
+	rw->run.src = 0;
 	rw->started = false;
 }
 
@@ -155,18 +162,41 @@ gs_rw_flush(GsRunWriter *rw)
 	int64		off;
 	int			err;
 
+	GsIdxBuild *b = rw->b;
+
 	if (rw->used == 0)
 		return;
-	off = gs_temp_extend(rw->file, rw->used);
+	if (b->to_vfd)
+	{
+		/* FileWrite counts the bytes against temp_file_limit */
+		off = b->run_vfd_end;
+		errno = 0;
+		if (FileWrite(b->run_vfd, rw->buf, (int) rw->used, off,
+					  WAIT_EVENT_BUFFILE_WRITE) != (int) rw->used)
+		{
+			if (errno == 0)
+				errno = ENOSPC;
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not write to temporary file \"%s\": %m",
+							FilePathName(b->run_vfd))));
+		}
+		b->run_vfd_end += rw->used;
+	}
+	else
+	{
+		off = gs_temp_extend(b->file, rw->used);
+		err = gs_temp_pwrite(b->file, rw->buf, rw->used, off);
+		if (err != 0)
+			gs_temp_error(b->file, err, true);
+	}
 	if (!rw->started)
 	{
 		rw->run.offset = off;
+		rw->run.src = b->to_vfd ? 1 : 0;
 		rw->started = true;
 	}
 	Assert(off == rw->run.offset + rw->run.bytes);
-	err = gs_temp_pwrite(rw->file, rw->buf, rw->used, off);
-	if (err != 0)
-		gs_temp_error(rw->file, err, true);
 	rw->run.bytes += rw->used;
 	rw->used = 0;
 }
@@ -195,17 +225,18 @@ gs_rw_put(GsIdxBuild *b, GsRunWriter *rw, const uint64 *key,
 	rw->run.nrows++;
 }
 
-static void
-gs_add_run(GsIdxBuild *b, const GsRun *run)
+void
+gs_idx_add_run(GsIdxBuild *b, const GsIdxRun *run)
 {
 	if (b->nruns == b->maxruns)
 	{
 		b->maxruns = Max(16, b->maxruns * 2);
 		if (b->runs == NULL)
-			b->runs = (GsRun *) MemoryContextAlloc(b->cxt,
-												   b->maxruns * sizeof(GsRun));
+			b->runs = (GsIdxRun *) MemoryContextAlloc(b->cxt,
+													  b->maxruns * sizeof(GsIdxRun));
 		else
-			b->runs = (GsRun *) repalloc(b->runs, b->maxruns * sizeof(GsRun));
+			b->runs = (GsIdxRun *) repalloc(b->runs,
+											b->maxruns * sizeof(GsIdxRun));
 	}
 	b->runs[b->nruns++] = *run;
 }
@@ -237,22 +268,22 @@ gs_idx_spill_resize(GsIdxBuild *b, Size arena_bytes, size_t nrows)
 }
 
 void
-gs_idx_spill_run(GsIdxBuild *b)
+gs_idx_run_write(GsIdxBuild *b)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(b->cxt);
 	uint32	   *perm;
 	GsRunWriter rw;
-	Size		arena_bytes = b->mem_arena - b->arena_left;
-	size_t		nrows = b->n;
+	instr_time	t0;
 	size_t		i;
 
-	if (b->file == NULL)
+	INSTR_TIME_SET_CURRENT(t0);
+	if (b->file == NULL && !b->to_vfd)
 		b->file = gs_temp_create(b->cxt);
 
 	/* sorted keys come back: the merges need each row's key */
 	perm = gs_idx_sort(b, true);
 
-	gs_rw_init(&rw, b->file, palloc(GS_RUN_BUFFER), GS_RUN_BUFFER);
+	gs_rw_init(&rw, b, palloc(GS_RUN_BUFFER), GS_RUN_BUFFER);
 	for (i = 0; i < b->n; i++)
 	{
 		uint32		r = perm[i];
@@ -271,10 +302,22 @@ gs_idx_spill_run(GsIdxBuild *b)
 			CHECK_FOR_INTERRUPTS();
 	}
 	gs_rw_flush(&rw);
-	gs_add_run(b, &rw.run);
+	gs_idx_add_run(b, &rw.run);
 	b->nruns_written++;
 	pfree(rw.buf);
 	pfree(perm);
+	b->runs_ms += gs_idx_ms_since(t0);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+void
+gs_idx_spill_run(GsIdxBuild *b)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(b->cxt);
+	Size		arena_bytes = b->mem_arena - b->arena_left;
+	size_t		nrows = b->n;
+
+	gs_idx_run_write(b);
 
 	/* the memory is free for the next run */
 	MemoryContextReset(b->arenacxt);
@@ -303,7 +346,30 @@ gs_rr_fill(GsRunReader *rd)
 	rd->pos = 0;
 	rd->len = keep;
 	want = Min((int64) (rd->size - keep), rd->end - rd->cur);
-	if (want > 0)
+	if (want > 0 && rd->file == NULL)
+	{
+		/* a parallel worker's run */
+		int			got;
+
+		errno = 0;
+		got = FileRead(rd->vfd, rd->buf + keep, (int) want, rd->cur,
+					   WAIT_EVENT_BUFFILE_READ);
+		if (got != (int) want)
+		{
+			if (got >= 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("could not read from temporary file \"%s\": unexpected end of file",
+								FilePathName(rd->vfd))));
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not read from temporary file \"%s\": %m",
+							FilePathName(rd->vfd))));
+		}
+		rd->cur += want;
+		rd->len += want;
+	}
+	else if (want > 0)
 	{
 		err = gs_temp_pread(rd->file, rd->buf + keep, want, rd->cur);
 		if (err != 0)
@@ -337,10 +403,12 @@ gs_rr_settle(GsIdxBuild *b, GsRunReader *rd)
 }
 
 static void
-gs_rr_open(GsIdxBuild *b, GsRunReader *rd, const GsRun *run, char *buf,
+gs_rr_open(GsIdxBuild *b, GsRunReader *rd, const GsIdxRun *run, char *buf,
 		   Size size)
 {
-	rd->file = b->file;
+	Assert(run->src >= 0 && run->src < Max(b->nsrcs, 1));
+	rd->file = run->src == 0 ? b->file : NULL;
+	rd->vfd = run->src == 0 ? 0 : b->srcs[run->src];
 	rd->buf = buf;
 	rd->size = size;
 	rd->pos = 0;
@@ -400,7 +468,7 @@ gs_merge_before_cb(void *arg, int a, int bb)
 
 /* open runs[0 .. n-1] for a merge, each with a buffer of bufsize */
 static void
-gs_merge_start(GsIdxBuild *b, GsMerge *m, const GsRun *runs, int n,
+gs_merge_start(GsIdxBuild *b, GsMerge *m, const GsIdxRun *runs, int n,
 			   Size bufsize)
 {
 	int			i;
@@ -454,8 +522,8 @@ gs_merge_end(GsMerge *m)
 }
 
 /* merge runs[0 .. n-1] into one run at the end of the file */
-static GsRun
-gs_merge_pass_group(GsIdxBuild *b, const GsRun *runs, int n, Size bufsize)
+static GsIdxRun
+gs_merge_pass_group(GsIdxBuild *b, const GsIdxRun *runs, int n, Size bufsize)
 {
 	GsMerge		m;
 	GsRunWriter rw;
@@ -463,7 +531,7 @@ gs_merge_pass_group(GsIdxBuild *b, const GsRun *runs, int n, Size bufsize)
 	uint64		count = 0;
 
 	gs_merge_start(b, &m, runs, n, bufsize);
-	gs_rw_init(&rw, b->file, palloc(bufsize), bufsize);
+	gs_rw_init(&rw, b, palloc(bufsize), bufsize);
 	while ((rec = gs_merge_top(&m)) != NULL)
 	{
 		gs_rw_put(b, &rw, gs_rec_key(rec), gs_rec_tuple(b, rec),
@@ -484,7 +552,7 @@ gs_merge_pass_group(GsIdxBuild *b, const GsRun *runs, int n, Size bufsize)
  * DISTINCT) raise btbuild's error.
  */
 static void
-gs_merge_final(GsIdxBuild *b, const GsRun *runs, int n, Size bufsize)
+gs_merge_final(GsIdxBuild *b, const GsIdxRun *runs, int n, Size bufsize)
 {
 	GsMerge		m;
 	GsBtWriter *w = NULL;
@@ -558,6 +626,56 @@ gs_merge_final(GsIdxBuild *b, const GsRun *runs, int n, Size bufsize)
 	gs_merge_end(&m);
 }
 
+/* one merge pass: groups of at most fanin runs, each into one run */
+static void
+gs_merge_pass(GsIdxBuild *b, int fanin, Size bufsize)
+{
+	int			ngroups = (b->nruns + fanin - 1) / fanin;
+	GsIdxRun   *out = (GsIdxRun *) palloc(ngroups * sizeof(GsIdxRun));
+	int			g;
+	int			start = 0;
+
+	for (g = 0; g < ngroups; g++)
+	{
+		/* groups of nearly equal sizes */
+		int			end = (int) (((int64) b->nruns * (g + 1)) / ngroups);
+
+		out[g] = gs_merge_pass_group(b, b->runs + start, end - start,
+									 bufsize);
+		start = end;
+	}
+	pfree(b->runs);
+	b->runs = out;
+	b->nruns = ngroups;
+	b->maxruns = ngroups;
+	b->npasses++;
+}
+
+void
+gs_idx_spill_reduce(GsIdxBuild *b)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(b->cxt);
+	instr_time	t0;
+
+	INSTR_TIME_SET_CURRENT(t0);
+	while (b->nruns > 1)
+	{
+		Size		bufsize;
+		int			fanin;
+
+		/* as many runs at once as buffers of 32 kB or more allow */
+		bufsize = b->mem_limit / (b->nruns + 1);
+		bufsize = MAXALIGN_DOWN(Min(Max(bufsize, GS_RUN_BUFFER_MIN),
+									GS_RUN_BUFFER));
+		fanin = (int) Min(b->mem_limit / bufsize, (Size) GS_MERGE_MAX_FANIN) - 1;
+		fanin = Max(fanin, GS_MERGE_MIN_FANIN);
+		gs_merge_pass(b, fanin, bufsize);
+		CHECK_FOR_INTERRUPTS();
+	}
+	b->passes_ms += gs_idx_ms_since(t0);
+	MemoryContextSwitchTo(oldcxt);
+}
+
 void
 gs_idx_spill_build(GsIdxBuild *b)
 {
@@ -565,10 +683,15 @@ gs_idx_spill_build(GsIdxBuild *b)
 	Size		mem = b->mem_limit;
 	int			fanin;
 	Size		bufsize;
+	instr_time	t0;
 
 	/* the rows still in memory are the last run; free what they took */
 	if (b->n > 0)
 		gs_idx_spill_run(b);
+	/* merge passes write into the backend's own file */
+	b->to_vfd = false;
+	if (b->file == NULL)
+		b->file = gs_temp_create(b->cxt);
 	gs_keybuf_free(b->eng, b->keys);
 	b->keys = NULL;
 	pfree(b->tuples);
@@ -590,29 +713,10 @@ gs_idx_spill_build(GsIdxBuild *b)
 
 	/* merge passes: groups of runs into longer runs, until few are left */
 	b->npasses = 0;
+	INSTR_TIME_SET_CURRENT(t0);
 	while (b->nruns > fanin)
-	{
-		int			ngroups = (b->nruns + fanin - 1) / fanin;
-		GsRun	   *out = (GsRun *) palloc(ngroups * sizeof(GsRun));
-		int			g;
-		int			start = 0;
-
-		for (g = 0; g < ngroups; g++)
-		{
-			/* groups of nearly equal sizes */
-			int			end = (int) (((int64) b->nruns * (g + 1)) / ngroups);
-
-			out[g] = gs_merge_pass_group(b, b->runs + start, end - start,
-										 bufsize);
-			start = end;
-		}
-		pfree(b->runs);
-		b->runs = out;
-		b->nruns = ngroups;
-		b->maxruns = ngroups;
-		b->npasses++;
-	}
-
+		gs_merge_pass(b, fanin, bufsize);
+	b->passes_ms += gs_idx_ms_since(t0);
 	gs_merge_final(b, b->runs, b->nruns, bufsize);
 	gs_temp_close(b->file);
 	MemoryContextSwitchTo(oldcxt);
