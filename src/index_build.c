@@ -681,10 +681,11 @@ gs_idx_setup_share(GsIdxBuild *b, bool partial, Size mem, double fraction)
 
 /*
  * Gathering the sorted tuple pointers: threads (which call nothing of
- * PostgreSQL's) take a stretch of the permutation each, for sorts of at
- * least GS_IDX_GATHER_MIN_ROWS rows.
+ * PostgreSQL's) take a stretch of the permutation each, of at least
+ * GS_IDX_GATHER_PART rows (a thread costs about what a serial gather of
+ * 10k rows does).
  */
-#define GS_IDX_GATHER_MIN_ROWS	((size_t) 1 << 20)
+#define GS_IDX_GATHER_PART		((size_t) 16384)
 
 typedef struct GsIdxGather
 {
@@ -692,7 +693,27 @@ typedef struct GsIdxGather
 	const uint32 *perm;
 	IndexTuple *dst;
 	size_t		n;
+
+	/*
+	 * When keybytes > 0: same[i] says whether tuple i may have the key
+	 * columns of tuple i - 1 (their first keybytes data bytes are equal, or
+	 * one has NULLs).  Used when the key columns are fixed-width, so that
+	 * they are those bytes, and equal means image-equal (deduplication is
+	 * only done on indexes whose opclasses make the two the same).
+	 */
+	int			keybytes;
+	bool	   *same;
 } GsIdxGather;
+
+static inline bool
+gs_idx_same_bytes(IndexTuple a, IndexTuple b, int keybytes)
+{
+	if (IndexTupleHasNulls(a) || IndexTupleHasNulls(b))
+		return true;
+	return memcmp((char *) a + MAXALIGN(sizeof(IndexTupleData)),
+				  (char *) b + MAXALIGN(sizeof(IndexTupleData)),
+				  keybytes) == 0;
+}
 
 static void
 gs_idx_gather_part(void *arg, int part, int nparts, volatile bool *stop)
@@ -708,6 +729,41 @@ gs_idx_gather_part(void *arg, int part, int nparts, volatile bool *stop)
 			return;
 		g->dst[i] = g->src[g->perm[i]];
 	}
+	if (g->keybytes == 0)
+		return;
+	for (i = from; i < to; i++)
+	{
+		if ((i & 65535) == 0 && *stop)
+			return;
+		/* the tuples are scattered over memory: fetch ahead */
+		if (i + GS_IDX_PREFETCH < to)
+			__builtin_prefetch(g->dst[i + GS_IDX_PREFETCH]);
+		/* the tuple before the first of the part: another thread's dst */
+		g->same[i] = i == 0 ||
+			gs_idx_same_bytes(i == from ? g->src[g->perm[i - 1]] : g->dst[i - 1],
+							  g->dst[i], g->keybytes);
+	}
+}
+
+/*
+ * The data bytes the key columns of a tuple without NULLs take when they
+ * are all fixed-width, else 0.
+ */
+static int
+gs_idx_fixed_key_bytes(GsIdxBuild *b)
+{
+	int			off = 0;
+	int			i;
+
+	for (i = 0; i < b->nkeyatts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(b->itupdesc, i);
+
+		if (att->attlen <= 0)
+			return 0;
+		off = att_align_nominal(off, att->attalign) + att->attlen;
+	}
+	return off;
 }
 
 /*
@@ -720,6 +776,7 @@ gs_idx_write_sorted(GsIdxBuild *b)
 	GsBtWriter *w = NULL;
 	uint32	   *perm;
 	IndexTuple *sorted;
+	bool	   *same;
 	GsEngine   *eng;
 	size_t		i;
 
@@ -749,6 +806,7 @@ gs_idx_write_sorted(GsIdxBuild *b)
 	 */
 	sorted = (IndexTuple *) palloc_extended(Max(b->n, 1) * sizeof(IndexTuple),
 											MCXT_ALLOC_HUGE);
+	same = NULL;
 	{
 		GsIdxGather g;
 		int			nparts = 1;
@@ -757,10 +815,26 @@ gs_idx_write_sorted(GsIdxBuild *b)
 		g.perm = perm;
 		g.dst = sorted;
 		g.n = b->n;
-		if (b->n >= GS_IDX_GATHER_MIN_ROWS)
-			nparts = Min(gpusort_cpu_threads,
-						 (int) (b->n / (GS_IDX_GATHER_MIN_ROWS / 4)));
-		while (!gs_parallel(gs_idx_gather_part, &g, Max(nparts, 1)))
+		g.keybytes = 0;
+		g.same = NULL;
+
+		/*
+		 * Without sorted keys to tell where key columns change, the page
+		 * writer would compare every tuple with the pending one for
+		 * deduplication; find the changes here, on the threads (a second
+		 * pass over the tuples, paid for only when threads share it).
+		 */
+		nparts = (int) Min((size_t) gpusort_cpu_threads,
+						   b->n / GS_IDX_GATHER_PART + 1);
+		if (nparts > 1 && !b->keys_sorted && b->sink == NULL && !b->isunique &&
+			BTGetDeduplicateItems(b->index) &&
+			(g.keybytes = gs_idx_fixed_key_bytes(b)) > 0 &&
+			_bt_allequalimage(b->index, false))
+			same = g.same = (bool *) palloc_extended(Max(b->n, 1),
+													 MCXT_ALLOC_HUGE);
+		else
+			g.keybytes = 0;
+		while (!gs_parallel(gs_idx_gather_part, &g, nparts))
 			;
 	}
 	pfree(b->tuples);
@@ -781,9 +855,13 @@ gs_idx_write_sorted(GsIdxBuild *b)
 		 * Column keys that differ mean key columns that differ (equal
 		 * values encode equally), so no posting list can take the tuple.
 		 */
-		maybe_dup = !b->keys_sorted || i == 0 ||
-			memcmp(b->keys + (i - 1) * b->keybytes, b->keys + i * b->keybytes,
-				   b->colwords * sizeof(uint64)) == 0;
+		if (same != NULL)
+			maybe_dup = same[i];
+		else
+			maybe_dup = !b->keys_sorted || i == 0 ||
+				memcmp(b->keys + (i - 1) * b->keybytes,
+					   b->keys + i * b->keybytes,
+					   b->colwords * sizeof(uint64)) == 0;
 		if (b->sink != NULL)
 			b->sink(b->sink_arg, sorted[i]);
 		else
