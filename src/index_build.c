@@ -892,12 +892,10 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	instr_time	t0;
 	double		scan_ms;
 	double		collect_ms = 0;
-	double		sort_ms;
 	double		runs_ms;
 	double		reduce_ms;
 	double		end_ms;
 	char	   *wreport = NULL;
-	int			nruns;
 	int			i;
 
 	if (!gs_idx_init(&b, heap, index, indexInfo))
@@ -936,8 +934,6 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 		pgstat_progress_update_multi_param(3, progress_index, progress_vals);
 	}
 	Assert(!b.overflow);
-	sort_ms = b.sort_ms;
-	runs_ms = b.runs_ms;
 	reduce_ms = b.passes_ms;
 
 	/* the workers' rows: into memory, or as runs */
@@ -951,7 +947,7 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 		gs_idx_parallel_runs(par, &b);
 	}
 	collect_ms = gs_idx_ms_since(t0);
-	nruns = b.nruns;
+	runs_ms = b.runs_ms;
 
 	INSTR_TIME_SET_CURRENT(t0);
 	if (b.nruns > 0)
@@ -976,30 +972,35 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	}
 
 	if (*external)
+	{
+		double		passes_ms = b.passes_ms - reduce_ms;
+		double		late_runs_ms = b.runs_ms - runs_ms;
+
 		ereport(DEBUG2,
 				(errmsg_internal("gpusort index \"%s\": %.0f rows, %d-byte keys%s; "
-								 "scan %.1f ms with %d workers (the leader's %d runs written in %.1f ms, sort %.1f ms of it%s)%s%s; "
-								 "%d runs in all, the last ones written in %.1f ms (sort %.1f ms); "
-								 "%d merge passes %.1f ms, final merge and write %.1f ms",
+								 "scan %.1f ms with %d workers; the leader wrote %d runs in %.1f ms (sort %.1f ms)%s%s%s%s; "
+								 "%d runs merged: %d merge passes %.1f ms, final merge and write %.1f ms",
 								 RelationGetRelationName(index), b.indtuples,
 								 b.keybytes, b.exact ? "" : " (tie-breaks)",
-								 scan_ms, nworkers, b.nruns_written, runs_ms,
-								 sort_ms,
-								 reduce_ms > 0 ? psprintf(", merged into one in %.1f ms", reduce_ms) : "",
+								 scan_ms, nworkers, b.nruns_written,
+								 b.runs_ms, b.sort_ms,
+								 reduce_ms > 0 ? psprintf(" and merged its own into one in %.1f ms", reduce_ms) : "",
 								 wreport ? "; " : "", wreport ? wreport : "",
-								 nruns, collect_ms, b.sort_ms - sort_ms,
-								 b.npasses, b.passes_ms - reduce_ms,
-								 end_ms - (b.passes_ms - reduce_ms))));
+								 nworkers > 0 ? psprintf("; workers' runs collected in %.1f ms", collect_ms) : "",
+								 b.nruns_merged, b.npasses, passes_ms,
+								 end_ms - passes_ms - late_runs_ms)));
+	}
 	else
 		ereport(DEBUG2,
 				(errmsg_internal("gpusort index \"%s\": %zu rows, %d-byte keys%s; "
-								 "scan %.1f ms with %d workers%s%s; workers' rows gathered in %.1f ms; "
+								 "scan %.1f ms with %d workers%s%s%s; "
 								 "sort %.1f ms (%s engine), gather and write %.1f ms",
 								 RelationGetRelationName(index), b.n, b.keybytes,
 								 b.exact ? "" : " (tie-breaks)",
 								 scan_ms, nworkers,
 								 wreport ? "; " : "", wreport ? wreport : "",
-								 collect_ms, b.sort_ms, b.eng->ops->name,
+								 nworkers > 0 ? psprintf("; workers' rows gathered in %.1f ms", collect_ms) : "",
+								 b.sort_ms, b.eng->ops->name,
 								 end_ms - b.sort_ms)));
 
 	*indtuples = b.indtuples;

@@ -100,6 +100,7 @@ typedef struct GsIdxBuild
 	int			maxruns;
 	int			nruns_written;	/* runs the scan wrote */
 	int			npasses;		/* merge passes before the final one */
+	int			nruns_merged;	/* runs when the merges began */
 
 	/*
 	 * Parallel builds: the files of the workers' runs, read by the leader

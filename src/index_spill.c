@@ -431,6 +431,18 @@ gs_rr_next(GsIdxBuild *b, GsRunReader *rd)
 
 /* ---- merging ---- */
 
+/* are the first n words of two keys equal? (a call to memcmp costs more) */
+static inline bool
+gs_words_equal(const uint64 *k1, const uint64 *k2, int n)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (k1[i] != k2[i])
+			return false;
+	return true;
+}
+
 /* does record r1 come before record r2? */
 static inline bool
 gs_rec_before(GsIdxBuild *b, char *r1, char *r2)
@@ -564,6 +576,7 @@ gs_merge_final(GsIdxBuild *b, const GsIdxRun *runs, int n, Size bufsize)
 	uint8		prevflags = 0;
 	int			alive = 0;
 	bool		first = true;
+	int			i;
 
 	gs_merge_start(b, &m, runs, n, bufsize);
 	prevkey = (uint64 *) palloc(b->keybytes);
@@ -585,8 +598,7 @@ gs_merge_final(GsIdxBuild *b, const GsIdxRun *runs, int n, Size bufsize)
 		uint8		flags = gs_rec_flags(rec);
 		bool		samecols;
 
-		samecols = !first &&
-			memcmp(prevkey, key, b->colwords * sizeof(uint64)) == 0;
+		samecols = !first && gs_words_equal(prevkey, key, b->colwords);
 
 		if (b->isunique)
 		{
@@ -614,7 +626,8 @@ gs_merge_final(GsIdxBuild *b, const GsIdxRun *runs, int n, Size bufsize)
 			b->sink(b->sink_arg, itup);
 		else
 			gs_btw_add(w, itup, samecols);
-		memcpy(prevkey, key, b->colwords * sizeof(uint64));
+		for (i = 0; i < b->colwords; i++)
+			prevkey[i] = key[i];
 		first = false;
 
 		gs_merge_advance(&m);
@@ -688,6 +701,7 @@ gs_idx_spill_build(GsIdxBuild *b)
 	/* the rows still in memory are the last run; free what they took */
 	if (b->n > 0)
 		gs_idx_spill_run(b);
+	b->nruns_merged = b->nruns;
 	/* merge passes write into the backend's own file */
 	b->to_vfd = false;
 	if (b->file == NULL)
