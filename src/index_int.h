@@ -236,7 +236,10 @@ extern GsIdxParallel *gs_idx_parallel_begin(GsIdxBuild *b, IndexInfo *indexInfo,
 extern double gs_idx_parallel_scan(GsIdxParallel *p, GsIdxBuild *b,
 								   IndexInfo *indexInfo);
 
-/* true when some participant wrote runs (the build ends with a merge) */
+/*
+ * true when the build ends with a merge: some participant wrote runs, or
+ * all rows are more than one sort takes
+ */
 extern bool gs_idx_parallel_spilled(GsIdxParallel *p, GsIdxBuild *b);
 
 /* in memory: every worker's rows into b's arrays, after b's own */

@@ -337,14 +337,19 @@ gs_idx_parallel_scan(GsIdxParallel *p, GsIdxBuild *b, IndexInfo *indexInfo)
 bool
 gs_idx_parallel_spilled(GsIdxParallel *p, GsIdxBuild *b)
 {
+	double		rows = (double) b->n;
 	int			i;
 
 	if (b->nruns > 0)
 		return true;
 	for (i = 0; i < p->nworkers; i++)
+	{
 		if (p->shared->slots[i].slot.nruns > 0)
 			return true;
-	return false;
+		rows += (double) p->shared->slots[i].slot.nrows;
+	}
+	/* more rows than one sort takes: each participant's become a run */
+	return rows > (double) GS_MAX_ROWS;
 }
 
 /*
