@@ -51,8 +51,8 @@ DELETE FROM gsp WHERE id % 1000 = 999;
 SELECT * FROM gs_build('CREATE INDEX %I ON gsp (a)', 'gsp_a');
 SELECT * FROM gs_build('CREATE UNIQUE INDEX %I ON gsp (id)', 'gsp_id');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsp (b DESC NULLS LAST, c COLLATE "C")', 'gsp_bc');
--- fixed-width keys with padding and NULLs: the gather threads find where
--- key columns change, for the page writer's deduplication
+-- fixed-width keys with padding and NULLs: their bytes tell the page
+-- writer where key columns change, for its deduplication
 SELECT * FROM gs_build('CREATE INDEX %I ON gsp (a, b)', 'gsp_ab');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsp (b DESC, a)', 'gsp_ba');
 SET parallel_leader_participation = off;
