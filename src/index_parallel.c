@@ -532,9 +532,13 @@ gs_idx_parallel_report(GsIdxParallel *p)
 	{
 		GsIdxSlot  *slot = &p->shared->slots[i].slot;
 
-		appendStringInfo(&s, "; worker %d: %.0f rows in %.1f ms, %d runs written in %.1f ms and merged into one in %.1f ms",
-						 i, slot->rows, slot->scan_ms, slot->nwritten,
-						 slot->runs_ms, slot->merge_ms);
+		if (slot->nruns == 0)
+			appendStringInfo(&s, "; worker %d: %.0f rows in %.1f ms, kept in memory",
+							 i, slot->rows, slot->scan_ms);
+		else
+			appendStringInfo(&s, "; worker %d: %.0f rows in %.1f ms, %d runs written in %.1f ms and merged into one in %.1f ms",
+							 i, slot->rows, slot->scan_ms, slot->nwritten,
+							 slot->runs_ms, slot->merge_ms);
 	}
 	return s.data;
 }
