@@ -107,6 +107,13 @@ typedef struct GsMerge
 	GsRunReader *in;
 	int			n;
 	int		   *tree;			/* tree[0] the winner, see gs_loser_tree_build */
+
+	/*
+	 * The first key word of each input's record (PG_UINT64_MAX once it is
+	 * exhausted): most matches are decided here, without touching the
+	 * records in their buffers.
+	 */
+	uint64	   *k0;
 } GsMerge;
 
 static inline Size
@@ -466,16 +473,32 @@ gs_rec_before(GsIdxBuild *b, char *r1, char *r2)
 	return k1[b->colwords] < k2[b->colwords];
 }
 
-static bool
-gs_merge_before_cb(void *arg, int a, int bb)
+/* does input a's record come before input bb's? (exhausted ones last) */
+static pg_attribute_always_inline bool
+gs_merge_before(GsMerge *m, int a, int bb)
 {
-	GsMerge    *m = (GsMerge *) arg;
-
+	if (m->k0[a] != m->k0[bb])
+		return m->k0[a] < m->k0[bb];
 	if (m->in[a].rec == NULL)
 		return false;
 	if (m->in[bb].rec == NULL)
 		return true;
 	return gs_rec_before(m->b, m->in[a].rec, m->in[bb].rec);
+}
+
+static bool
+gs_merge_before_cb(void *arg, int a, int bb)
+{
+	return gs_merge_before((GsMerge *) arg, a, bb);
+}
+
+/* input i's first key word, after its reader moved */
+static inline void
+gs_merge_set_k0(GsMerge *m, int i)
+{
+	const char *rec = m->in[i].rec;
+
+	m->k0[i] = rec ? gs_rec_key(rec)[0] : PG_UINT64_MAX;
 }
 
 /* open runs[0 .. n-1] for a merge, each with a buffer of bufsize */
@@ -489,8 +512,12 @@ gs_merge_start(GsIdxBuild *b, GsMerge *m, const GsIdxRun *runs, int n,
 	m->n = n;
 	m->in = (GsRunReader *) palloc(n * sizeof(GsRunReader));
 	m->tree = (int *) palloc0(2 * n * sizeof(int));
+	m->k0 = (uint64 *) palloc(n * sizeof(uint64));
 	for (i = 0; i < n; i++)
+	{
 		gs_rr_open(b, &m->in[i], &runs[i], palloc(bufsize), bufsize);
+		gs_merge_set_k0(m, i);
+	}
 	m->tree[0] = gs_loser_tree_build(m->tree, n, gs_merge_before_cb, m);
 }
 
@@ -509,11 +536,12 @@ gs_merge_advance(GsMerge *m)
 	int			node;
 
 	gs_rr_next(m->b, &m->in[w]);
+	gs_merge_set_k0(m, w);
 	for (node = (m->n + w) / 2; node >= 1; node /= 2)
 	{
 		int			l = m->tree[node];
 
-		if (gs_merge_before_cb(m, l, w))
+		if (gs_merge_before(m, l, w))
 		{
 			m->tree[node] = w;
 			w = l;
@@ -531,6 +559,7 @@ gs_merge_end(GsMerge *m)
 		pfree(m->in[i].buf);
 	pfree(m->in);
 	pfree(m->tree);
+	pfree(m->k0);
 }
 
 /* merge runs[0 .. n-1] into one run at the end of the file */
