@@ -227,9 +227,10 @@ gs_idx_parallel_begin(GsIdxBuild *b, IndexInfo *indexInfo, int nworkers,
 	InitializeParallelDSM(pcxt);
 	if (pcxt->seg == NULL)
 	{
-		/* no dynamic shared memory: scan serially */
+		/* no dynamic shared memory: scan serially, with all the memory */
 		DestroyParallelContext(pcxt);
 		ExitParallelMode();
+		*share = (Size) maintenance_work_mem * 1024;
 		return NULL;
 	}
 
