@@ -83,6 +83,9 @@
 #define GS_PIDX_FLAG_SHIFT		30
 #define GS_PIDX_OFFSET_MASK		(((uint32) 1 << GS_PIDX_FLAG_SHIFT) - 1)
 
+/* the step of the threads touching the blocks' pages */
+#define GS_PIDX_PAGE			((size_t) 4096)
+
 /* rows gathered by one thread at least */
 #define GS_PIDX_GATHER_PART		((size_t) 65536)
 
@@ -386,6 +389,22 @@ gs_pidx_gather_part(void *arg, int part, int nparts, volatile bool *stop)
 	size_t		from = g->base + g->nrows * part / nparts;
 	size_t		to = g->base + g->nrows * (part + 1) / nparts;
 	int			i;
+
+	/*
+	 * Map the blocks' pages into this process now, on the threads: the
+	 * page writer reads the tuples in sorted order, and each first touch
+	 * of a page of shared memory the leader has not used yet is a page
+	 * fault (15% of the leader's time in a profile), serial there.
+	 */
+	for (i = part; i < g->npieces && !*stop; i += nparts)
+	{
+		const volatile char *blk = g->pieces[i].blk;
+		size_t		size = ((GsIdxBlock *) g->pieces[i].blk)->size;
+		size_t		off;
+
+		for (off = 0; off < size; off += GS_PIDX_PAGE)
+			(void) blk[off];
+	}
 
 	for (i = 0; i < g->npieces && !*stop; i++)
 	{
