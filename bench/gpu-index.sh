@@ -15,7 +15,9 @@
 # of importance and none starts after DEADLINE seconds (default 480), so the
 # whole fits one 10-minute command.  Every timing is whole-statement wall
 # time from psql; each case runs PostgreSQL (gpusort.enabled off) and then
-# gpusort.  Results: $OUT/gpuindex.md and $OUT/gpuindex.csv.
+# gpusort.  Results: $OUT/gpuindex.md and $OUT/gpuindex.csv; gpusort's
+# DEBUG2 time split of each build (scan, each worker's rows, runs and
+# merge, the leader's final merge and page writing) in $OUT/splits.txt.
 #
 # Environment: ROWS (default 50000000), CLUSTER_ROWS (default ROWS),
 # DEADLINE, ONLY (a bash regex: only the cases whose name matches).
@@ -61,7 +63,7 @@ timed()
 {
 	local sets=$1 q=$2 s e
 	s=$(date +%s%N)
-	pgsql -q -c "SET client_min_messages = log; SET gpusort.log_index_builds = on; $sets" -c "$q" || { echo "ERR"; return; }
+	pgsql -q -c "SET client_min_messages = debug2; SET gpusort.log_index_builds = on; $sets" -c "$q" || { echo "ERR"; return; }
 	e=$(date +%s%N)
 	echo $(((e - s) / 1000000))
 }
@@ -89,6 +91,8 @@ bench_case()
 	[ -n "$prep" ] && pgsql -q <<<"$prep" >/dev/null
 	g=$(timed "$sets; SET gpusort.enabled = on" "$q" | tail -n 1)
 	say "  postgres $p ms, gpusort $g ms"
+	# gpusort's time split of its last build (DEBUG2)
+	grep -a "gpusort index \"" "$LOG" | tail -n 1 | sed "s/^/  split: /" | tee -a "$OUT/splits.txt" >&3
 	record "$name" "$ROWS" "$p" "$g" "$note"
 }
 
@@ -99,7 +103,7 @@ for mwm in 64MB 1GB; do
 		"$DROPK" "CREATE INDEX gi50_k ON gi50 (k)"
 	bench_case "CREATE INDEX int8 - 8 workers - maintenance_work_mem $mwm" \
 		"SET maintenance_work_mem = '$mwm'; SET max_parallel_maintenance_workers = 8" \
-		"$DROPK" "CREATE INDEX gi50_k ON gi50 (k)" "gpusort: workers scan, the leader sorts"
+		"$DROPK" "CREATE INDEX gi50_k ON gi50 (k)" "gpusort: workers write their own runs"
 done
 pgsql -q -c "$DROPK"
 

@@ -45,6 +45,7 @@
 
 #include "gpusort_int.h"
 #include "gpusort_keys.h"
+#include "gpusort_spill.h"
 #include "index_int.h"
 
 /* column part of the key: at most this many bytes, so the TID fits */
@@ -177,7 +178,7 @@ gs_idx_init(GsIdxBuild *b, Relation heap, Relation index,
 	return true;
 }
 
-static void
+void
 gs_idx_sortsupport(GsIdxBuild *b)
 {
 	int			i;
@@ -255,6 +256,27 @@ gs_idx_grow(GsIdxBuild *b)
 											 newcap * sizeof(IndexTuple));
 	b->flags = (uint8 *) repalloc_huge(b->flags, newcap);
 	b->cap = newcap;
+	return true;
+}
+
+/*
+ * Room in the arrays for nrows rows, whatever maintenance_work_mem says
+ * (a parallel build's leader gathering its workers' rows, whose memory
+ * their shares counted); false when one sort cannot take that many.
+ */
+bool
+gs_idx_reserve(GsIdxBuild *b, size_t nrows)
+{
+	if (nrows > GS_MAX_ROWS)
+		return false;
+	if (nrows <= b->cap)
+		return true;
+	b->keys = gs_keybuf_grow(b->eng, b->keys, b->cap * b->keybytes,
+							 nrows * b->keybytes);
+	b->tuples = (IndexTuple *) repalloc_huge(b->tuples,
+											 nrows * sizeof(IndexTuple));
+	b->flags = (uint8 *) repalloc_huge(b->flags, nrows);
+	b->cap = nrows;
 	return true;
 }
 
@@ -338,24 +360,6 @@ gs_idx_room(GsIdxBuild *b)
 		return false;
 	}
 	return true;
-}
-
-/*
- * Add a row whose tuple and key were made elsewhere (a parallel worker):
- * the tuple is copied into the arena, the key into the key buffer.
- */
-void
-gs_idx_add_row(GsIdxBuild *b, IndexTuple itup, const uint64 *key,
-			   uint8 flags)
-{
-	b->indtuples += 1;
-	if (!gs_idx_room(b))
-		return;
-	b->tuples[b->n] = gs_idx_store(b, itup);
-	memcpy(b->keys + b->n * b->keybytes, key, b->keybytes);
-	b->flags[b->n] = flags;
-	b->anylossy |= (flags & GS_ROW_LOSSY) != 0;
-	b->n++;
 }
 
 /* table_index_build_scan callback: one index tuple */
@@ -531,11 +535,13 @@ gs_idx_sort(GsIdxBuild *b, bool keys_out)
 	gs_sort_stats stats;
 	size_t		s;
 	bool		final;
+	instr_time	t0;
 
 	perm = (uint32 *) palloc_extended(Max(b->n, 1) * sizeof(uint32),
 									  MCXT_ALLOC_HUGE);
 	if (b->n == 0)
 		return perm;
+	INSTR_TIME_SET_CURRENT(t0);
 
 	/*
 	 * The engine's order is final when keys are exact and no check is due;
@@ -556,7 +562,10 @@ gs_idx_sort(GsIdxBuild *b, bool keys_out)
 				(errmsg_internal("gpusort index sort fell back to the CPU: %s",
 								 fallback)));
 	if (final)
+	{
+		b->sort_ms += gs_idx_ms_since(t0);
 		return perm;
+	}
 
 	/*
 	 * Runs of equal column keys: put them in order with the comparators
@@ -592,6 +601,7 @@ gs_idx_sort(GsIdxBuild *b, bool keys_out)
 			CHECK_FOR_INTERRUPTS();
 		s = e;
 	}
+	b->sort_ms += gs_idx_ms_since(t0);
 	return perm;
 }
 
@@ -603,6 +613,16 @@ gs_idx_sort(GsIdxBuild *b, bool keys_out)
 void
 gs_idx_setup(GsIdxBuild *b, bool partial)
 {
+	gs_idx_setup_share(b, partial, (Size) maintenance_work_mem * 1024, 1.0);
+}
+
+/*
+ * The same for one participant of a parallel build: mem bytes of memory,
+ * and that fraction of the heap's rows to expect.
+ */
+void
+gs_idx_setup_share(GsIdxBuild *b, bool partial, Size mem, double fraction)
+{
 	double		est;
 	double		rowbytes;
 
@@ -613,6 +633,7 @@ gs_idx_setup(GsIdxBuild *b, bool partial)
 		double		allvisfrac;
 
 		estimate_rel_size(b->heap, NULL, &pages, &est, &allvisfrac);
+		est *= fraction;
 	}
 
 	/*
@@ -622,7 +643,7 @@ gs_idx_setup(GsIdxBuild *b, bool partial)
 	 * when they should fit, else for one run of rows of the estimated
 	 * width.
 	 */
-	b->mem_limit = (Size) maintenance_work_mem * 1024;
+	b->mem_limit = mem;
 	b->arena_block = Min(GS_IDX_ARENA_BLOCK,
 						 Max(b->mem_limit / 16, GS_IDX_ARENA_MIN_BLOCK));
 	b->may_spill = true;
@@ -659,6 +680,76 @@ gs_idx_setup(GsIdxBuild *b, bool partial)
 }
 
 /*
+ * Gathering the sorted tuple pointers: threads (which call nothing of
+ * PostgreSQL's) take a stretch of the permutation each, of at least
+ * GS_IDX_GATHER_PART rows (a thread costs about what a serial gather of
+ * 10k rows does).
+ */
+#define GS_IDX_GATHER_PART		((size_t) 16384)
+
+typedef struct GsIdxGather
+{
+	IndexTuple *src;
+	const uint32 *perm;
+	IndexTuple *dst;
+	size_t		n;
+} GsIdxGather;
+
+static void
+gs_idx_gather_part(void *arg, int part, int nparts, volatile bool *stop)
+{
+	GsIdxGather *g = (GsIdxGather *) arg;
+	size_t		from = g->n * part / nparts;
+	size_t		to = g->n * (part + 1) / nparts;
+	size_t		i;
+
+	for (i = from; i < to; i++)
+	{
+		if ((i & 65535) == 0 && *stop)
+			return;
+		g->dst[i] = g->src[g->perm[i]];
+	}
+}
+
+/*
+ * May tuple b have the key columns of tuple a, the one before it?  Their
+ * first keybytes data bytes are equal, or one has NULLs.  For key columns
+ * that are all fixed-width, those bytes are the columns, and equal bytes
+ * are what deduplication calls equal (it is done only on indexes whose
+ * opclasses make image equality the equality).
+ */
+static inline bool
+gs_idx_same_bytes(IndexTuple a, IndexTuple b, int keybytes)
+{
+	if (IndexTupleHasNulls(a) || IndexTupleHasNulls(b))
+		return true;
+	return memcmp((char *) a + MAXALIGN(sizeof(IndexTupleData)),
+				  (char *) b + MAXALIGN(sizeof(IndexTupleData)),
+				  keybytes) == 0;
+}
+
+/*
+ * The data bytes the key columns of a tuple without NULLs take when they
+ * are all fixed-width, else 0.
+ */
+static int
+gs_idx_fixed_key_bytes(GsIdxBuild *b)
+{
+	int			off = 0;
+	int			i;
+
+	for (i = 0; i < b->nkeyatts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(b->itupdesc, i);
+
+		if (att->attlen <= 0)
+			return 0;
+		off = att_align_nominal(off, att->attalign) + att->attlen;
+	}
+	return off;
+}
+
+/*
  * Sort the rows collected, all in memory, and write them as the index (or
  * hand them to b's sink when it has one).
  */
@@ -668,6 +759,7 @@ gs_idx_write_sorted(GsIdxBuild *b)
 	GsBtWriter *w = NULL;
 	uint32	   *perm;
 	IndexTuple *sorted;
+	int			fixed;
 	GsEngine   *eng;
 	size_t		i;
 
@@ -697,8 +789,33 @@ gs_idx_write_sorted(GsIdxBuild *b)
 	 */
 	sorted = (IndexTuple *) palloc_extended(Max(b->n, 1) * sizeof(IndexTuple),
 											MCXT_ALLOC_HUGE);
-	for (i = 0; i < b->n; i++)
-		sorted[i] = b->tuples[perm[i]];
+	{
+		GsIdxGather g;
+		int			nparts;
+
+		g.src = b->tuples;
+		g.perm = perm;
+		g.dst = sorted;
+		g.n = b->n;
+		nparts = (int) Min((size_t) gpusort_cpu_threads,
+						   b->n / GS_IDX_GATHER_PART + 1);
+		while (!gs_parallel(gs_idx_gather_part, &g, nparts))
+			;
+	}
+
+	/*
+	 * Without sorted keys to tell where key columns change, the page
+	 * writer would compare every tuple with its pending posting list's
+	 * base through _bt_keep_natts_fast (about 8% of a build); for
+	 * fixed-width key columns a comparison of their bytes with the
+	 * previous tuple's, in cache, tells it where to look.
+	 */
+	fixed = 0;
+	if (!b->keys_sorted && b->sink == NULL && !b->isunique &&
+		BTGetDeduplicateItems(b->index) &&
+		(fixed = gs_idx_fixed_key_bytes(b)) > 0 &&
+		!_bt_allequalimage(b->index, false))
+		fixed = 0;
 	pfree(b->tuples);
 	b->tuples = NULL;
 
@@ -717,9 +834,14 @@ gs_idx_write_sorted(GsIdxBuild *b)
 		 * Column keys that differ mean key columns that differ (equal
 		 * values encode equally), so no posting list can take the tuple.
 		 */
-		maybe_dup = !b->keys_sorted || i == 0 ||
-			memcmp(b->keys + (i - 1) * b->keybytes, b->keys + i * b->keybytes,
-				   b->colwords * sizeof(uint64)) == 0;
+		if (fixed > 0)
+			maybe_dup = i == 0 ||
+				gs_idx_same_bytes(sorted[i - 1], sorted[i], fixed);
+		else
+			maybe_dup = !b->keys_sorted || i == 0 ||
+				memcmp(b->keys + (i - 1) * b->keybytes,
+					   b->keys + i * b->keybytes,
+					   b->colwords * sizeof(uint64)) == 0;
 		if (b->sink != NULL)
 			b->sink(b->sink_arg, sorted[i]);
 		else
@@ -732,46 +854,55 @@ gs_idx_write_sorted(GsIdxBuild *b)
 /*
  * Build the index.  Returns false, with nothing written, when it had to
  * give up (then btbuild builds it); *reltuples gets the heap tuple count.
+ *
+ * Its DEBUG2 line says where the time went: the scan (with the runs the
+ * leader wrote meanwhile, and each worker's part), gathering the workers'
+ * rows or runs, then either the sort and the writing of the pages, or the
+ * merge passes and the final merge into the page writer.
  */
 static bool
 gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 			 double *reltuples, double *indtuples, bool *external,
 			 const char **why)
 {
-	GsIdxBuild b;
-	GsIdxParallel *par;
+	GsIdxBuild	b;
+	GsIdxParallel *par = NULL;
 	int			nworkers = 0;
-	instr_time	t0,
-				t1,
-				t2,
-				t3;
+	Size		share = (Size) maintenance_work_mem * 1024;
+	instr_time	t0;
+	double		scan_ms;
+	double		collect_ms = 0;
+	double		runs_ms;
+	double		reduce_ms;
+	double		end_ms;
+	char	   *wreport = NULL;
+	int			i;
 
 	if (!gs_idx_init(&b, heap, index, indexInfo))
 	{
 		*why = "leading key column cannot be encoded";
 		return false;
 	}
-	gs_idx_setup(&b, indexInfo->ii_Predicate != NIL);
 
 	/* scan */
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
 								 PROGRESS_BTREE_PHASE_INDEXBUILD_TABLESCAN);
 	INSTR_TIME_SET_CURRENT(t0);
-	par = NULL;
 	/* a concurrent build's MVCC snapshot is not passed on: scan alone */
 	if (indexInfo->ii_ParallelWorkers > 0 && !indexInfo->ii_Concurrent)
 		par = gs_idx_parallel_begin(&b, indexInfo,
-									indexInfo->ii_ParallelWorkers);
+									indexInfo->ii_ParallelWorkers, &share);
+	gs_idx_setup_share(&b, indexInfo->ii_Predicate != NIL, share,
+					   (double) share / ((Size) maintenance_work_mem * 1024));
 	if (par != NULL)
 	{
 		nworkers = gs_idx_parallel_nworkers(par);
-		*reltuples = gs_idx_parallel_collect(par, &b, indexInfo);
-		gs_idx_parallel_end(par);
+		*reltuples = gs_idx_parallel_scan(par, &b, indexInfo);
 	}
 	else
 		*reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
 											gs_idx_collect, &b, NULL);
-	INSTR_TIME_SET_CURRENT(t1);
+	scan_ms = gs_idx_ms_since(t0);
 	{
 		const int	progress_index[] = {
 			PROGRESS_CREATEIDX_TUPLES_TOTAL,
@@ -783,41 +914,75 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 		pgstat_progress_update_multi_param(3, progress_index, progress_vals);
 	}
 	Assert(!b.overflow);
+	reduce_ms = b.passes_ms;
 
-	if (b.file != NULL)
+	/* the workers' rows: into memory, or as runs */
+	INSTR_TIME_SET_CURRENT(t0);
+	if (par != NULL && !gs_idx_parallel_spilled(par, &b))
+		gs_idx_parallel_gather(par, &b);
+	else if (par != NULL)
 	{
-		/* runs on disk: merge them into the index */
-		INSTR_TIME_SET_CURRENT(t2);
+		if (b.n > 0)
+			gs_idx_spill_run(&b);
+		gs_idx_parallel_runs(par, &b);
+	}
+	collect_ms = gs_idx_ms_since(t0);
+	runs_ms = b.runs_ms;
+
+	INSTR_TIME_SET_CURRENT(t0);
+	if (b.nruns > 0)
+	{
+		/* runs on disk: merge them into the index, with all the memory */
+		b.mem_limit = (Size) maintenance_work_mem * 1024;
+		b.npasses = 0;
 		gs_idx_spill_build(&b);
-		INSTR_TIME_SET_CURRENT(t3);
-		INSTR_TIME_SUBTRACT(t3, t2);
-		INSTR_TIME_SUBTRACT(t1, t0);
-		ereport(DEBUG2,
-				(errmsg_internal("gpusort index \"%s\": %.0f rows, %d-byte keys%s; scan and %d runs %.1f ms (%d workers), %d merge passes and final merge %.1f ms (%d threads)",
-								 RelationGetRelationName(index), b.indtuples,
-								 b.keybytes, b.exact ? "" : " (tie-breaks)",
-								 b.nruns_written, INSTR_TIME_GET_MILLISEC(t1),
-								 nworkers, b.npasses,
-								 INSTR_TIME_GET_MILLISEC(t3), b.nstreams)));
 		*external = true;
-		*indtuples = b.indtuples;
-		return true;
+	}
+	else
+		gs_idx_write_sorted(&b);
+	end_ms = gs_idx_ms_since(t0);
+
+	if (par != NULL)
+	{
+		for (i = 1; i < b.nsrcs; i++)
+			if (b.srcs[i] > 0)
+				FileClose(b.srcs[i]);
+		wreport = gs_idx_parallel_report(par);
+		gs_idx_parallel_end(par);
 	}
 
-	/* sort and write */
-	INSTR_TIME_SET_CURRENT(t2);
-	gs_idx_write_sorted(&b);
-	INSTR_TIME_SET_CURRENT(t3);
+	if (*external)
+	{
+		double		passes_ms = b.passes_ms - reduce_ms;
+		double		late_runs_ms = b.runs_ms - runs_ms;
 
-	INSTR_TIME_SUBTRACT(t3, t2);
-	INSTR_TIME_SUBTRACT(t1, t0);
-	ereport(DEBUG2,
-			(errmsg_internal("gpusort index \"%s\": %zu rows, %d-byte keys%s; scan %.1f ms (%d workers), sort and load %.1f ms (%s engine)",
-							 RelationGetRelationName(index), b.n, b.keybytes,
-							 b.exact ? "" : " (tie-breaks)",
-							 INSTR_TIME_GET_MILLISEC(t1), nworkers,
-							 INSTR_TIME_GET_MILLISEC(t3),
-							 b.eng->ops->name)));
+		ereport(DEBUG2,
+				(errmsg_internal("gpusort index \"%s\": %.0f rows, %d-byte keys%s; "
+								 "scan %.1f ms with %d workers; the leader wrote %d runs in %.1f ms (sort %.1f ms)%s%s%s%s; "
+								 "%d runs merged: %d merge passes %.1f ms, final merge and write %.1f ms (%d merge threads)",
+								 RelationGetRelationName(index), b.indtuples,
+								 b.keybytes, b.exact ? "" : " (tie-breaks)",
+								 scan_ms, nworkers, b.nruns_written,
+								 b.runs_ms, b.sort_ms,
+								 reduce_ms > 0 ? psprintf(" and merged its own into one in %.1f ms", reduce_ms) : "",
+								 wreport ? "; " : "", wreport ? wreport : "",
+								 nworkers > 0 ? psprintf("; workers' runs collected in %.1f ms", collect_ms) : "",
+								 b.nruns_merged, b.npasses, passes_ms,
+								 end_ms - passes_ms - late_runs_ms,
+								 b.nstreams)));
+	}
+	else
+		ereport(DEBUG2,
+				(errmsg_internal("gpusort index \"%s\": %zu rows, %d-byte keys%s; "
+								 "scan %.1f ms with %d workers%s%s%s; "
+								 "sort %.1f ms (%s engine), gather and write %.1f ms",
+								 RelationGetRelationName(index), b.n, b.keybytes,
+								 b.exact ? "" : " (tie-breaks)",
+								 scan_ms, nworkers,
+								 wreport ? "; " : "", wreport ? wreport : "",
+								 nworkers > 0 ? psprintf("; workers' rows gathered in %.1f ms", collect_ms) : "",
+								 b.sort_ms, b.eng->ops->name,
+								 end_ms - b.sort_ms)));
 
 	*indtuples = b.indtuples;
 	return true;

@@ -24,6 +24,8 @@
 #include "access/genam.h"
 #include "access/itup.h"
 #include "nodes/execnodes.h"
+#include "portability/instr_time.h"
+#include "storage/fd.h"
 #include "utils/sortsupport.h"
 #include "utils/relcache.h"
 
@@ -38,6 +40,19 @@
 /* per-row flags */
 #define GS_ROW_ALIVE	0x01	/* live tuple: takes part in unique checks */
 #define GS_ROW_LOSSY	0x02	/* its key lost information */
+
+/*
+ * A sorted run: a stretch of one of the build's run files.  src 0 is the
+ * backend's own temporary file (GsIdxBuild.file); src i > 0 is the file a
+ * parallel worker wrote (GsIdxBuild.srcs[i]).
+ */
+typedef struct GsIdxRun
+{
+	int64		offset;
+	int64		bytes;
+	size_t		nrows;
+	int			src;
+} GsIdxRun;
 
 typedef struct GsIdxBuild
 {
@@ -81,12 +96,28 @@ typedef struct GsIdxBuild
 	/* sorted runs written when memory is full (index_spill.c) */
 	bool		may_spill;		/* else memory full means overflow */
 	struct GsTempFile *file;	/* NULL until the first run */
-	struct GsRun *runs;
+	GsIdxRun   *runs;
 	int			nruns;
 	int			maxruns;
 	int			nruns_written;	/* runs the scan wrote */
 	int			npasses;		/* merge passes before the final one */
 	int			nstreams;		/* threads of the final merge, or 0 */
+	int			nruns_merged;	/* runs when the merges began */
+
+	/*
+	 * Parallel builds: the files of the workers' runs, read by the leader
+	 * (srcs[i] for src i > 0); a worker writes its own runs to run_vfd.
+	 */
+	File	   *srcs;
+	int			nsrcs;
+	bool		to_vfd;
+	File		run_vfd;
+	int64		run_vfd_end;
+
+	/* time spent, in ms: sorting (engine and tie-breaks), writing runs */
+	double		sort_ms;
+	double		runs_ms;
+	double		passes_ms;		/* merge passes before the final merge */
 
 	/* comparators for tie-breaks and unique checks */
 	SortSupport ssup;
@@ -133,13 +164,22 @@ gs_idx_payload(IndexTuple itup, uint32 *len)
 	return p + 8;
 }
 
+/* milliseconds since start */
+static inline double
+gs_idx_ms_since(instr_time start)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, start);
+	return INSTR_TIME_GET_MILLISEC(now);
+}
+
 /* index_build.c */
 extern bool gs_idx_init(GsIdxBuild *b, Relation heap, Relation index,
 						IndexInfo *indexInfo);
 extern bool gs_idx_encode(GsIdxBuild *b, Datum *values, bool *isnull,
 						  ItemPointer tid, uint64 *key);
-extern void gs_idx_add_row(GsIdxBuild *b, IndexTuple itup, const uint64 *key,
-						   uint8 flags);
 extern void gs_idx_collect(Relation index, ItemPointer tid, Datum *values,
 						   bool *isnull, bool tupleIsAlive, void *state);
 extern void gs_idx_collect_payload(GsIdxBuild *b, ItemPointer tid,
@@ -147,6 +187,10 @@ extern void gs_idx_collect_payload(GsIdxBuild *b, ItemPointer tid,
 								   const void *payload, uint32 len);
 
 extern void gs_idx_setup(GsIdxBuild *b, bool partial);
+extern void gs_idx_setup_share(GsIdxBuild *b, bool partial, Size mem,
+							   double fraction);
+extern void gs_idx_sortsupport(GsIdxBuild *b);
+extern bool gs_idx_reserve(GsIdxBuild *b, size_t nrows);
 extern void gs_idx_write_sorted(GsIdxBuild *b);
 extern uint32 *gs_idx_sort(GsIdxBuild *b, bool keys_out);
 extern int	gs_idx_cmp_cols(GsIdxBuild *b, IndexTuple t1, IndexTuple t2);
@@ -158,22 +202,56 @@ extern bool gs_idx_key_has_null(GsIdxBuild *b, IndexTuple itup);
 /* sort the rows in memory into a run in the temporary file; empty b */
 extern void gs_idx_spill_run(GsIdxBuild *b);
 
+/* sort the rows in memory and write them as a run (b keeps them) */
+extern void gs_idx_run_write(GsIdxBuild *b);
+
+/*
+ * Merge b's runs into one (a parallel build's participant, before the
+ * leader's final merge), in passes within b->mem_limit.  A worker's runs
+ * are src 1 (its run_vfd, srcs[1]).
+ */
+extern void gs_idx_spill_reduce(GsIdxBuild *b);
+
+/* add a run to b's list */
+extern void gs_idx_add_run(GsIdxBuild *b, const GsIdxRun *run);
+
 /* write the index from the runs: merge passes, then the final merge */
 extern void gs_idx_spill_build(GsIdxBuild *b);
 
 /* index_cluster.c: CLUSTER's table sort */
 extern void gs_cluster_patch(Relation rel);
 
-/* index_parallel.c: rows from parallel workers' heap scans */
+/* index_parallel.c: parallel workers scan, collect and write runs */
 typedef struct GsIdxParallel GsIdxParallel;
 
-/* NULL when no worker could be launched */
+/*
+ * Launch workers for b (set up by gs_idx_init); NULL when none could be
+ * launched.  *share: the memory each participant gets.
+ */
 extern GsIdxParallel *gs_idx_parallel_begin(GsIdxBuild *b, IndexInfo *indexInfo,
-											int nworkers);
+											int nworkers, Size *share);
 
-/* add every worker's rows to b; returns the heap tuples scanned */
-extern double gs_idx_parallel_collect(GsIdxParallel *p, GsIdxBuild *b,
-									  IndexInfo *indexInfo);
+/*
+ * The leader's share of the scan (into b), then the workers' end; returns
+ * the heap tuples scanned.
+ */
+extern double gs_idx_parallel_scan(GsIdxParallel *p, GsIdxBuild *b,
+								   IndexInfo *indexInfo);
+
+/*
+ * true when the build ends with a merge: some participant wrote runs, or
+ * all rows are more than one sort takes
+ */
+extern bool gs_idx_parallel_spilled(GsIdxParallel *p, GsIdxBuild *b);
+
+/* in memory: every worker's rows into b's arrays, after b's own */
+extern void gs_idx_parallel_gather(GsIdxParallel *p, GsIdxBuild *b);
+
+/* on disk: the workers' rows as runs of b (sorted by the leader if needed) */
+extern void gs_idx_parallel_runs(GsIdxParallel *p, GsIdxBuild *b);
+
+/* one line on the workers' part, for the build's DEBUG2 report */
+extern char *gs_idx_parallel_report(GsIdxParallel *p);
 extern int	gs_idx_parallel_nworkers(GsIdxParallel *p);
 extern void gs_idx_parallel_end(GsIdxParallel *p);
 

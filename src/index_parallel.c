@@ -1,21 +1,46 @@
 /*-------------------------------------------------------------------------
  *
  * index_parallel.c
- *	  The heap scan of an index build, spread over parallel workers.
+ *	  Parallel btree builds: workers scan the heap, keep their rows in
+ *	  shared memory and write their own sorted runs.
  *
  * When index_build() has planned parallel workers for a btree build
- * (max_parallel_maintenance_workers, table size), gpusort uses them for
- * what it cannot hand to the sort engine: scanning the heap, evaluating
- * index expressions and predicates, forming index tuples and encoding
- * their keys.  Each worker scans its share of a parallel heap scan (with
- * table_index_build_scan, as btree's parallel build does) and streams its
- * rows to the leader through its own shared memory queue, in batches; the
- * leader copies them into its arena and key buffer, and scans a share
- * itself, looking at the queues every few hundred rows.  The order rows
- * arrive in does not matter: the sort key includes the heap TID.
+ * (max_parallel_maintenance_workers, table size), each participant -- the
+ * workers and the leader -- scans its share of a parallel heap scan with
+ * table_index_build_scan (as btree's parallel build does), forms the index
+ * tuples and encodes their keys, within its share of maintenance_work_mem
+ * (the whole divided among the participants planned, as PostgreSQL's
+ * parallel build divides it).  Nothing passes row by row between
+ * processes:
  *
- * A record in a batch: uint32 total length (MAXALIGN'd), uint8 flags,
- * padding to 8, the key (keybytes), the index tuple.
+ *	 - a worker writes its rows into blocks of a DSA area the leader made
+ *	   for the build: index tuples grow up from a block's header, and each
+ *	   row's fixed-size entry (its key, then a word holding the tuple's
+ *	   offset in the block and the row's flags) grows down from its end;
+ *	 - when its share is full, the worker sorts its rows with the sort
+ *	   engine (index_build.c's gs_idx_sort: tie-breaks and the unique check
+ *	   included), writes them as a sorted run (index_spill.c's format) to a
+ *	   file of its own in a SharedFileSet, and reuses its blocks;
+ *	 - the leader collects its own share as a serial build does (spilling
+ *	   its own runs to its temporary file).
+ *
+ * When no participant wrote a run, the leader gathers every worker's
+ * entries into its key buffer and tuple array on threads (the tuples stay
+ * where the workers wrote them), sorts once with the engine and writes the
+ * pages.  Otherwise every participant's rows end as runs (the leader sorts
+ * those of a worker that never filled its share), and the leader merges
+ * all of them into the page writer (index_spill.c), in passes if there are
+ * more than memory can merge at once.
+ *
+ * Cleanup: the DSA area's segments and the parallel DSM belong to the
+ * leader's resource owner, so an error or cancel frees them; workers are
+ * stopped with the parallel context, and their errors come up in the
+ * leader as PostgreSQL's parallel errors (a unique violation a worker
+ * finds in its own run included).  The run files belong to the
+ * SharedFileSet, removed when the last process detaches from the DSM (at
+ * the end of the build, or on error) and, after a crash, by the
+ * postmaster's restart like every temporary file; their bytes count
+ * against temp_file_limit in the worker that writes them.
  *
  * Copyright (c) 2026, gpusort developers
  *
@@ -23,40 +48,79 @@
  */
 #include "postgres.h"
 
+#include <fcntl.h>
+
 #include "access/parallel.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "optimizer/optimizer.h"
 #include "pgstat.h"
-#include "storage/shm_mq.h"
+#include "storage/sharedfileset.h"
 #include "storage/shm_toc.h"
 #include "storage/spin.h"
 #include "tcop/tcopprot.h"
+#include "utils/dsa.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "gpusort_spill.h"
 #include "index_int.h"
 
 /* shm_toc keys */
 #define GS_PIDX_KEY_SHARED		UINT64CONST(0x6773690000000001)
-#define GS_PIDX_KEY_QUEUES		UINT64CONST(0x6773690000000002)
 #define GS_PIDX_KEY_QUERY_TEXT	UINT64CONST(0x6773690000000003)
 
-/*
- * Each worker's queue, and the batches it sends through it.  Kept small:
- * dynamic shared memory may be scarce (a small /dev/shm).
- */
-#define GS_PIDX_QUEUE_SIZE		((Size) 1024 * 1024)
-#define GS_PIDX_BATCH_SIZE		((Size) 64 * 1024)
+/* a worker's blocks: a sixteenth of its share, within these bounds */
+#define GS_PIDX_MIN_BLOCK		((Size) 32 * 1024)
+#define GS_PIDX_MAX_BLOCK		((Size) 4 * 1024 * 1024)
 
-/* leader: rows of its own scan between looks at the workers' queues */
-#define GS_PIDX_LEADER_DRAIN_EVERY	256
+/* an entry's word: the tuple's offset in its block, the flags on top */
+#define GS_PIDX_FLAG_SHIFT		30
+#define GS_PIDX_OFFSET_MASK		(((uint32) 1 << GS_PIDX_FLAG_SHIFT) - 1)
 
-/* record header: length, flags, padding; the key follows at 8 */
-#define GS_PIDX_HDR				8
+/* the step of the threads touching the blocks' pages */
+#define GS_PIDX_PAGE			((size_t) 4096)
+
+/* rows gathered by one thread at least */
+#define GS_PIDX_GATHER_PART		((size_t) 65536)
+
+/* a block of a worker's rows, in the DSA area */
+typedef struct GsIdxBlock
+{
+	dsa_pointer next;			/* the worker's next block */
+	uint64		size;
+	uint64		nrows;
+} GsIdxBlock;
+
+#define GS_PIDX_BLOCK_HDR	MAXALIGN(sizeof(GsIdxBlock))
+
+/* what a worker reports, written once at its end */
+typedef struct GsIdxSlot
+{
+	dsa_pointer first;			/* blocks of the rows left in memory */
+	uint64		nrows;			/* rows in those blocks */
+	bool		anylossy;
+	dsa_pointer runs;			/* GsIdxRun[nruns] in its file */
+	int			nruns;
+	int			nwritten;		/* runs it wrote before merging them */
+	double		rows;			/* rows it collected in all */
+	double		scan_ms;		/* its scan, its runs included */
+	double		runs_ms;		/* sorting and writing its runs */
+	double		merge_ms;		/* merging them into one */
+	bool		done;
+} GsIdxSlot;
+
+/* one cache line each: workers write only their own */
+typedef union GsIdxSlotPadded
+{
+	GsIdxSlot	slot;
+	char		pad[TYPEALIGN(PG_CACHE_LINE_SIZE, sizeof(GsIdxSlot))];
+} GsIdxSlotPadded;
 
 typedef struct GsIdxShared
 {
@@ -64,59 +128,98 @@ typedef struct GsIdxShared
 	Oid			indexrelid;
 	int			keybytes;		/* the leader's key layout, to check */
 	int			colbytes;
+	Size		share;			/* each participant's memory */
+	dsa_handle	area;
+	SharedFileSet fileset;		/* the workers' run files */
 
 	/* results, under mutex */
 	slock_t		mutex;
 	double		reltuples;
 	bool		brokenhotchain;
 
-	/* ParallelTableScanDescData follows, at BUFFERALIGN */
+	int			nslots;
+	Size		scan_offset;	/* of the ParallelTableScanDesc */
+	GsIdxSlotPadded slots[FLEXIBLE_ARRAY_MEMBER];
 } GsIdxShared;
 
 #define GsIdxSharedScan(sh) \
-	((ParallelTableScanDesc) ((char *) (sh) + BUFFERALIGN(sizeof(GsIdxShared))))
+	((ParallelTableScanDesc) ((char *) (sh) + (sh)->scan_offset))
 
 struct GsIdxParallel
 {
 	ParallelContext *pcxt;
 	GsIdxShared *shared;
-	shm_mq_handle **queues;		/* one per launched worker */
-	bool	   *done;			/* worker i has detached */
-	int			nworkers;
-	int			remaining;		/* workers not yet detached */
+	dsa_area   *area;
+	int			nworkers;		/* launched */
+	double		wait_ms;		/* the leader waiting for the workers */
 };
 
 /* a worker's state while it scans */
 typedef struct GsIdxWorker
 {
-	GsIdxBuild	b;				/* key layout only */
-	shm_mq_handle *mqh;
-	char	   *batch;
-	Size		used;
+	GsIdxBuild	b;				/* rows in memory: b.n; runs: b.runs */
+	GsIdxShared *sh;
+	dsa_area   *area;
+	dsa_pointer first;			/* the chain of blocks */
+	dsa_pointer curdp;
+	GsIdxBlock *cur;			/* block being filled, NULL before the first */
+	Size		tup_end;		/* next free byte for a tuple */
+	Size		ent_start;		/* lowest entry */
+	Size		esz;			/* entry size */
+	Size		block_size;
+	Size		mem_blocks;		/* bytes of blocks taken */
 } GsIdxWorker;
 
 PGDLLEXPORT void gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc);
 
+/* size of an entry: the key, the word padded to 8 bytes */
+static inline Size
+gs_pidx_entry_size(int keybytes)
+{
+	return (Size) keybytes + sizeof(uint64);
+}
+
+/* the name of worker i's run file in the file set */
+static void
+gs_pidx_file_name(char *name, int worker)
+{
+	snprintf(name, MAXPGPATH, "gpusort.%d", worker);
+}
+
+/* ---------------------------------------------------------------------
+ * The leader
+ * ---------------------------------------------------------------------
+ */
+
 GsIdxParallel *
-gs_idx_parallel_begin(GsIdxBuild *b, IndexInfo *indexInfo, int nworkers)
+gs_idx_parallel_begin(GsIdxBuild *b, IndexInfo *indexInfo, int nworkers,
+					  Size *share)
 {
 	ParallelContext *pcxt;
 	GsIdxShared *sh;
-	char	   *queues;
 	Size		estscan;
+	Size		shsize;
+	Size		scan_offset;
 	int			querylen = 0;
+	int			participants;
 	GsIdxParallel *p;
+	dsa_area   *area;
 	int			i;
+
+	/* memory is shared as in PostgreSQL's build: by participants planned */
+	participants = nworkers + (parallel_leader_participation ? 1 : 0);
+	*share = (Size) maintenance_work_mem * 1024 / participants;
 
 	EnterParallelMode();
 	pcxt = CreateParallelContext("gpusort", "gs_idx_parallel_main", nworkers);
 
 	estscan = table_parallelscan_estimate(b->heap, SnapshotAny);
-	shm_toc_estimate_chunk(&pcxt->estimator,
-						   add_size(BUFFERALIGN(sizeof(GsIdxShared)), estscan));
-	shm_toc_estimate_chunk(&pcxt->estimator,
-						   mul_size(GS_PIDX_QUEUE_SIZE, nworkers));
-	shm_toc_estimate_keys(&pcxt->estimator, 2);
+	scan_offset = BUFFERALIGN(add_size(offsetof(GsIdxShared, slots),
+									   mul_size(nworkers,
+												sizeof(GsIdxSlotPadded))));
+	shsize = add_size(scan_offset, estscan);
+	shm_toc_estimate_chunk(&pcxt->estimator, shsize);
+	shm_toc_estimate_keys(&pcxt->estimator, 1);
 	if (debug_query_string)
 	{
 		querylen = strlen(debug_query_string);
@@ -127,34 +230,37 @@ gs_idx_parallel_begin(GsIdxBuild *b, IndexInfo *indexInfo, int nworkers)
 	InitializeParallelDSM(pcxt);
 	if (pcxt->seg == NULL)
 	{
-		/* no dynamic shared memory: scan serially */
+		/* no dynamic shared memory: scan serially, with all the memory */
 		DestroyParallelContext(pcxt);
 		ExitParallelMode();
+		*share = (Size) maintenance_work_mem * 1024;
 		return NULL;
 	}
 
-	sh = (GsIdxShared *) shm_toc_allocate(pcxt->toc,
-										  add_size(BUFFERALIGN(sizeof(GsIdxShared)),
-												   estscan));
+	area = dsa_create(LWTRANCHE_PARALLEL_QUERY_DSA);
+
+	sh = (GsIdxShared *) shm_toc_allocate(pcxt->toc, shsize);
+	memset(sh, 0, offsetof(GsIdxShared, slots));
 	sh->heaprelid = RelationGetRelid(b->heap);
 	sh->indexrelid = RelationGetRelid(b->index);
 	sh->keybytes = b->keybytes;
 	sh->colbytes = b->colbytes;
+	sh->share = *share;
+	sh->area = dsa_get_handle(area);
+	SharedFileSetInit(&sh->fileset, pcxt->seg);
 	SpinLockInit(&sh->mutex);
 	sh->reltuples = 0;
 	sh->brokenhotchain = false;
-	table_parallelscan_initialize(b->heap, GsIdxSharedScan(sh), SnapshotAny);
-	shm_toc_insert(pcxt->toc, GS_PIDX_KEY_SHARED, sh);
-
-	queues = shm_toc_allocate(pcxt->toc, mul_size(GS_PIDX_QUEUE_SIZE, nworkers));
+	sh->nslots = nworkers;
+	sh->scan_offset = scan_offset;
 	for (i = 0; i < nworkers; i++)
 	{
-		shm_mq	   *mq = shm_mq_create(queues + i * GS_PIDX_QUEUE_SIZE,
-									   GS_PIDX_QUEUE_SIZE);
-
-		shm_mq_set_receiver(mq, MyProc);
+		memset(&sh->slots[i], 0, sizeof(GsIdxSlotPadded));
+		sh->slots[i].slot.first = InvalidDsaPointer;
+		sh->slots[i].slot.runs = InvalidDsaPointer;
 	}
-	shm_toc_insert(pcxt->toc, GS_PIDX_KEY_QUEUES, queues);
+	table_parallelscan_initialize(b->heap, GsIdxSharedScan(sh), SnapshotAny);
+	shm_toc_insert(pcxt->toc, GS_PIDX_KEY_SHARED, sh);
 
 	if (debug_query_string)
 	{
@@ -167,130 +273,62 @@ gs_idx_parallel_begin(GsIdxBuild *b, IndexInfo *indexInfo, int nworkers)
 	LaunchParallelWorkers(pcxt);
 	if (pcxt->nworkers_launched == 0)
 	{
+		dsa_detach(area);
 		DestroyParallelContext(pcxt);
 		ExitParallelMode();
+		ereport(DEBUG1,
+				(errmsg_internal("gpusort index \"%s\": no parallel worker could be launched, building serially",
+								 RelationGetRelationName(b->index))));
+		*share = (Size) maintenance_work_mem * 1024;
 		return NULL;
 	}
 
 	p = (GsIdxParallel *) palloc0(sizeof(GsIdxParallel));
 	p->pcxt = pcxt;
 	p->shared = sh;
+	p->area = area;
 	p->nworkers = pcxt->nworkers_launched;
-	p->remaining = p->nworkers;
-	p->done = (bool *) palloc0(p->nworkers * sizeof(bool));
-	p->queues = (shm_mq_handle **) palloc(p->nworkers * sizeof(shm_mq_handle *));
-	for (i = 0; i < p->nworkers; i++)
-		p->queues[i] = shm_mq_attach((shm_mq *) (queues + i * GS_PIDX_QUEUE_SIZE),
-									 pcxt->seg, pcxt->worker[i].bgwhandle);
 	return p;
 }
 
-/* add the rows of one batch to b */
-static void
-gs_idx_parallel_unpack(GsIdxBuild *b, const char *data, Size len)
+double
+gs_idx_parallel_scan(GsIdxParallel *p, GsIdxBuild *b, IndexInfo *indexInfo)
 {
-	const char *end = data + len;
-
-	while (data < end)
-	{
-		uint32		reclen;
-		uint8		flags;
-
-		memcpy(&reclen, data, sizeof(reclen));
-		flags = (uint8) data[sizeof(uint32)];
-		Assert(reclen > GS_PIDX_HDR + b->keybytes && data + reclen <= end);
-		gs_idx_add_row(b,
-					   (IndexTuple) (data + GS_PIDX_HDR + b->keybytes),
-					   (const uint64 *) (data + GS_PIDX_HDR),
-					   flags);
-		data += reclen;
-	}
-}
-
-/*
- * One pass over the workers' queues, without waiting; true when a batch
- * came in.
- */
-static bool
-gs_idx_parallel_drain(GsIdxParallel *p, GsIdxBuild *b)
-{
-	bool		got = false;
+	double		reltuples = 0;
+	instr_time	t0;
 	int			i;
+
+	/* the leader scans its share too, as a serial build would */
+	if (parallel_leader_participation)
+	{
+		TableScanDesc scan;
+
+		scan = table_beginscan_parallel(b->heap, GsIdxSharedScan(p->shared));
+		reltuples = table_index_build_scan(b->heap, b->index, indexInfo, true,
+										   true, gs_idx_collect, b, scan);
+
+		/* a leader that wrote runs merges them into one, as workers do */
+		if (b->nruns > 0)
+		{
+			if (b->n > 0)
+				gs_idx_spill_run(b);
+			gs_idx_spill_reduce(b);
+		}
+	}
+
+	/* a worker that failed raises its error here */
+	INSTR_TIME_SET_CURRENT(t0);
+	WaitForParallelWorkersToFinish(p->pcxt);
+	p->wait_ms = gs_idx_ms_since(t0);
 
 	for (i = 0; i < p->nworkers; i++)
 	{
-		shm_mq_result res;
-		Size		nbytes;
-		void	   *data;
+		GsIdxSlot  *slot = &p->shared->slots[i].slot;
 
-		if (p->done[i])
-			continue;
-		res = shm_mq_receive(p->queues[i], &nbytes, &data, true);
-		if (res == SHM_MQ_SUCCESS)
-		{
-			gs_idx_parallel_unpack(b, (const char *) data, nbytes);
-			got = true;
-		}
-		else if (res == SHM_MQ_DETACHED)
-		{
-			p->done[i] = true;
-			p->remaining--;
-		}
+		if (!slot->done)
+			elog(ERROR, "gpusort: a parallel index build worker ended without its rows");
+		b->indtuples += slot->rows;
 	}
-	return got;
-}
-
-/* the leader's own scan: collect a row, and now and then the workers' */
-typedef struct GsIdxLeaderScan
-{
-	GsIdxParallel *p;
-	GsIdxBuild *b;
-	int			since_drain;
-} GsIdxLeaderScan;
-
-static void
-gs_idx_leader_collect(Relation index, ItemPointer tid, Datum *values,
-					  bool *isnull, bool tupleIsAlive, void *state)
-{
-	GsIdxLeaderScan *ls = (GsIdxLeaderScan *) state;
-
-	gs_idx_collect(index, tid, values, isnull, tupleIsAlive, ls->b);
-	if (++ls->since_drain >= GS_PIDX_LEADER_DRAIN_EVERY)
-	{
-		ls->since_drain = 0;
-		(void) gs_idx_parallel_drain(ls->p, ls->b);
-	}
-}
-
-double
-gs_idx_parallel_collect(GsIdxParallel *p, GsIdxBuild *b, IndexInfo *indexInfo)
-{
-	GsIdxLeaderScan ls;
-	TableScanDesc scan;
-	double		reltuples;
-
-	/* the leader scans its share too, keeping the queues moving */
-	ls.p = p;
-	ls.b = b;
-	ls.since_drain = 0;
-	scan = table_beginscan_parallel(b->heap, GsIdxSharedScan(p->shared));
-	reltuples = table_index_build_scan(b->heap, b->index, indexInfo, true,
-									   true, gs_idx_leader_collect, &ls, scan);
-
-	/* then what the workers still send */
-	while (p->remaining > 0)
-	{
-		if (!gs_idx_parallel_drain(p, b) && p->remaining > 0)
-		{
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1L,
-							 GS_WAIT_EVENT_MQ_RECEIVE);
-			ResetLatch(MyLatch);
-		}
-		CHECK_FOR_INTERRUPTS();
-	}
-
-/* a worker that failed raises its error here */
-	WaitForParallelWorkersToFinish(p->pcxt);
 
 	SpinLockAcquire(&p->shared->mutex);
 	reltuples += p->shared->reltuples;
@@ -298,6 +336,231 @@ gs_idx_parallel_collect(GsIdxParallel *p, GsIdxBuild *b, IndexInfo *indexInfo)
 		indexInfo->ii_BrokenHotChain = true;
 	SpinLockRelease(&p->shared->mutex);
 	return reltuples;
+}
+
+bool
+gs_idx_parallel_spilled(GsIdxParallel *p, GsIdxBuild *b)
+{
+	double		rows = (double) b->n;
+	int			i;
+
+	if (b->nruns > 0)
+		return true;
+	for (i = 0; i < p->nworkers; i++)
+	{
+		if (p->shared->slots[i].slot.nruns > 0)
+			return true;
+		rows += (double) p->shared->slots[i].slot.nrows;
+	}
+	/* more rows than one sort takes: each participant's become a run */
+	return rows > (double) GS_MAX_ROWS;
+}
+
+/*
+ * Copying workers' entries into the build's arrays: every stretch of a
+ * block goes to a known place, so threads (which call nothing of
+ * PostgreSQL's) take an even share of the rows each.
+ */
+typedef struct GsPidxPiece
+{
+	char	   *blk;
+	size_t		nrows;
+	size_t		dest;			/* row of b its first row becomes */
+} GsPidxPiece;
+
+typedef struct GsPidxGather
+{
+	GsPidxPiece *pieces;
+	int			npieces;
+	size_t		base;			/* first row of b filled */
+	size_t		nrows;
+	char	   *keys;
+	IndexTuple *tuples;
+	uint8	   *flags;
+	int			keybytes;
+} GsPidxGather;
+
+static void
+gs_pidx_gather_part(void *arg, int part, int nparts, volatile bool *stop)
+{
+	GsPidxGather *g = (GsPidxGather *) arg;
+	size_t		kb = g->keybytes;
+	size_t		esz = gs_pidx_entry_size(g->keybytes);
+	size_t		from = g->base + g->nrows * part / nparts;
+	size_t		to = g->base + g->nrows * (part + 1) / nparts;
+	int			i;
+
+	/*
+	 * Map the blocks' pages into this process now, on the threads: the
+	 * page writer reads the tuples in sorted order, and each first touch
+	 * of a page of shared memory the leader has not used yet is a page
+	 * fault (15% of the leader's time in a profile), serial there.
+	 */
+	for (i = part; i < g->npieces && !*stop; i += nparts)
+	{
+		const volatile char *blk = g->pieces[i].blk;
+		size_t		size = ((GsIdxBlock *) g->pieces[i].blk)->size;
+		size_t		off;
+
+		for (off = 0; off < size; off += GS_PIDX_PAGE)
+			(void) blk[off];
+	}
+
+	for (i = 0; i < g->npieces && !*stop; i++)
+	{
+		GsPidxPiece *pc = &g->pieces[i];
+		char	   *end = pc->blk + ((GsIdxBlock *) pc->blk)->size;
+		size_t		lo = Max(from, pc->dest);
+		size_t		hi = Min(to, pc->dest + pc->nrows);
+		size_t		d;
+
+		for (d = lo; d < hi; d++)
+		{
+			const char *ent = end - (d - pc->dest + 1) * esz;
+			uint32		word;
+
+			memcpy(&word, ent + kb, sizeof(uint32));
+			memcpy(g->keys + d * kb, ent, kb);
+			g->tuples[d] = (IndexTuple) (pc->blk + (word & GS_PIDX_OFFSET_MASK));
+			g->flags[d] = (uint8) (word >> GS_PIDX_FLAG_SHIFT);
+		}
+	}
+}
+
+/* the rows workers [from, to) left in memory into b, after b->n */
+static void
+gs_pidx_gather(GsIdxParallel *p, GsIdxBuild *b, int from, int to)
+{
+	GsPidxGather g;
+	size_t		total = 0;
+	int			cap = 16;
+	int			nparts;
+	int			i;
+
+	memset(&g, 0, sizeof(g));
+	g.pieces = palloc(cap * sizeof(GsPidxPiece));
+	g.base = b->n;
+	for (i = from; i < to; i++)
+	{
+		GsIdxSlot  *slot = &p->shared->slots[i].slot;
+		dsa_pointer dp = slot->first;
+		uint64		seen = 0;
+
+		b->anylossy |= slot->anylossy;
+		while (DsaPointerIsValid(dp) && seen < slot->nrows)
+		{
+			GsIdxBlock *blk = (GsIdxBlock *) dsa_get_address(p->area, dp);
+
+			if (g.npieces == cap)
+			{
+				cap *= 2;
+				g.pieces = repalloc(g.pieces, cap * sizeof(GsPidxPiece));
+			}
+			g.pieces[g.npieces].blk = (char *) blk;
+			g.pieces[g.npieces].nrows = blk->nrows;
+			g.pieces[g.npieces].dest = b->n + total;
+			g.npieces++;
+			total += blk->nrows;
+			seen += blk->nrows;
+			dp = blk->next;
+		}
+		if (seen != slot->nrows)
+			elog(ERROR, "gpusort: a parallel index build worker's rows went missing");
+	}
+	if (total == 0)
+	{
+		pfree(g.pieces);
+		return;
+	}
+
+	if (!gs_idx_reserve(b, b->n + total))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many rows for one gpusort index sort"),
+				 errhint("Lower maintenance_work_mem, or set gpusort.index_build to off.")));
+	g.nrows = total;
+	g.keys = b->keys;
+	g.tuples = b->tuples;
+	g.flags = b->flags;
+	g.keybytes = b->keybytes;
+	nparts = (int) Min((size_t) gpusort_cpu_threads,
+					   total / GS_PIDX_GATHER_PART + 1);
+	while (!gs_parallel(gs_pidx_gather_part, &g, nparts))
+		;
+	b->n += total;
+	pfree(g.pieces);
+}
+
+void
+gs_idx_parallel_gather(GsIdxParallel *p, GsIdxBuild *b)
+{
+	gs_pidx_gather(p, b, 0, p->nworkers);
+}
+
+void
+gs_idx_parallel_runs(GsIdxParallel *p, GsIdxBuild *b)
+{
+	FileSet    *fs = &p->shared->fileset.fs;
+	int			i;
+
+	Assert(b->n == 0);
+	b->nsrcs = p->nworkers + 1;
+	b->srcs = (File *) MemoryContextAllocZero(b->cxt, b->nsrcs * sizeof(File));
+	for (i = 0; i < p->nworkers; i++)
+	{
+		GsIdxSlot  *slot = &p->shared->slots[i].slot;
+
+		if (slot->nruns > 0)
+		{
+			char		name[MAXPGPATH];
+			GsIdxRun   *runs;
+			int			r;
+
+			/* the worker's runs, read from its file */
+			gs_pidx_file_name(name, i);
+			b->srcs[i + 1] = FileSetOpen(fs, name, O_RDONLY | PG_BINARY);
+			runs = (GsIdxRun *) dsa_get_address(p->area, slot->runs);
+			for (r = 0; r < slot->nruns; r++)
+			{
+				GsIdxRun	run = runs[r];
+
+				run.src = i + 1;
+				gs_idx_add_run(b, &run);
+			}
+		}
+		else if (slot->nrows > 0)
+		{
+			/* a worker that never filled its share: its rows as a run */
+			gs_pidx_gather(p, b, i, i + 1);
+			gs_idx_run_write(b);
+			b->n = 0;
+			b->anylossy = false;
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+char *
+gs_idx_parallel_report(GsIdxParallel *p)
+{
+	StringInfoData s;
+	int			i;
+
+	initStringInfo(&s);
+	appendStringInfo(&s, "waited %.1f ms for the workers", p->wait_ms);
+	for (i = 0; i < p->nworkers; i++)
+	{
+		GsIdxSlot  *slot = &p->shared->slots[i].slot;
+
+		if (slot->nruns == 0)
+			appendStringInfo(&s, "; worker %d: %.0f rows in %.1f ms, kept in memory",
+							 i, slot->rows, slot->scan_ms);
+		else
+			appendStringInfo(&s, "; worker %d: %.0f rows in %.1f ms, %d runs written in %.1f ms and merged into one in %.1f ms",
+							 i, slot->rows, slot->scan_ms, slot->nwritten,
+							 slot->runs_ms, slot->merge_ms);
+	}
+	return s.data;
 }
 
 int
@@ -309,56 +572,192 @@ gs_idx_parallel_nworkers(GsIdxParallel *p)
 void
 gs_idx_parallel_end(GsIdxParallel *p)
 {
+	dsa_detach(p->area);
 	DestroyParallelContext(p->pcxt);
 	ExitParallelMode();
 }
 
-/* send the worker's pending batch */
+/* ---------------------------------------------------------------------
+ * A worker
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * The worker's rows in memory become a sorted run in its file; its blocks
+ * are then filled again from the first.
+ */
 static void
-gs_idx_worker_flush(GsIdxWorker *w)
+gs_pidx_worker_spill(GsIdxWorker *w)
 {
-	if (w->used == 0)
-		return;
-	if (shm_mq_send(w->mqh, w->used, w->batch, false, true) != SHM_MQ_SUCCESS)
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not send index rows to the parallel leader")));
-	w->used = 0;
+	GsIdxBuild *b = &w->b;
+	size_t		n = b->n;
+	size_t		esz = w->esz;
+	size_t		d = 0;
+	dsa_pointer dp;
+
+	if (!b->to_vfd)
+	{
+		char		name[MAXPGPATH];
+
+		gs_pidx_file_name(name, ParallelWorkerNumber);
+		b->run_vfd = FileSetCreate(&w->sh->fileset.fs, name);
+		b->run_vfd_end = 0;
+		b->to_vfd = true;
+		/* its runs are src 1, for its own merge */
+		b->nsrcs = 2;
+		b->srcs = (File *) MemoryContextAllocZero(b->cxt, 2 * sizeof(File));
+		b->srcs[1] = b->run_vfd;
+	}
+
+	/* the rows' keys, tuples and flags into arrays the engine sorts */
+	b->cap = n;
+	b->keys = gs_keybuf_alloc(b->eng, n * b->keybytes, b->cxt);
+	b->tuples = (IndexTuple *) MemoryContextAllocExtended(b->cxt,
+														  n * sizeof(IndexTuple),
+														  MCXT_ALLOC_HUGE);
+	b->flags = (uint8 *) MemoryContextAllocExtended(b->cxt, n,
+													MCXT_ALLOC_HUGE);
+	for (dp = w->first; d < n && DsaPointerIsValid(dp);)
+	{
+		GsIdxBlock *blk = (GsIdxBlock *) dsa_get_address(w->area, dp);
+		char	   *end = (char *) blk + blk->size;
+		size_t		r;
+
+		for (r = 0; r < blk->nrows; r++, d++)
+		{
+			const char *ent = end - (r + 1) * esz;
+			uint32		word;
+
+			memcpy(&word, ent + b->keybytes, sizeof(uint32));
+			memcpy(b->keys + d * b->keybytes, ent, b->keybytes);
+			b->tuples[d] = (IndexTuple) ((char *) blk + (word & GS_PIDX_OFFSET_MASK));
+			b->flags[d] = (uint8) (word >> GS_PIDX_FLAG_SHIFT);
+		}
+		blk->nrows = 0;
+		if (dp == w->curdp)
+			break;
+		dp = blk->next;
+	}
+	Assert(d == n);
+
+	gs_idx_run_write(b);
+
+	gs_keybuf_free(b->eng, b->keys);
+	pfree(b->tuples);
+	pfree(b->flags);
+	b->keys = NULL;
+	b->tuples = NULL;
+	b->flags = NULL;
+	b->cap = 0;
+	b->n = 0;
+	b->anylossy = false;
+
+	/* fill the blocks again from the first */
+	w->cur = NULL;
+	w->curdp = InvalidDsaPointer;
+}
+
+/* make the block being filled one with room for a tuple of size bytes */
+static void
+gs_pidx_worker_block(GsIdxWorker *w, Size size)
+{
+	GsIdxBuild *b = &w->b;
+	dsa_pointer next;
+	Size		need = GS_PIDX_BLOCK_HDR + size + w->esz;
+	Size		bsize;
+	GsIdxBlock *blk;
+
+	for (;;)
+	{
+		/* the next block of the chain, kept from before the last run */
+		next = w->cur ? w->cur->next : w->first;
+		if (DsaPointerIsValid(next))
+		{
+			blk = (GsIdxBlock *) dsa_get_address(w->area, next);
+			if (blk->size >= need)
+				break;
+		}
+
+		/*
+		 * A new block, if the share has room for it and for the arrays of
+		 * the rows a run will sort; else the rows go to a run first.
+		 */
+		bsize = Max(w->block_size, need);
+		if (b->n == 0 ||
+			w->mem_blocks + bsize + (b->n + 1) * GS_IDX_ROW_BYTES(b) <= w->sh->share)
+		{
+			dsa_pointer dp;
+
+			dp = dsa_allocate_extended(w->area, bsize,
+									   DSA_ALLOC_HUGE | DSA_ALLOC_NO_OOM);
+			if (!DsaPointerIsValid(dp))
+				ereport(ERROR,
+						(errcode(ERRCODE_OUT_OF_MEMORY),
+						 errmsg("out of shared memory for a parallel index build"),
+						 errdetail("A block of %zu bytes could not be allocated.",
+								   bsize),
+						 errhint("Free space in /dev/shm, lower maintenance_work_mem, or lower max_parallel_maintenance_workers.")));
+			blk = (GsIdxBlock *) dsa_get_address(w->area, dp);
+			blk->size = bsize;
+			blk->nrows = 0;
+			/* inserted after the current block: the chain stays in order */
+			if (w->cur)
+			{
+				blk->next = w->cur->next;
+				w->cur->next = dp;
+			}
+			else
+			{
+				blk->next = w->first;
+				w->first = dp;
+			}
+			w->mem_blocks += bsize;
+			next = dp;
+			break;
+		}
+		gs_pidx_worker_spill(w);
+	}
+
+	w->cur = blk;
+	w->curdp = next;
+	w->cur->nrows = 0;
+	w->tup_end = GS_PIDX_BLOCK_HDR;
+	w->ent_start = blk->size;
 }
 
 /* table_index_build_scan callback in a worker */
 static void
-gs_idx_worker_collect(Relation index, ItemPointer tid, Datum *values,
-					  bool *isnull, bool tupleIsAlive, void *state)
+gs_pidx_worker_collect(Relation index, ItemPointer tid, Datum *values,
+					   bool *isnull, bool tupleIsAlive, void *state)
 {
 	GsIdxWorker *w = (GsIdxWorker *) state;
 	GsIdxBuild *b = &w->b;
 	IndexTuple	itup;
-	Size		itupsz;
-	Size		reclen;
-	char	   *rec;
-	uint32		len32;
+	Size		size;
+	char	   *ent;
+	uint32		word;
 	bool		lossy;
 
 	itup = index_form_tuple_context(b->itupdesc, values, isnull, b->scratch);
 	itup->t_tid = *tid;
-	itupsz = IndexTupleSize(itup);
-	reclen = MAXALIGN(GS_PIDX_HDR + b->keybytes + itupsz);
+	size = MAXALIGN(IndexTupleSize(itup));
+	b->indtuples += 1;
 
-	if (w->used + reclen > GS_PIDX_BATCH_SIZE)
-		gs_idx_worker_flush(w);
-	if (reclen > GS_PIDX_BATCH_SIZE)
-		elog(ERROR, "index tuple of %zu bytes too large for a batch", itupsz);
+	if (w->cur == NULL || w->tup_end + size + w->esz > w->ent_start)
+		gs_pidx_worker_block(w, size);
+	memcpy((char *) w->cur + w->tup_end, itup, IndexTupleSize(itup));
+	word = (uint32) w->tup_end;
+	w->tup_end += size;
+	w->ent_start -= w->esz;
+	ent = (char *) w->cur + w->ent_start;
 
-	rec = w->batch + w->used;
-	lossy = gs_idx_encode(b, values, isnull, tid,
-						  (uint64 *) (rec + GS_PIDX_HDR));
-	len32 = (uint32) reclen;
-	memcpy(rec, &len32, sizeof(len32));
-	rec[sizeof(uint32)] = (char) ((tupleIsAlive ? GS_ROW_ALIVE : 0) |
-								  (lossy ? GS_ROW_LOSSY : 0));
-	memcpy(rec + GS_PIDX_HDR + b->keybytes, itup, itupsz);
-	w->used += reclen;
+	lossy = gs_idx_encode(b, values, isnull, tid, (uint64 *) ent);
+	word |= (uint32) ((tupleIsAlive ? GS_ROW_ALIVE : 0) |
+					  (lossy ? GS_ROW_LOSSY : 0)) << GS_PIDX_FLAG_SHIFT;
+	memcpy(ent + b->keybytes, &word, sizeof(uint32));
+	b->anylossy |= lossy;
+	w->cur->nrows++;
+	b->n++;
 
 	if (++b->scratch_used >= GS_IDX_SCRATCH_TUPLES)
 	{
@@ -371,25 +770,27 @@ void
 gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 {
 	GsIdxShared *sh;
-	char	   *queues;
-	shm_mq	   *mq;
+	GsIdxSlot  *slot;
 	Relation	heap;
 	Relation	index;
 	IndexInfo  *indexInfo;
 	TableScanDesc scan;
 	GsIdxWorker w;
+	GsIdxBuild *b = &w.b;
 	double		reltuples;
 	char	   *query;
+	instr_time	t0;
 
+	INSTR_TIME_SET_CURRENT(t0);
 	query = shm_toc_lookup(toc, GS_PIDX_KEY_QUERY_TEXT, true);
 	if (query)
 		debug_query_string = query;
 	pgstat_report_activity(STATE_RUNNING, debug_query_string);
 
 	sh = (GsIdxShared *) shm_toc_lookup(toc, GS_PIDX_KEY_SHARED, false);
-	queues = shm_toc_lookup(toc, GS_PIDX_KEY_QUEUES, false);
-	mq = (shm_mq *) (queues + ParallelWorkerNumber * GS_PIDX_QUEUE_SIZE);
-	shm_mq_set_sender(mq, MyProc);
+	Assert(ParallelWorkerNumber >= 0 && ParallelWorkerNumber < sh->nslots);
+	slot = &sh->slots[ParallelWorkerNumber].slot;
+	SharedFileSetAttach(&sh->fileset, seg);
 
 	/* the leader holds stronger locks; ours are granted by group locking */
 	heap = table_open(sh->heaprelid, ShareLock);
@@ -397,20 +798,75 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 	indexInfo = BuildIndexInfo(index);
 	indexInfo->ii_Concurrent = false;
 
-	if (!gs_idx_init(&w.b, heap, index, indexInfo) ||
-		w.b.keybytes != sh->keybytes || w.b.colbytes != sh->colbytes)
+	memset(&w, 0, sizeof(w));
+	if (!gs_idx_init(b, heap, index, indexInfo) ||
+		b->keybytes != sh->keybytes || b->colbytes != sh->colbytes)
 		elog(ERROR, "index key layout differs in parallel worker");
-	w.b.scratch = AllocSetContextCreate(CurrentMemoryContext,
-										"gpusort index tuple scratch",
-										ALLOCSET_DEFAULT_SIZES);
-	w.mqh = shm_mq_attach(mq, seg, NULL);
-	w.batch = palloc(GS_PIDX_BATCH_SIZE);
-	w.used = 0;
+	gs_idx_sortsupport(b);
+	b->mem_limit = sh->share;
+	b->scratch = AllocSetContextCreate(CurrentMemoryContext,
+									   "gpusort index tuple scratch",
+									   ALLOCSET_DEFAULT_SIZES);
+	/* the engine for a run of the share's rows, of about 16-byte tuples */
+	b->eng = gs_engine_choose((double) sh->share /
+							  (GS_IDX_ROW_BYTES(b) + 16 +
+							   gs_pidx_entry_size(b->keybytes)), NULL);
+
+	w.sh = sh;
+	w.area = dsa_attach(sh->area);
+	w.first = InvalidDsaPointer;
+	w.curdp = InvalidDsaPointer;
+	w.esz = gs_pidx_entry_size(b->keybytes);
+	w.block_size = MAXALIGN(Min(GS_PIDX_MAX_BLOCK,
+								Max(sh->share / 16, GS_PIDX_MIN_BLOCK)));
 
 	scan = table_beginscan_parallel(heap, GsIdxSharedScan(sh));
 	reltuples = table_index_build_scan(heap, index, indexInfo, true, false,
-									   gs_idx_worker_collect, &w, scan);
-	gs_idx_worker_flush(&w);
+									   gs_pidx_worker_collect, &w, scan);
+
+	/*
+	 * Once it wrote a run, its last rows are one too, and it merges its runs
+	 * into one: the leader's final merge then takes a run per participant.
+	 */
+	if (b->nruns > 0 && b->n > 0)
+		gs_pidx_worker_spill(&w);
+	if (b->nruns > 0)
+	{
+		dsa_pointer dp;
+
+		/* the blocks are not needed any more: their memory merges */
+		while (DsaPointerIsValid(w.first))
+		{
+			dsa_pointer next = ((GsIdxBlock *) dsa_get_address(w.area, w.first))->next;
+
+			dsa_free(w.area, w.first);
+			w.first = next;
+		}
+		if (b->nruns > 1)
+			gs_idx_spill_reduce(b);
+
+		dp = dsa_allocate(w.area, b->nruns * sizeof(GsIdxRun));
+		memcpy(dsa_get_address(w.area, dp), b->runs,
+			   b->nruns * sizeof(GsIdxRun));
+		slot->runs = dp;
+		slot->nruns = b->nruns;
+		slot->nwritten = b->nruns_written;
+		FileClose(b->run_vfd);
+		slot->first = InvalidDsaPointer;
+		slot->nrows = 0;
+	}
+	else
+	{
+		slot->first = w.first;
+		slot->nrows = b->n;
+		slot->anylossy = b->anylossy;
+	}
+	slot->rows = b->indtuples;
+	slot->runs_ms = b->runs_ms;
+	slot->merge_ms = b->passes_ms;
+	slot->scan_ms = gs_idx_ms_since(t0);
+	pg_write_barrier();
+	slot->done = true;
 
 	SpinLockAcquire(&sh->mutex);
 	sh->reltuples += reltuples;
@@ -418,7 +874,8 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 		sh->brokenhotchain = true;
 	SpinLockRelease(&sh->mutex);
 
-	shm_mq_detach(w.mqh);
+	/* the area's segments stay while the leader is attached */
+	dsa_detach(w.area);
 	index_close(index, RowExclusiveLock);
 	table_close(heap, ShareLock);
 }

@@ -42,8 +42,10 @@
 #include "commands/progress.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "portability/instr_time.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/wait_event.h"
 
 #include "gpusort_spill.h"
 #include "index_int.h"
@@ -70,21 +72,25 @@
 /* rows between interrupt checks in the merge loops */
 #define GS_SPILL_CFI_EVERY	4096
 
-/* writes one run at the end of the file */
+/*
+ * Writes one run at the end of the build's file: its temporary file, or
+ * in a parallel worker its file of the shared file set.
+ */
 typedef struct GsRunWriter
 {
-	GsTempFile *file;
+	GsIdxBuild *b;
 	char	   *buf;
 	Size		size;
 	Size		used;
-	GsRun		run;
+	GsIdxRun	run;
 	bool		started;
 } GsRunWriter;
 
 /* reads one run; rec is its current record, NULL once it is exhausted */
 typedef struct GsRunReader
 {
-	GsTempFile *file;
+	GsTempFile *file;			/* the run's file: this, or else vfd */
+	File		vfd;
 	char	   *buf;
 	Size		size;
 	Size		pos;			/* rec's offset in buf */
@@ -101,6 +107,13 @@ typedef struct GsMerge
 	GsRunReader *in;
 	int			n;
 	int		   *tree;			/* tree[0] the winner, see gs_loser_tree_build */
+
+	/*
+	 * The first key word of each input's record (PG_UINT64_MAX once it is
+	 * exhausted): most matches are decided here, without touching the
+	 * records in their buffers.
+	 */
+	uint64	   *k0;
 } GsMerge;
 
 static inline Size
@@ -133,15 +146,16 @@ gs_rec_flags(const char *rec)
 /* ---- writing runs ---- */
 
 static void
-gs_rw_init(GsRunWriter *rw, GsTempFile *file, char *buf, Size size)
+gs_rw_init(GsRunWriter *rw, GsIdxBuild *b, char *buf, Size size)
 {
-	rw->file = file;
+	rw->b = b;
 	rw->buf = buf;
 	rw->size = size;
 	rw->used = 0;
 	rw->run.offset = 0;
 	rw->run.bytes = 0;
 	rw->run.nrows = 0;
+	rw->run.src = 0;
 	rw->started = false;
 }
 
@@ -155,18 +169,41 @@ gs_rw_flush(GsRunWriter *rw)
 	int64		off;
 	int			err;
 
+	GsIdxBuild *b = rw->b;
+
 	if (rw->used == 0)
 		return;
-	off = gs_temp_extend(rw->file, rw->used);
+	if (b->to_vfd)
+	{
+		/* FileWrite counts the bytes against temp_file_limit */
+		off = b->run_vfd_end;
+		errno = 0;
+		if (FileWrite(b->run_vfd, rw->buf, (int) rw->used, off,
+					  WAIT_EVENT_BUFFILE_WRITE) != (int) rw->used)
+		{
+			if (errno == 0)
+				errno = ENOSPC;
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not write to temporary file \"%s\": %m",
+							FilePathName(b->run_vfd))));
+		}
+		b->run_vfd_end += rw->used;
+	}
+	else
+	{
+		off = gs_temp_extend(b->file, rw->used);
+		err = gs_temp_pwrite(b->file, rw->buf, rw->used, off);
+		if (err != 0)
+			gs_temp_error(b->file, err, true);
+	}
 	if (!rw->started)
 	{
 		rw->run.offset = off;
+		rw->run.src = b->to_vfd ? 1 : 0;
 		rw->started = true;
 	}
 	Assert(off == rw->run.offset + rw->run.bytes);
-	err = gs_temp_pwrite(rw->file, rw->buf, rw->used, off);
-	if (err != 0)
-		gs_temp_error(rw->file, err, true);
 	rw->run.bytes += rw->used;
 	rw->used = 0;
 }
@@ -195,17 +232,18 @@ gs_rw_put(GsIdxBuild *b, GsRunWriter *rw, const uint64 *key,
 	rw->run.nrows++;
 }
 
-static void
-gs_add_run(GsIdxBuild *b, const GsRun *run)
+void
+gs_idx_add_run(GsIdxBuild *b, const GsIdxRun *run)
 {
 	if (b->nruns == b->maxruns)
 	{
 		b->maxruns = Max(16, b->maxruns * 2);
 		if (b->runs == NULL)
-			b->runs = (GsRun *) MemoryContextAlloc(b->cxt,
-												   b->maxruns * sizeof(GsRun));
+			b->runs = (GsIdxRun *) MemoryContextAlloc(b->cxt,
+													  b->maxruns * sizeof(GsIdxRun));
 		else
-			b->runs = (GsRun *) repalloc(b->runs, b->maxruns * sizeof(GsRun));
+			b->runs = (GsIdxRun *) repalloc(b->runs,
+											b->maxruns * sizeof(GsIdxRun));
 	}
 	b->runs[b->nruns++] = *run;
 }
@@ -329,7 +367,7 @@ gs_idx_write_run_threads(GsIdxBuild *b, const uint32 *perm)
 	int			nparts = Min(gpusort_cpu_threads, 64);
 	GsRunSlice *slices;
 	GsRunJob	job;
-	GsRun		run;
+	GsIdxRun	run;
 	int64		total = 0;
 	int64		start;
 	int			t;
@@ -375,18 +413,37 @@ gs_idx_write_run_threads(GsIdxBuild *b, const uint32 *perm)
 	run.offset = start - total;
 	run.bytes = total;
 	run.nrows = b->n;
-	gs_add_run(b, &run);
+	run.src = 0;
+	gs_idx_add_run(b, &run);
 	return true;
 }
 
-/* write the sorted rows as one run, in the backend */
-static void
-gs_idx_write_run(GsIdxBuild *b, const uint32 *perm)
+void
+gs_idx_run_write(GsIdxBuild *b)
 {
+	MemoryContext oldcxt = MemoryContextSwitchTo(b->cxt);
+	uint32	   *perm;
 	GsRunWriter rw;
+	instr_time	t0;
 	size_t		i;
 
-	gs_rw_init(&rw, b->file, palloc(GS_RUN_BUFFER), GS_RUN_BUFFER);
+	INSTR_TIME_SET_CURRENT(t0);
+	if (b->file == NULL && !b->to_vfd)
+		b->file = gs_temp_create(b->cxt);
+
+	/* sorted keys come back: the merges need each row's key */
+	perm = gs_idx_sort(b, true);
+
+	/* the backend's own file takes runs written by threads */
+	if (!b->to_vfd && gs_idx_write_run_threads(b, perm))
+	{
+		b->nruns_written++;
+		pfree(perm);
+		b->runs_ms += gs_idx_ms_since(t0);
+		MemoryContextSwitchTo(oldcxt);
+		return;
+	}
+	gs_rw_init(&rw, b, palloc(GS_RUN_BUFFER), GS_RUN_BUFFER);
 	for (i = 0; i < b->n; i++)
 	{
 		uint32		r = perm[i];
@@ -405,27 +462,22 @@ gs_idx_write_run(GsIdxBuild *b, const uint32 *perm)
 			CHECK_FOR_INTERRUPTS();
 	}
 	gs_rw_flush(&rw);
-	gs_add_run(b, &rw.run);
+	gs_idx_add_run(b, &rw.run);
+	b->nruns_written++;
 	pfree(rw.buf);
+	pfree(perm);
+	b->runs_ms += gs_idx_ms_since(t0);
+	MemoryContextSwitchTo(oldcxt);
 }
 
 void
 gs_idx_spill_run(GsIdxBuild *b)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(b->cxt);
-	uint32	   *perm;
 	Size		arena_bytes = b->mem_arena - b->arena_left;
 	size_t		nrows = b->n;
 
-	if (b->file == NULL)
-		b->file = gs_temp_create(b->cxt);
-
-	/* sorted keys come back: the merges need each row's key */
-	perm = gs_idx_sort(b, true);
-	if (!gs_idx_write_run_threads(b, perm))
-		gs_idx_write_run(b, perm);
-	b->nruns_written++;
-	pfree(perm);
+	gs_idx_run_write(b);
 
 	/* the memory is free for the next run */
 	MemoryContextReset(b->arenacxt);
@@ -455,7 +507,30 @@ gs_rr_fill(GsRunReader *rd)
 	rd->pos = 0;
 	rd->len = keep;
 	want = Min((int64) (rd->size - keep), rd->end - rd->cur);
-	if (want > 0)
+	if (want > 0 && rd->file == NULL)
+	{
+		/* a parallel worker's run */
+		int			got;
+
+		errno = 0;
+		got = FileRead(rd->vfd, rd->buf + keep, (int) want, rd->cur,
+					   WAIT_EVENT_BUFFILE_READ);
+		if (got != (int) want)
+		{
+			if (got >= 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("could not read from temporary file \"%s\": unexpected end of file",
+								FilePathName(rd->vfd))));
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not read from temporary file \"%s\": %m",
+							FilePathName(rd->vfd))));
+		}
+		rd->cur += want;
+		rd->len += want;
+	}
+	else if (want > 0)
 	{
 		err = gs_temp_pread(rd->file, rd->buf + keep, want, rd->cur);
 		if (err != 0)
@@ -489,10 +564,12 @@ gs_rr_settle(GsIdxBuild *b, GsRunReader *rd)
 }
 
 static void
-gs_rr_open(GsIdxBuild *b, GsRunReader *rd, const GsRun *run, char *buf,
+gs_rr_open(GsIdxBuild *b, GsRunReader *rd, const GsIdxRun *run, char *buf,
 		   Size size)
 {
-	rd->file = b->file;
+	Assert(run->src >= 0 && run->src < Max(b->nsrcs, 1));
+	rd->file = run->src == 0 ? b->file : NULL;
+	rd->vfd = run->src == 0 ? 0 : b->srcs[run->src];
 	rd->buf = buf;
 	rd->size = size;
 	rd->pos = 0;
@@ -514,6 +591,18 @@ gs_rr_next(GsIdxBuild *b, GsRunReader *rd)
 }
 
 /* ---- merging ---- */
+
+/* are the first n words of two keys equal? (a call to memcmp costs more) */
+static inline bool
+gs_words_equal(const uint64 *k1, const uint64 *k2, int n)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (k1[i] != k2[i])
+			return false;
+	return true;
+}
 
 /* does record r1 come before record r2? */
 static inline bool
@@ -538,11 +627,12 @@ gs_rec_before(GsIdxBuild *b, char *r1, char *r2)
 	return k1[b->colwords] < k2[b->colwords];
 }
 
-static bool
-gs_merge_before_cb(void *arg, int a, int bb)
+/* does input a's record come before input bb's? (exhausted ones last) */
+static pg_attribute_always_inline bool
+gs_merge_before(GsMerge *m, int a, int bb)
 {
-	GsMerge    *m = (GsMerge *) arg;
-
+	if (m->k0[a] != m->k0[bb])
+		return m->k0[a] < m->k0[bb];
 	if (m->in[a].rec == NULL)
 		return false;
 	if (m->in[bb].rec == NULL)
@@ -550,9 +640,24 @@ gs_merge_before_cb(void *arg, int a, int bb)
 	return gs_rec_before(m->b, m->in[a].rec, m->in[bb].rec);
 }
 
+static bool
+gs_merge_before_cb(void *arg, int a, int bb)
+{
+	return gs_merge_before((GsMerge *) arg, a, bb);
+}
+
+/* input i's first key word, after its reader moved */
+static inline void
+gs_merge_set_k0(GsMerge *m, int i)
+{
+	const char *rec = m->in[i].rec;
+
+	m->k0[i] = rec ? gs_rec_key(rec)[0] : PG_UINT64_MAX;
+}
+
 /* open runs[0 .. n-1] for a merge, each with a buffer of bufsize */
 static void
-gs_merge_start(GsIdxBuild *b, GsMerge *m, const GsRun *runs, int n,
+gs_merge_start(GsIdxBuild *b, GsMerge *m, const GsIdxRun *runs, int n,
 			   Size bufsize)
 {
 	int			i;
@@ -561,8 +666,12 @@ gs_merge_start(GsIdxBuild *b, GsMerge *m, const GsRun *runs, int n,
 	m->n = n;
 	m->in = (GsRunReader *) palloc(n * sizeof(GsRunReader));
 	m->tree = (int *) palloc0(2 * n * sizeof(int));
+	m->k0 = (uint64 *) palloc(n * sizeof(uint64));
 	for (i = 0; i < n; i++)
+	{
 		gs_rr_open(b, &m->in[i], &runs[i], palloc(bufsize), bufsize);
+		gs_merge_set_k0(m, i);
+	}
 	m->tree[0] = gs_loser_tree_build(m->tree, n, gs_merge_before_cb, m);
 	gs_index_fault_point(GS_INDEX_FAULT_CANCEL_IN_MERGE);
 }
@@ -582,11 +691,12 @@ gs_merge_advance(GsMerge *m)
 	int			node;
 
 	gs_rr_next(m->b, &m->in[w]);
+	gs_merge_set_k0(m, w);
 	for (node = (m->n + w) / 2; node >= 1; node /= 2)
 	{
 		int			l = m->tree[node];
 
-		if (gs_merge_before_cb(m, l, w))
+		if (gs_merge_before(m, l, w))
 		{
 			m->tree[node] = w;
 			w = l;
@@ -604,11 +714,12 @@ gs_merge_end(GsMerge *m)
 		pfree(m->in[i].buf);
 	pfree(m->in);
 	pfree(m->tree);
+	pfree(m->k0);
 }
 
 /* merge runs[0 .. n-1] into one run at the end of the file */
-static GsRun
-gs_merge_pass_group(GsIdxBuild *b, const GsRun *runs, int n, Size bufsize)
+static GsIdxRun
+gs_merge_pass_group(GsIdxBuild *b, const GsIdxRun *runs, int n, Size bufsize)
 {
 	GsMerge		m;
 	GsRunWriter rw;
@@ -616,7 +727,7 @@ gs_merge_pass_group(GsIdxBuild *b, const GsRun *runs, int n, Size bufsize)
 	uint64		count = 0;
 
 	gs_merge_start(b, &m, runs, n, bufsize);
-	gs_rw_init(&rw, b->file, palloc(bufsize), bufsize);
+	gs_rw_init(&rw, b, palloc(bufsize), bufsize);
 	while ((rec = gs_merge_top(&m)) != NULL)
 	{
 		gs_rw_put(b, &rw, gs_rec_key(rec), gs_rec_tuple(b, rec),
@@ -677,11 +788,8 @@ gs_final_put(GsFinal *f, char *rec)
 	IndexTuple	itup = gs_rec_tuple(b, rec);
 	uint8		flags = gs_rec_flags(rec);
 	bool		samecols;
-	int			i;
 
-	samecols = !f->first;
-	for (i = 0; samecols && i < b->colwords; i++)
-		samecols = f->prevkey[i] == key[i];
+	samecols = !f->first && gs_words_equal(f->prevkey, key, b->colwords);
 
 	if (b->isunique)
 	{
@@ -725,7 +833,7 @@ gs_final_end(GsFinal *f)
 
 /* the final merge of runs[0 .. n-1], in the backend alone */
 static void
-gs_merge_final(GsIdxBuild *b, const GsRun *runs, int n, Size bufsize)
+gs_merge_final(GsIdxBuild *b, const GsIdxRun *runs, int n, Size bufsize)
 {
 	GsMerge		m;
 	GsFinal		f;
@@ -803,7 +911,7 @@ gs_stream_before_cb(void *arg, int a, int bb)
 }
 
 static bool
-gs_merge_final_streams(GsIdxBuild *b, const GsRun *runs, int n, Size mem)
+gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 {
 	MemoryContext cxt;
 	MemoryContext oldcxt;
@@ -816,10 +924,15 @@ gs_merge_final_streams(GsIdxBuild *b, const GsRun *runs, int n, Size mem)
 	int			ns;
 	int			i;
 
-	if (!b->exact || b->runs_lossy || b->anylossy)
+	/* the rows of every run known exact, every run in the backend's file */
+	if (!b->exact || b->runs_lossy || b->anylossy || b->nsrcs > 0)
 		return false;
 	for (i = 0; i < n; i++)
+	{
+		if (runs[i].src != 0)
+			return false;
 		rows += runs[i].nrows;
+	}
 	ns = Min(gpusort_cpu_threads, n / GS_STREAM_MIN_RUNS);
 	ns = Min(ns, 16);
 	if (ns < 2)
@@ -843,8 +956,17 @@ gs_merge_final_streams(GsIdxBuild *b, const GsRun *runs, int n, Size mem)
 		int			from = (int) ((int64) n * i / ns);
 		int			to = (int) ((int64) n * (i + 1) / ns);
 
+		GsRun	   *group = (GsRun *) palloc(Max(to - from, 1) * sizeof(GsRun));
+		int			r;
+
+		for (r = from; r < to; r++)
+		{
+			group[r - from].offset = runs[r].offset;
+			group[r - from].bytes = runs[r].bytes;
+			group[r - from].nrows = runs[r].nrows;
+		}
 		sm.st[i] = gs_stream_start_rows(cxt, b->file, &gs_idx_row_format,
-										b->keybytes, runs + from, to - from,
+										b->keybytes, group, to - from,
 										block_size, read_size);
 		if (sm.st[i] == NULL)
 		{
@@ -891,6 +1013,56 @@ gs_merge_final_streams(GsIdxBuild *b, const GsRun *runs, int n, Size mem)
 	return true;
 }
 
+/* one merge pass: groups of at most fanin runs, each into one run */
+static void
+gs_merge_pass(GsIdxBuild *b, int fanin, Size bufsize)
+{
+	int			ngroups = (b->nruns + fanin - 1) / fanin;
+	GsIdxRun   *out = (GsIdxRun *) palloc(ngroups * sizeof(GsIdxRun));
+	int			g;
+	int			start = 0;
+
+	for (g = 0; g < ngroups; g++)
+	{
+		/* groups of nearly equal sizes */
+		int			end = (int) (((int64) b->nruns * (g + 1)) / ngroups);
+
+		out[g] = gs_merge_pass_group(b, b->runs + start, end - start,
+									 bufsize);
+		start = end;
+	}
+	pfree(b->runs);
+	b->runs = out;
+	b->nruns = ngroups;
+	b->maxruns = ngroups;
+	b->npasses++;
+}
+
+void
+gs_idx_spill_reduce(GsIdxBuild *b)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(b->cxt);
+	instr_time	t0;
+
+	INSTR_TIME_SET_CURRENT(t0);
+	while (b->nruns > 1)
+	{
+		Size		bufsize;
+		int			fanin;
+
+		/* as many runs at once as buffers of 32 kB or more allow */
+		bufsize = b->mem_limit / (b->nruns + 1);
+		bufsize = MAXALIGN_DOWN(Min(Max(bufsize, GS_RUN_BUFFER_MIN),
+									GS_RUN_BUFFER));
+		fanin = (int) Min(b->mem_limit / bufsize, (Size) GS_MERGE_MAX_FANIN) - 1;
+		fanin = Max(fanin, GS_MERGE_MIN_FANIN);
+		gs_merge_pass(b, fanin, bufsize);
+		CHECK_FOR_INTERRUPTS();
+	}
+	b->passes_ms += gs_idx_ms_since(t0);
+	MemoryContextSwitchTo(oldcxt);
+}
+
 void
 gs_idx_spill_build(GsIdxBuild *b)
 {
@@ -898,10 +1070,16 @@ gs_idx_spill_build(GsIdxBuild *b)
 	Size		mem = b->mem_limit;
 	int			fanin;
 	Size		bufsize;
+	instr_time	t0;
 
 	/* the rows still in memory are the last run; free what they took */
 	if (b->n > 0)
 		gs_idx_spill_run(b);
+	b->nruns_merged = b->nruns;
+	/* merge passes write into the backend's own file */
+	b->to_vfd = false;
+	if (b->file == NULL)
+		b->file = gs_temp_create(b->cxt);
 	gs_keybuf_free(b->eng, b->keys);
 	b->keys = NULL;
 	pfree(b->tuples);
@@ -923,29 +1101,10 @@ gs_idx_spill_build(GsIdxBuild *b)
 
 	/* merge passes: groups of runs into longer runs, until few are left */
 	b->npasses = 0;
+	INSTR_TIME_SET_CURRENT(t0);
 	while (b->nruns > fanin)
-	{
-		int			ngroups = (b->nruns + fanin - 1) / fanin;
-		GsRun	   *out = (GsRun *) palloc(ngroups * sizeof(GsRun));
-		int			g;
-		int			start = 0;
-
-		for (g = 0; g < ngroups; g++)
-		{
-			/* groups of nearly equal sizes */
-			int			end = (int) (((int64) b->nruns * (g + 1)) / ngroups);
-
-			out[g] = gs_merge_pass_group(b, b->runs + start, end - start,
-										 bufsize);
-			start = end;
-		}
-		pfree(b->runs);
-		b->runs = out;
-		b->nruns = ngroups;
-		b->maxruns = ngroups;
-		b->npasses++;
-	}
-
+		gs_merge_pass(b, fanin, bufsize);
+	b->passes_ms += gs_idx_ms_since(t0);
 	if (!gs_merge_final_streams(b, b->runs, b->nruns, mem))
 		gs_merge_final(b, b->runs, b->nruns, bufsize);
 	gs_temp_close(b->file);
