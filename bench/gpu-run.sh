@@ -30,6 +30,7 @@
 #                   on a machine still warm from an earlier pass the build and
 #                   the generated tables are reused)
 #   GPU_RUN_LIMIT   total seconds (default 530)
+#   GPU_RUN_REGRESS_S  the regression suite's own limit (default 360)
 #   GS_COMMIT       commit to record; else .gpu/commit (write it before the run:
 #                   git rev-parse --short HEAD > .gpu/commit), else git, else unknown
 
@@ -146,7 +147,7 @@ cat "$OUT/gpusort_info.txt"
 if ! skipped regress; then
 	step "pg_regress with gpusort.engine=gpu, gpusort.min_rows=0"
 	PGOPTIONS="-c gpusort.engine=gpu -c gpusort.min_rows=0" \
-		limited 150 make PG_CONFIG="$PG_CONFIG" with_llvm=no installcheck \
+		limited "${GPU_RUN_REGRESS_S:-360}" make PG_CONFIG="$PG_CONFIG" with_llvm=no installcheck \
 		>"$OUT/regress.log" 2>&1
 	rc=$?
 	n_ok=$(grep -cE '^(test +| +)[^ ]+ +\.\.\. ok' "$OUT/regress.log")
