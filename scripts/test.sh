@@ -76,7 +76,8 @@ if [ "${1:-}" = --in-cluster ]; then
 		name=$(basename "$t" .sh)
 		[ "$name" = lib ] && continue
 		gs_log "$prefix: session test $name"
-		bash "$t" 2>&1 | sed 's/^/    /'
+		# a test that hangs fails, and the run goes on
+		timeout -k 10 300 bash "$t" 2>&1 | sed 's/^/    /'
 		if [ "${PIPESTATUS[0]}" -eq 0 ]; then
 			echo "PASS $prefix/sessions/$name" >>"$results"
 		else

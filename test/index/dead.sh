@@ -58,7 +58,7 @@ SQL
 ) || fail "builds: $out"
 n=$(grep -c 'built by gpusort' <<<"$out" || true)
 [ "$n" = 2 ] || fail "expected 2 indexes built by gpusort, got $n: $out"
-grep -Eq 'gpusort index "d_kv": .*\([1-9][0-9]* workers\)' <<<"$out" ||
+grep -Eq 'gpusort index "d_kv": .*with [1-9][0-9]* workers' <<<"$out" ||
 	fail "d_kv was not scanned by parallel workers: $out"
 
 res=$(q <<'SQL'

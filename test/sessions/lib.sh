@@ -63,12 +63,16 @@ gs_crash_restart()
 	if [ $# -gt 0 ]; then
 		(cd "$datadir" && "$@") || return 1
 	fi
-	# cwd: the data directory (a relative -D would be relative to it)
+	# cwd: the data directory (a relative -D would be relative to it).  The
+	# whole background job writes to the log: a process left holding this
+	# script's output (a pipe into the test runner) would keep the runner
+	# waiting for as long as the server lives.
 	if [ "$(id -un)" = "$owner" ]; then
-		(cd "$datadir" && setsid env -i "${env[@]}" "${cmd[@]}" >>"$log" 2>&1 </dev/null &)
+		(cd "$datadir" && exec setsid env -i "${env[@]}" "${cmd[@]}") >>"$log" 2>&1 </dev/null &
 	else
-		(cd "$datadir" && setsid runuser -u "$owner" -- env -i "${env[@]}" "${cmd[@]}" >>"$log" 2>&1 </dev/null &)
+		(cd "$datadir" && exec setsid runuser -u "$owner" -- env -i "${env[@]}" "${cmd[@]}") >>"$log" 2>&1 </dev/null &
 	fi
+	disown 2>/dev/null || true
 	for i in $(seq 1 600); do
 		gs_psql -c 'SELECT 1' >/dev/null 2>&1 && { echo "restarted after recovery (log: $log)"; return 0; }
 		sleep 0.1
