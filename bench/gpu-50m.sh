@@ -44,7 +44,7 @@ say() { echo "[$(($(date +%s) - T0))s] $*" | tee /dev/fd/3; }
 left() { echo $((DEADLINE - ($(date +%s) - T0))); }
 
 # shellcheck disable=SC1091
-source .gpu/pg-up.sh .gpu/debs -c shared_buffers=32GB
+source .gpu/pg-up.sh .gpu/debs -c shared_buffers=32GB 3>&-
 # shellcheck disable=SC1091
 source bench/gpu-env.sh
 gs_bench_gpusort 32GB
@@ -158,7 +158,7 @@ if [ "$(pgsql -Atc 'SHOW max_worker_processes')" -lt 12 ]; then
 	restart+=(-c max_worker_processes=16)
 fi
 if [ ${#restart[@]} -gt 0 ]; then
-	pg_restart -c shared_buffers=32GB -c shared_preload_libraries=gpusort "${restart[@]}" || exit 1
+	pg_restart -c shared_buffers=32GB -c shared_preload_libraries=gpusort "${restart[@]}" 3>&- || exit 1
 fi
 {
 	echo "gpusort side's time split (ms), EXPLAIN (ANALYZE, TIMING OFF); copy = rows copied into sorted order; rest = execution - load - sort wait - tie-break - spill - copy: gathering, emitting and a final merge"

@@ -20,7 +20,9 @@ gs_bench_gpusort()
 		say "building gpusort"
 		make -j"$(nproc)" PG_CONFIG="$PG_CONFIG" with_llvm=no all &&
 			make PG_CONFIG="$PG_CONFIG" with_llvm=no install || exit 1
-		pg_restart -c shared_buffers="$1" -c shared_preload_libraries=gpusort || exit 1
+		# fd 3 is the caller's terminal: a server holding it would keep
+		# whoever reads the script's output waiting after the script ends
+		pg_restart -c shared_buffers="$1" -c shared_preload_libraries=gpusort 3>&- || exit 1
 		pgsql -c "CREATE EXTENSION gpusort" || exit 1
 	fi
 }

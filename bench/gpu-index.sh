@@ -39,7 +39,7 @@ left() { echo $((DEADLINE - ($(date +%s) - T0))); }
 wanted() { [ -z "${ONLY:-}" ] || [[ $1 =~ $ONLY ]]; }
 
 # shellcheck disable=SC1091
-source .gpu/pg-up.sh .gpu/debs -c shared_buffers=32GB
+source .gpu/pg-up.sh .gpu/debs -c shared_buffers=32GB 3>&-
 # shellcheck disable=SC1091
 source bench/gpu-env.sh
 gs_bench_gpusort 32GB
