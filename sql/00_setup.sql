@@ -224,6 +224,23 @@ BEGIN
 END
 $fn$;
 
+-- Wait (up to 10 s) until no other session holds the xmin horizon back:
+-- an autovacuum worker's snapshot makes CLUSTER and VACUUM FULL keep
+-- deleted rows as recently dead, so that two rewrites (or a rewrite and a
+-- reference build) made a moment apart would see different rows.
+CREATE FUNCTION gs_quiet() RETURNS void
+LANGUAGE plpgsql AS $fn$
+BEGIN
+	FOR i IN 1 .. 200 LOOP
+		PERFORM pg_stat_clear_snapshot();
+		EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_activity
+							  WHERE pid <> pg_backend_pid()
+								AND backend_xmin IS NOT NULL);
+		PERFORM pg_sleep(0.05);
+	END LOOP;
+END
+$fn$;
+
 -- gs_index_check's differ alone, for an index already built (by gpusort or
 -- by PostgreSQL: its LOG lines, when it logs them, say which)
 CREATE FUNCTION gs_index_differ(idx regclass) RETURNS int

@@ -20,10 +20,21 @@ SET maintenance_work_mem = '1MB';
 SET gpusort.index_build = on;
 SET gpusort.log_index_builds = on;
 
--- temporary files now (none once a build is over)
+-- temporary files now (none once a build is over; a parallel build's
+-- shared file set goes with the last process that detaches from it, which
+-- may be a worker still exiting: wait up to 5 s for that)
 CREATE FUNCTION gsk_temp_files() RETURNS bigint
-LANGUAGE sql AS $$
-	SELECT count(*) FROM pg_ls_tmpdir()
+LANGUAGE plpgsql AS $$
+DECLARE
+	n bigint;
+BEGIN
+	FOR i IN 1 .. 100 LOOP
+		SELECT count(*) INTO n FROM pg_ls_tmpdir();
+		EXIT WHEN n = 0;
+		PERFORM pg_sleep(0.05);
+	END LOOP;
+	RETURN n;
+END
 $$;
 
 CREATE TABLE gsk (id int4, a int4, c text) WITH (autovacuum_enabled = off);

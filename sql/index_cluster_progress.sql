@@ -48,10 +48,12 @@ SET random_page_cost = 1000000;
 SET effective_cache_size = '8kB';
 SET gpusort.enabled = off;
 SET gscp.who = 'pg';
+SELECT gs_quiet();
 CLUSTER gscp1 USING gscp1_e;
 -- gpusort's sort where PostgreSQL chose it
 SET gpusort.enabled = on;
 SET gscp.who = 'gs';
+SELECT gs_quiet();
 CLUSTER gscp2 USING gscp2_e;
 -- gpusort's sort where PostgreSQL chose the index scan
 RESET random_page_cost;
@@ -59,6 +61,7 @@ RESET effective_cache_size;
 SET gpusort.log_index_builds = on;
 SET client_min_messages = log;
 SET gscp.who = 'gs_scan';
+SELECT gs_quiet();
 CLUSTER gscp3 USING gscp3_e;
 RESET client_min_messages;
 

@@ -69,8 +69,10 @@ CREATE FUNCTION gscs_cluster(suffix text,
 							 OUT same_heap boolean, OUT same_reltuples boolean)
 LANGUAGE plpgsql AS $$
 BEGIN
+	PERFORM gs_quiet();
 	EXECUTE format('CLUSTER gscs1 USING %I', 'gscs1_' || suffix);
 	PERFORM set_config('gpusort.enabled', 'off', true);
+	PERFORM gs_quiet();
 	EXECUTE format('CLUSTER gscs2 USING %I', 'gscs2_' || suffix);
 	PERFORM set_config('gpusort.enabled', 'on', true);
 	same_heap := gscs_heap('gscs1') = gscs_heap('gscs2');

@@ -29,23 +29,6 @@ LANGUAGE sql AS $$
 	ORDER BY 1
 $$;
 
--- Wait until no other session holds the xmin horizon back: an autovacuum
--- worker's snapshot would make VACUUM FULL and CLUSTER keep deleted rows as
--- recently dead, and the reference build that follows, a moment later,
--- leave them out as dead.
-CREATE FUNCTION gsrb_quiet() RETURNS void
-LANGUAGE plpgsql AS $$
-BEGIN
-	FOR i IN 1 .. 200 LOOP
-		PERFORM pg_stat_clear_snapshot();
-		EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_activity
-							  WHERE pid <> pg_backend_pid()
-								AND backend_xmin IS NOT NULL);
-		PERFORM pg_sleep(0.05);
-	END LOOP;
-END
-$$;
-
 CREATE SCHEMA gsrb;
 SET search_path = gsrb, public;
 -- no varlena column: no TOAST index (PostgreSQL's) in the logs
@@ -89,13 +72,13 @@ SELECT * FROM gsrb_check_all('gsrb.s');
 
 -- CLUSTER and VACUUM FULL rewrite the heap, then rebuild every index
 UPDATE gsrb.t SET a = a + 1 WHERE id % 10 = 3;
-SELECT gsrb_quiet();
+SELECT gs_quiet();
 SET client_min_messages = log;
 CLUSTER gsrb.t USING t_ab;
 RESET client_min_messages;
 SELECT * FROM gsrb_check_all('gsrb.t');
 DELETE FROM gsrb.t WHERE id % 10 = 5;
-SELECT gsrb_quiet();
+SELECT gs_quiet();
 SET client_min_messages = log;
 VACUUM FULL gsrb.t;
 RESET client_min_messages;
@@ -142,4 +125,3 @@ SELECT count(*) FROM pg_ls_tmpdir() WHERE name LIKE '%.gpusort.%';
 RESET search_path;
 DROP SCHEMA gsrb CASCADE;
 DROP FUNCTION gsrb_check_all(regclass);
-DROP FUNCTION gsrb_quiet();
