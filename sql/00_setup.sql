@@ -206,6 +206,8 @@ BEGIN
 	ELSE
 		ddl := format(ddl, pgname);
 	END IF;
+	-- the reference build must see the rows gpusort's saw (see gs_quiet)
+	PERFORM gs_quiet();
 	PERFORM set_config('gpusort.index_build', 'off', true);
 	EXECUTE ddl;
 	PERFORM set_config('gpusort.index_build', 'on', true);

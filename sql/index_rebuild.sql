@@ -61,6 +61,7 @@ SELECT gs_index_differ('gsrb.t_u') AS t_u, gs_index_differ('gsrb.s_kv') AS s_kv;
 -- physical order, which earlier tests decide)
 CREATE SCHEMA gsrb2;
 ALTER TABLE gsrb.s SET SCHEMA gsrb2;
+SELECT gs_quiet();
 SET client_min_messages = log;
 REINDEX SCHEMA gsrb;
 REINDEX SCHEMA gsrb2;
