@@ -226,6 +226,26 @@ BEGIN
 END
 $fn$;
 
+-- Parallel workers still running anywhere in the cluster, after waiting up
+-- to 5 s for them to go (a cancelled statement's workers take a moment to
+-- exit).  The activity snapshot is cleared each time round: within one
+-- transaction pg_stat_activity would otherwise show the same rows.
+CREATE FUNCTION gs_workers_left() RETURNS bigint
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	n bigint;
+BEGIN
+	FOR i IN 1 .. 100 LOOP
+		PERFORM pg_stat_clear_snapshot();
+		SELECT count(*) INTO n FROM pg_stat_activity
+		WHERE backend_type = 'parallel worker';
+		EXIT WHEN n = 0;
+		PERFORM pg_sleep(0.05);
+	END LOOP;
+	RETURN n;
+END
+$fn$;
+
 -- Wait (up to 10 s) until no other session holds the xmin horizon back:
 -- an autovacuum worker's snapshot makes CLUSTER and VACUUM FULL keep
 -- deleted rows as recently dead, so that two rewrites (or a rewrite and a

@@ -166,19 +166,7 @@ SELECT id FROM gs_pl WHERE gs_slowly(id) ORDER BY i8, id OFFSET 100000;
 \set VERBOSITY default
 RESET statement_timeout;
 SELECT clock_timestamp() - t0 < interval '5 s' AS cancelled_promptly FROM gs_t0;
-DO $$
-DECLARE
-	n int;
-BEGIN
-	FOR i IN 1 .. 100 LOOP
-		SELECT count(*) INTO n FROM pg_stat_activity
-		WHERE backend_type = 'parallel worker';
-		EXIT WHEN n = 0;
-		PERFORM pg_sleep(0.05);
-	END LOOP;
-	RAISE NOTICE 'parallel workers left: %', n;
-END
-$$;
+SELECT gs_workers_left() AS parallel_workers_left;
 SELECT * FROM gs_check('SELECT * FROM gs_pl ORDER BY tc, id');
 
 -- an error raised in a worker while it loads comes up in the leader; then

@@ -175,19 +175,7 @@ SELECT id FROM gs_pr WHERE gs_pr_slowly(id) ORDER BY tc, id OFFSET 100000;
 \set VERBOSITY default
 RESET statement_timeout;
 SELECT clock_timestamp() - t0 < interval '5 s' AS cancelled_promptly FROM gs_pr_t0;
-DO $$
-DECLARE
-	n int;
-BEGIN
-	FOR i IN 1 .. 100 LOOP
-		SELECT count(*) INTO n FROM pg_stat_activity
-		WHERE backend_type = 'parallel worker';
-		EXIT WHEN n = 0;
-		PERFORM pg_sleep(0.05);
-	END LOOP;
-	RAISE NOTICE 'parallel workers left: %', n;
-END
-$$;
+SELECT gs_workers_left() AS parallel_workers_left;
 SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
 -- an error in a worker while it writes runs comes up in the leader
 \set VERBOSITY terse

@@ -25,9 +25,7 @@ SET maintenance_work_mem = '64MB';
 -- workers, left behind: none once a build is over
 CREATE FUNCTION gsp_leftovers(OUT files bigint, OUT workers bigint)
 LANGUAGE sql AS $$
-	SELECT (SELECT count(*) FROM pg_ls_tmpdir()),
-		   (SELECT count(*) FROM pg_stat_activity
-			WHERE backend_type = 'parallel worker')
+	SELECT (SELECT count(*) FROM pg_ls_tmpdir()), gs_workers_left()
 $$;
 
 CREATE TABLE gsp (
