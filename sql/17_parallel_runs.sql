@@ -1,7 +1,7 @@
 --
 -- 17_parallel_runs: a parallel load of an input larger than work_mem, where
--- every participant (workers and leader) sorts its rows in batches of its
--- share of work_mem and writes them as runs, which the leader merges;
+-- every participant (workers and leader) sorts its rows in batches of
+-- work_mem and writes them as runs, which the leader merges;
 -- against PostgreSQL's own sort
 --
 LOAD 'gpusort';
@@ -94,7 +94,7 @@ SELECT (j->0->'Plan'->'Plans'->0) ? 'Shared Memory' AS through_shared_memory,
 FROM (SELECT gs_pr_json('SELECT tc, k, id FROM gs_pr WHERE id % 3 = 0 ORDER BY tc, k DESC, id') j) s;
 SELECT * FROM gs_check('SELECT tc, k, id FROM gs_pr WHERE id % 3 = 0 ORDER BY tc, k DESC, id');
 
--- a larger share of work_mem: fewer runs, a single final merge on threads
+-- a larger work_mem: fewer runs, a single final merge on threads
 SET work_mem = '1MB';
 SELECT launched, workers_wrote_runs, rows, runs_add_up FROM gs_runs('SELECT * FROM gs_pr ORDER BY k, id');
 SELECT * FROM gs_check('SELECT * FROM gs_pr ORDER BY k, id');

@@ -39,7 +39,7 @@
  *
  * A larger input is sorted in runs by every participant instead.  Each
  * worker puts its rows into a sort state of its own (private memory, its
- * share of work_mem, the engine as for any sort), which writes every full
+ * work_mem, the engine as for any sort), which writes every full
  * batch as a sorted run -- the format of sort_runs.c: key, lossy mark,
  * tuple -- into the leader's temporary file.  The leader creates that
  * file before the workers start and shares its name and its two counters
@@ -82,7 +82,7 @@
 #define LOAD_FIRST_BLOCK	(1024 * 1024)
 #define LOAD_MAX_BLOCK		(32 * 1024 * 1024)
 
-/* the smallest share of work_mem a loader writing runs gets */
+/* the least memory a loader writing runs gets */
 #define GS_LOAD_MIN_MEM_KB	64
 
 /* an entry's tuple offset word: the top bit says the key is lossy */
@@ -140,7 +140,7 @@ typedef struct GsLoadShared
 	int			nslots;
 	/* an input larger than work_mem: each loader writes sorted runs */
 	bool		runs;
-	int			worker_mem_kb;	/* a loader's share of work_mem */
+	int			worker_mem_kb;	/* work_mem of each loader */
 	int			worker_threads; /* and of gpusort.cpu_threads */
 	int			worker_max_runs;	/* and of the final merge's order */
 	double		worker_rows;	/* estimated rows a loader takes */
@@ -173,7 +173,7 @@ typedef struct GsLoadState
 	dsa_area   *area;			/* the rows of the last load */
 	int			key_bytes;		/* of the sort being loaded */
 	bool		runs;			/* loaders write sorted runs (see above) */
-	int			part_mem_kb;	/* each one's share of work_mem */
+	int			part_mem_kb;	/* the work_mem of each */
 	GsSortState *sort;			/* the sort being loaded */
 	double		est_bytes;		/* estimated input, as the sort holds it */
 	bool		scan_shared;	/* the child's scan lives in a parallel DSM */
@@ -431,14 +431,19 @@ gs_load_reinit_dsm(CustomScanState *node, ParallelContext *pcxt,
 	if (ls->runs)
 	{
 		/*
-		 * Every participant planned gets an equal share of work_mem and of
-		 * gpusort.cpu_threads (at least two threads, so that a loader's
-		 * writes go on while it reads); fewer launched use less.
+		 * Every participant sorts its batches in work_mem of its own, as a
+		 * worker's Sort below a Gather Merge does: PostgreSQL lets each
+		 * process of a parallel query use what a session may (see
+		 * max_parallel_workers_per_gather in its documentation).  Batches
+		 * of a tiny share of work_mem would only make runs to merge again.
+		 * gpusort.cpu_threads is shared out (at least two threads each, so
+		 * that a loader's writes go on while it reads); fewer launched use
+		 * less.
 		 */
 		int			nparts = pcxt->nworkers +
 			(parallel_leader_participation ? 1 : 0);
 
-		sh->worker_mem_kb = Max(work_mem / Max(nparts, 1), GS_LOAD_MIN_MEM_KB);
+		sh->worker_mem_kb = Max(work_mem, GS_LOAD_MIN_MEM_KB);
 		sh->worker_threads = Min(gpusort_cpu_threads,
 								 Max(2, gpusort_cpu_threads / Max(nparts, 1)));
 		sh->worker_rows = ls->css.ss.ps.plan->plan_rows / Max(nparts, 1);
@@ -590,7 +595,7 @@ gs_load_worker(GsLoadState *ls)
 
 /*
  * A worker's share of a load that writes runs: its rows go into a sort
- * state of its own (private memory, its share of work_mem), which sorts
+ * state of its own (private memory, work_mem of its own), which sorts
  * each batch with the engine and writes it as a run into the leader's
  * temporary file; the runs' places go to the leader through the area.
  */
@@ -926,7 +931,7 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 	{
 		/*
 		 * Larger than work_mem (or than shared memory may hold): each
-		 * participant sorts its rows in batches of its share of work_mem
+		 * participant sorts its rows in batches of work_mem
 		 * and writes them as runs, which the leader merges.
 		 */
 		ls->runs = true;

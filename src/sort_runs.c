@@ -528,7 +528,7 @@ gs_sort_attach_file(GsSortState *s, GsTempShared *sh)
 
 /*
  * Load batches of at most bytes from now on (before any row is put): the
- * leader's share of work_mem while workers load beside it.  The arrays
+ * leader's memory as a participant while workers load beside it.  The arrays
  * sized up front for the whole of work_mem are cut down to it.
  */
 void
@@ -556,9 +556,9 @@ gs_sort_limit_load(GsSortState *s, int64 bytes)
 /*
  * A participant's input has ended: write what is in memory as its last
  * run and wait for every write; then, if it wrote more than max_runs runs,
- * merge the smallest of them (in merges as wide as its share of work_mem
- * allows) until max_runs are left, so that the leader's final merge can take every participant's
- * runs at once.  Returns its runs, and whether any row's key was lossy and
+ * merge the smallest of them (in merges as wide as its memory allows)
+ * until max_runs are left, so that the leader's final merge can take every
+ * participant's runs at once.  Returns its runs, and whether any row's key was lossy and
  * the longest tuple, which the leader's merge needs.
  */
 const GsRun *
@@ -571,8 +571,8 @@ gs_sort_finish_runs(GsSortState *s, int max_runs, int *nruns,
 	if (s->nruns > max_runs)
 	{
 		/*
-		 * Merges as wide as the participant's share of work_mem allows
-		 * (the leader's final merge gets all of it again afterwards).
+		 * Merges as wide as the participant's memory allows (the
+		 * leader's final merge gets all of work_mem again afterwards).
 		 */
 		int64		mem = s->mem_limit;
 		int			width = (int) Max(MERGE_MIN_ORDER,
