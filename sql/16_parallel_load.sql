@@ -205,6 +205,34 @@ $fn$;
 SELECT (j->>'GpuSort Rows Copied In Order')::int8 > 0 AS copied,
 	   (j->'Plans'->0->>'Workers Launched')::int > 0 AS parallel
 FROM gs_top_json('SELECT * FROM gs_plbig ORDER BY k, id') j;
+-- the copy goes on while rows go out: a LIMIT ends the sort (and the
+-- copy) early; an error above the sort, raised while the copy may still
+-- run, and the same caught by a subtransaction, leave a working session
+EXPLAIN (COSTS OFF) SELECT * FROM (SELECT id, k FROM gs_plbig ORDER BY k DESC, id OFFSET 0) s
+WHERE 1 / (id - 1) > 0;
+SET gpusort.topn_limit = 0;
+SELECT * FROM gs_check('SELECT id, k FROM gs_plbig ORDER BY k, id LIMIT 5');
+RESET gpusort.topn_limit;
+SELECT * FROM gs_check('SELECT id, t FROM gs_plbig ORDER BY t, id OFFSET 1099990');
+\set VERBOSITY terse
+SELECT * FROM (SELECT id, k FROM gs_plbig ORDER BY k DESC, id OFFSET 0) s
+WHERE 1 / (id - 1) > 0;
+\set VERBOSITY default
+CREATE FUNCTION gs_pl_caught() RETURNS text
+LANGUAGE plpgsql AS $fn$
+BEGIN
+	PERFORM * FROM (SELECT id, k FROM gs_plbig ORDER BY k DESC, id OFFSET 0) s
+	WHERE 1 / (id - 1) > 0;
+	RETURN 'not raised';
+EXCEPTION WHEN division_by_zero THEN
+	RETURN 'caught';
+END
+$fn$;
+SELECT gs_pl_caught();
+SELECT gs_pl_caught();
+SELECT * FROM gs_check('SELECT id, k FROM gs_plbig ORDER BY k DESC, id OFFSET 1099995');
+SELECT gs_workers_left() AS parallel_workers_left;
+DROP FUNCTION gs_pl_caught();
 DROP TABLE gs_plbig;
 SET work_mem = '4MB';
 SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();

@@ -116,6 +116,7 @@ typedef struct GsTask GsTask;
 extern GsTask *gs_task_start(MemoryContext parent, GsPartFn fn, void *arg,
 							 int nparts);
 extern bool gs_task_wait(GsTask *t);
+extern void gs_task_cancel(GsTask *t);
 extern bool gs_parallel(GsPartFn fn, void *arg, int nparts);
 
 /* ---- runs merged by threads into streams of rows ---- */

@@ -15,9 +15,12 @@
 #include <signal.h>
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
+#include "lib/ilist.h"
 #include "miscadmin.h"
+#include "port/atomics.h"
 #include "utils/memutils.h"
 #include "utils/sortsupport.h"
 #include "utils/tuplestore.h"
@@ -123,127 +126,293 @@ gs_gather(MinimalTuple *sorted, MinimalTuple *tuples, const uint32 *perm,
  * in the order the workers met them: returning them in sorted order costs
  * a TLB miss and a cache miss per row, more than the rest of the row's way
  * out.  Large sorts of such rows copy them once, in sorted order, into
- * private memory on huge pages, on threads (each an even share of the
- * output, its loads independent so their misses overlap); rows then go out
- * from consecutive addresses.  The threads are as many as the processes
- * that loaded the rows, or gpusort.cpu_threads if more: the workers' cores
- * are free again by then.  The copy is not counted against work_mem,
- * as the shared rows are not.
+ * private memory on huge pages, on threads whose loads are independent, so
+ * their misses overlap; rows then go out from consecutive addresses.  The
+ * threads are as many as the processes that loaded the rows, or
+ * gpusort.cpu_threads if more: the workers' cores are free again by then.
+ * The copy is not counted against work_mem, as the shared rows are not.
  *
- * A thread's share goes into a buffer sized from the average row; when it
- * runs out, the thread stops there, the backend adds a buffer and the
- * thread goes on.
+ * The copy goes on while the rows go out.  The output is cut into blocks
+ * of COPY_BLOCK_ROWS rows, dealt to the threads in turn (block b to thread
+ * b % nthreads), so the threads advance side by side from the first row
+ * and a thread's blocks sample the whole output.  Each thread counts the
+ * blocks it has finished; the backend returns a row once its block is
+ * counted, and waits (watching for interrupts) only when it has caught up.
+ *
+ * A thread's blocks go into one buffer sized from the average row; a row
+ * that no longer fits is not copied, and sorted[] points at it in shared
+ * memory, which lasts as long as the sort.
+ *
+ * The threads read the workers' shared memory, which an aborting
+ * (sub)transaction unmaps when it releases its resources, before the
+ * executor's memory goes.  So every copy under way is on a list, and a
+ * transaction callback stops them all when any (sub)transaction aborts,
+ * before that release; so does the load node before it lets its area go.
+ * A copy stopped under a sort that goes on (an outer query's, when a
+ * subtransaction fails) is finished by the backend: the rows of the
+ * blocks not copied are returned from where they are.  The threads stop
+ * with the sort's memory context too.
  */
+#define COPY_BLOCK_ROWS		8192
+#define COPY_PROBE_ROWS		65536
+
 typedef struct GsCopySlice
 {
-	size_t		next;			/* next output row to copy */
-	size_t		to;
 	char	   *buf;
 	size_t		cap;
 	size_t		used;
+	instr_time	end;			/* when the thread was done */
+	pg_atomic_uint64 done;		/* blocks finished */
+	char		pad[PG_CACHE_LINE_SIZE];
 } GsCopySlice;
 
 typedef struct GsSortedCopy
 {
+	dlist_node	node;			/* in live_copies, while linked */
+	bool		linked;
+	MemoryContextCallback cb;
 	MinimalTuple *sorted;
 	MinimalTuple *tuples;
 	const uint32 *order;
+	uint32	   *order_owned;	/* order, when the sort made it: freed after */
+	size_t		n;
+	size_t		nblocks;
+	int			nslices;
 	GsCopySlice *slices;
+	GsTask	   *task;			/* NULL once stopped or finished */
+	instr_time	start;
 } GsSortedCopy;
+
+static dlist_head live_copies = DLIST_STATIC_INIT(live_copies);
+static bool copy_callbacks_registered = false;
 
 static void
 gs_copy_sorted_part(void *arg, int part, int nparts, volatile bool *stop)
 {
 	GsSortedCopy *c = (GsSortedCopy *) arg;
 	GsCopySlice *sl = &c->slices[part];
-	size_t		i;
+	size_t		b;
 
-	for (i = sl->next; i < sl->to; i++)
+	for (b = part; b < c->nblocks && !*stop; b += nparts)
 	{
-		MinimalTuple t;
-		size_t		len;
+		size_t		from = b * COPY_BLOCK_ROWS;
+		size_t		to = Min(c->n, from + COPY_BLOCK_ROWS);
+		size_t		i;
 
-		if ((i & 4095) == 0 && *stop)
-			break;
-		if (i + GATHER_PREFETCH < sl->to)
-			__builtin_prefetch(&c->tuples[c->order[i + GATHER_PREFETCH]]);
-		if (i + PREFETCH_DISTANCE < sl->to)
-			__builtin_prefetch(c->tuples[c->order[i + PREFETCH_DISTANCE]]);
-		t = c->tuples[c->order[i]];
-		len = MAXALIGN(t->t_len);
-		if (sl->used + len > sl->cap)
-			break;
-		memcpy(sl->buf + sl->used, t, t->t_len);
-		c->sorted[i] = (MinimalTuple) (sl->buf + sl->used);
-		sl->used += len;
+		for (i = from; i < to; i++)
+		{
+			MinimalTuple t;
+			size_t		len;
+
+			if (i + GATHER_PREFETCH < to)
+				__builtin_prefetch(&c->tuples[c->order[i + GATHER_PREFETCH]]);
+			if (i + PREFETCH_DISTANCE < to)
+				__builtin_prefetch(c->tuples[c->order[i + PREFETCH_DISTANCE]]);
+			t = c->tuples[c->order[i]];
+			len = MAXALIGN(t->t_len);
+			if (sl->used + len > sl->cap)
+			{
+				/* out of room: this row stays where it is */
+				c->sorted[i] = t;
+				continue;
+			}
+			memcpy(sl->buf + sl->used, t, t->t_len);
+			c->sorted[i] = (MinimalTuple) (sl->buf + sl->used);
+			sl->used += len;
+		}
+		/* the rows and their pointers are visible before the count */
+		pg_write_barrier();
+		pg_atomic_write_u64(&sl->done, b / nparts + 1);
 	}
-	sl->next = i;
+	INSTR_TIME_SET_CURRENT(sl->end);
 }
 
-/* a buffer for rows [next, to) of slice sl, of avg bytes each on average */
-static void
-gs_copy_slice_buffer(GsSortState *s, GsCopySlice *sl, double avg)
+static bool
+gs_copy_block_done(GsSortedCopy *c, size_t b)
 {
-	size_t		rows = sl->to - sl->next;
-	size_t		cap = (size_t) (rows * avg * 1.0625) + 64 * 1024;
+	return pg_atomic_read_u64(&c->slices[b % c->nslices].done) >
+		b / c->nslices;
+}
 
-	cap = Max(cap, MAXALIGN(s->max_tuple_len));
-	sl->buf = MemoryContextAllocHuge(s->cxt, cap);
-	s->copy_bytes += cap;
-	gs_advise_huge(sl->buf, cap);
-	sl->cap = cap;
-	sl->used = 0;
+/* stop a copy's threads where they are (each between two blocks) */
+static void
+gs_copy_stop(GsSortedCopy *c)
+{
+	if (c->task)
+	{
+		gs_task_cancel(c->task);
+		c->task = NULL;
+	}
+}
+
+/* stop every copy under way: their shared rows are about to go */
+void
+gs_sort_stop_copies(void)
+{
+	dlist_iter	it;
+
+	dlist_foreach(it, &live_copies)
+		gs_copy_stop(dlist_container(GsSortedCopy, node, it.cur));
 }
 
 static void
-gs_copy_sorted(GsSortState *s, const uint32 *order, size_t n)
+gs_copy_xact_callback(XactEvent event, void *arg)
 {
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		gs_sort_stop_copies();
+}
+
+static void
+gs_copy_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						 SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		gs_sort_stop_copies();
+}
+
+/* the sort's memory goes (its task, a child context, is joined already) */
+static void
+gs_copy_forget(void *arg)
+{
+	GsSortedCopy *c = (GsSortedCopy *) arg;
+
+	if (c->linked)
+		dlist_delete(&c->node);
+}
+
+static void
+gs_copy_start(GsSortState *s, const uint32 *order, uint32 *order_owned,
+			  size_t n)
+{
+	GsSortedCopy *c;
 	int			nslices = Min(Max(gpusort_cpu_threads, s->bulk_threads), 64);
-	GsCopySlice *slices;
-	GsSortedCopy c;
 	double		avg = 0;
-	size_t		probe = Min(n, (size_t) 4096);
+	size_t		probe = Min(n, (size_t) COPY_PROBE_ROWS);
 	size_t		i;
 	int			t;
-	instr_time	t0;
 
-	INSTR_TIME_SET_CURRENT(t0);
+	c = MemoryContextAllocZero(s->cxt, sizeof(GsSortedCopy));
+	INSTR_TIME_SET_CURRENT(c->start);
 	/* the average row, from rows spread over the input */
 	for (i = 0; i < probe; i++)
 		avg += MAXALIGN(s->tuples[(n / probe) * i]->t_len);
 	avg /= Max(probe, 1);
 
-	slices = palloc(nslices * sizeof(GsCopySlice));
+	c->sorted = s->sorted;
+	c->tuples = s->tuples;
+	c->order = order;
+	c->order_owned = order_owned;
+	c->n = n;
+	c->nblocks = (n + COPY_BLOCK_ROWS - 1) / COPY_BLOCK_ROWS;
+	nslices = (int) Min((size_t) nslices, c->nblocks);
+	c->nslices = nslices;
+	c->slices = MemoryContextAllocZero(s->cxt, nslices * sizeof(GsCopySlice));
 	for (t = 0; t < nslices; t++)
 	{
-		slices[t].next = n * t / nslices;
-		slices[t].to = n * (t + 1) / nslices;
-		gs_copy_slice_buffer(s, &slices[t], avg);
+		GsCopySlice *sl = &c->slices[t];
+		size_t		blocks = (c->nblocks - t + nslices - 1) / nslices;
+		size_t		cap = (size_t) (blocks * COPY_BLOCK_ROWS * avg * 1.0625) +
+			64 * 1024;
+
+		cap = Max(cap, MAXALIGN(s->max_tuple_len));
+		sl->buf = MemoryContextAllocHuge(s->cxt, cap);
+		gs_advise_huge(sl->buf, cap);
+		sl->cap = cap;
+		s->copy_bytes += cap;
+		pg_atomic_init_u64(&sl->done, 0);
 	}
-	c.sorted = s->sorted;
-	c.tuples = s->tuples;
-	c.order = order;
-	c.slices = slices;
+	if (!copy_callbacks_registered)
+	{
+		RegisterXactCallback(gs_copy_xact_callback, NULL);
+		RegisterSubXactCallback(gs_copy_subxact_callback, NULL);
+		copy_callbacks_registered = true;
+	}
+	dlist_push_tail(&live_copies, &c->node);
+	c->linked = true;
+	c->cb.func = gs_copy_forget;
+	c->cb.arg = c;
+	MemoryContextRegisterResetCallback(s->cxt, &c->cb);
+	s->copy = c;
+	s->ready = 0;
+	c->task = gs_task_start(s->cxt, gs_copy_sorted_part, c, nslices);
+}
+
+/*
+ * The copy is over: its threads are joined and the arrays it read from go.
+ */
+static void
+gs_copy_finish(GsSortState *s)
+{
+	GsSortedCopy *c = s->copy;
+	instr_time	end = c->start;
+	int			t;
+
+	/* every block is done: the threads are at their end */
+	if (c->task)
+		(void) gs_task_wait(c->task);
+	c->task = NULL;
+	for (t = 0; t < c->nslices; t++)
+	{
+		if (INSTR_TIME_GET_DOUBLE(c->slices[t].end) > INSTR_TIME_GET_DOUBLE(end))
+			end = c->slices[t].end;
+	}
+	INSTR_TIME_SUBTRACT(end, c->start);
+	s->copy_ms += INSTR_TIME_GET_MILLISEC(end);
+	/* c itself stays, as the context's callback points at it */
+	dlist_delete(&c->node);
+	c->linked = false;
+	if (c->order_owned)
+		pfree(c->order_owned);
+	pfree(c->tuples);
+	pfree(c->slices);
+	s->copy = NULL;
+	s->ready = s->nsorted;
+}
+
+/*
+ * Wait until row pos is copied (pos < nsorted), and move s->ready past
+ * every block finished in a row from there.
+ */
+static pg_noinline void
+gs_copy_wait(GsSortState *s, size_t pos)
+{
+	GsSortedCopy *c = s->copy;
+	size_t		b = s->ready / COPY_BLOCK_ROWS;
+	int			spins = 0;
+
+	Assert(c != NULL && pos >= s->ready && pos < c->n);
 	for (;;)
 	{
-		bool		left = false;
-
-		while (!gs_parallel(gs_copy_sorted_part, &c, nslices))
-			;
-		for (t = 0; t < nslices; t++)
-		{
-			if (slices[t].next < slices[t].to)
-			{
-				/* out of room: the rest of the share gets a new buffer */
-				left = true;
-				gs_copy_slice_buffer(s, &slices[t], avg);
-			}
-		}
-		if (!left)
+		while (b < c->nblocks && gs_copy_block_done(c, b))
+			b++;
+		if (b * COPY_BLOCK_ROWS > pos || b == c->nblocks)
 			break;
+		if (c->task == NULL)
+		{
+			/* stopped: the blocks left are returned from where they lie */
+			pg_read_barrier();
+			for (; b < c->nblocks; b++)
+			{
+				if (!gs_copy_block_done(c, b))
+					gs_gather_range(c->sorted, c->tuples, c->order,
+									b * COPY_BLOCK_ROWS,
+									Min(c->n, (b + 1) * COPY_BLOCK_ROWS));
+			}
+			break;
+		}
+		if (++spins < 1000)
+			pg_spin_delay();
+		else
+		{
+			CHECK_FOR_INTERRUPTS();
+			pg_usleep(20);
+		}
 	}
-	pfree(slices);
-	s->copy_ms += gs_elapsed_ms(t0);
+	pg_read_barrier();
+	if (b == c->nblocks)
+		gs_copy_finish(s);
+	else
+		s->ready = b * COPY_BLOCK_ROWS;
 }
 
 /* all rows are in and fit in memory: merge chunks into sorted[] */
@@ -292,9 +461,23 @@ gs_merge_chunks_to_array(GsSortState *s)
 	gs_advise_huge(s->sorted, n * sizeof(MinimalTuple));
 	gs_note_mem(s, (int64) n * sizeof(MinimalTuple));
 	s->nsorted = n;
+	s->ready = n;
 	if (order && s->bulk_rows && n >= PAR_GATHER_MIN_ROWS &&
 		Max(gpusort_cpu_threads, s->bulk_threads) > 1)
-		gs_copy_sorted(s, order, n);
+	{
+		uint32	   *owned = rows;
+
+		/* the copy reads the order and the arrival-order array: it keeps them */
+		if (owned == NULL)
+		{
+			Assert(s->nchunks == 1);
+			owned = s->chunks[0].perm;
+			s->nchunks = 0;
+		}
+		gs_copy_start(s, order, owned, n);
+		s->tuples = NULL;
+		return;
+	}
 	else if (order)
 		gs_gather(s->sorted, s->tuples, order, n);
 
@@ -355,7 +538,9 @@ gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot)
 		{
 			size_t		ahead = s->current + PREFETCH_DISTANCE;
 
-			if (ahead < s->nsorted)
+			if (unlikely(s->current >= s->ready))
+				gs_copy_wait(s, s->current);
+			if (ahead < s->ready)
 				__builtin_prefetch(s->sorted[ahead]);
 			gs_store(s, s->current++, slot);
 			return true;

@@ -358,6 +358,8 @@ gs_load_release(GsLoadState *ls)
 {
 	if (ls->area)
 	{
+		/* no thread may still be copying rows out of it */
+		gs_sort_stop_copies();
 		dsa_detach(ls->area);
 		ls->area = NULL;
 	}

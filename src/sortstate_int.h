@@ -317,6 +317,7 @@ struct GsSortState
 	int			bulk_threads;	/* processes that loaded them */
 	int64		copy_bytes;		/* rows copied in sorted order (sort_emit.c) */
 	double		copy_ms;
+	struct GsSortedCopy *copy;	/* that copy, while it goes on */
 	GsRun	   *runs;
 	int			nruns;
 	int			runs_cap;
@@ -326,6 +327,7 @@ struct GsSortState
 	TupleTableSlot *store_slot;
 
 	/* reading GS_SORTED */
+	size_t		ready;			/* sorted[] is filled in below this */
 	size_t		current;		/* as in tuplesort: next row to return */
 	bool		eof_reached;
 	size_t		markpos;

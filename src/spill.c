@@ -604,6 +604,13 @@ gs_task_wait(GsTask *t)
 	return true;
 }
 
+/* stop a task's parts where they are, join them and free the task */
+void
+gs_task_cancel(GsTask *t)
+{
+	MemoryContextDelete(t->cxt);	/* stops and joins the threads */
+}
+
 /* run a task and wait for it (see gs_task_wait for the result) */
 bool
 gs_parallel(GsPartFn fn, void *arg, int nparts)
