@@ -231,6 +231,15 @@ $fn$;
 SELECT gs_pl_caught();
 SELECT gs_pl_caught();
 SELECT * FROM gs_check('SELECT id, k FROM gs_plbig ORDER BY k DESC, id OFFSET 1099995');
+-- read twice (a rescan rewinds the sort): the second pass reads the
+-- copies, after the shared blocks were given back
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
+SET enable_material = off;
+SELECT * FROM gs_check('SELECT o, s.id, s.t FROM generate_series(1, 2) o, (SELECT id, t FROM gs_plbig ORDER BY t, id OFFSET 0) s');
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+RESET enable_material;
 SELECT gs_workers_left() AS parallel_workers_left;
 DROP FUNCTION gs_pl_caught();
 DROP TABLE gs_plbig;

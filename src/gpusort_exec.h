@@ -77,6 +77,7 @@ extern void gs_sort_bulk_lossy(GsSortState *s, size_t i);
 extern void gs_sort_bulk_done(GsSortState *s, size_t n, uint32 max_tuple_len);
 extern void gs_sort_bulk_threads(GsSortState *s, int nthreads);
 extern void gs_sort_stop_copies(void);
+extern void gs_sort_shared_span(GsSortState *s, void *addr, size_t len);
 extern void gs_sort_perform(GsSortState *s);
 
 /* runs written by a parallel load's participants (sort_runs.c) */

@@ -13,6 +13,8 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "access/htup_details.h"
 #include "access/xact.h"
@@ -181,16 +183,60 @@ typedef struct GsSortedCopy
 	GsCopySlice *slices;
 	GsTask	   *task;			/* NULL once stopped or finished */
 	instr_time	start;
+
+	/* the workers' blocks, given back once every row is copied */
+	const GsSpan *spans;
+	int			nspans;
+	size_t		page_size;
+	pg_atomic_uint32 parts_left;	/* copying */
+	pg_atomic_uint32 overflow;	/* some row was left in shared memory */
+	pg_atomic_uint64 released;	/* bytes given back */
 } GsSortedCopy;
 
 static dlist_head live_copies = DLIST_STATIC_INIT(live_copies);
 static bool copy_callbacks_registered = false;
+
+/*
+ * Every row is copied: give the workers' blocks of rows back to the
+ * system now, on this thread, rather than when the sort ends.  Freeing
+ * gigabytes of shared memory took the backend 0.6-0.8 s at the end of a
+ * 50M-row sort; here it goes on while the rows go out.  The pages are
+ * punched out of the shared memory segments (MADV_REMOVE); the area's own
+ * bookkeeping lies outside the blocks, and nothing reads the blocks again
+ * (the area is only detached).  A failure just stops the early release.
+ */
+static void
+gs_release_spans(GsSortedCopy *c, volatile bool *stop)
+{
+#ifdef MADV_REMOVE
+	const size_t step = 64 * 1024 * 1024;
+	int			i;
+
+	for (i = 0; i < c->nspans; i++)
+	{
+		uintptr_t	p = TYPEALIGN(c->page_size, (uintptr_t) c->spans[i].addr);
+		uintptr_t	end = TYPEALIGN_DOWN(c->page_size,
+										 (uintptr_t) c->spans[i].addr +
+										 c->spans[i].len);
+
+		for (; p < end; p += step)
+		{
+			size_t		len = Min(step, end - p);
+
+			if (*stop || madvise((void *) p, len, MADV_REMOVE) != 0)
+				return;
+			pg_atomic_fetch_add_u64(&c->released, len);
+		}
+	}
+#endif
+}
 
 static void
 gs_copy_sorted_part(void *arg, int part, int nparts, volatile bool *stop)
 {
 	GsSortedCopy *c = (GsSortedCopy *) arg;
 	GsCopySlice *sl = &c->slices[part];
+	bool		overflow = false;
 	size_t		b;
 
 	for (b = part; b < c->nblocks && !*stop; b += nparts)
@@ -214,6 +260,7 @@ gs_copy_sorted_part(void *arg, int part, int nparts, volatile bool *stop)
 			{
 				/* out of room: this row stays where it is */
 				c->sorted[i] = t;
+				overflow = true;
 				continue;
 			}
 			memcpy(sl->buf + sl->used, t, t->t_len);
@@ -225,6 +272,13 @@ gs_copy_sorted_part(void *arg, int part, int nparts, volatile bool *stop)
 		pg_atomic_write_u64(&sl->done, b / nparts + 1);
 	}
 	INSTR_TIME_SET_CURRENT(sl->end);
+
+	/* the last part to finish gives the shared rows back, if all copied */
+	if (overflow)
+		pg_atomic_write_u32(&c->overflow, 1);
+	if (pg_atomic_fetch_sub_u32(&c->parts_left, 1) == 1 && !*stop &&
+		pg_atomic_read_u32(&c->overflow) == 0)
+		gs_release_spans(c, stop);
 }
 
 static bool
@@ -332,9 +386,31 @@ gs_copy_start(GsSortState *s, const uint32 *order, uint32 *order_owned,
 	c->cb.func = gs_copy_forget;
 	c->cb.arg = c;
 	MemoryContextRegisterResetCallback(s->cxt, &c->cb);
+	c->spans = s->shared_spans;
+	c->nspans = s->nshared_spans;
+	c->page_size = (size_t) sysconf(_SC_PAGESIZE);
+	pg_atomic_init_u32(&c->parts_left, nslices);
+	pg_atomic_init_u32(&c->overflow, 0);
+	pg_atomic_init_u64(&c->released, 0);
 	s->copy = c;
 	s->ready = 0;
 	c->task = gs_task_start(s->cxt, gs_copy_sorted_part, c, nslices);
+}
+
+/* a block of rows that parallel workers left in shared memory */
+void
+gs_sort_shared_span(GsSortState *s, void *addr, size_t len)
+{
+	if (s->nshared_spans == s->shared_spans_cap)
+	{
+		s->shared_spans_cap = Max(64, s->shared_spans_cap * 2);
+		s->shared_spans = s->shared_spans ?
+			repalloc(s->shared_spans, s->shared_spans_cap * sizeof(GsSpan)) :
+			MemoryContextAlloc(s->cxt, s->shared_spans_cap * sizeof(GsSpan));
+	}
+	s->shared_spans[s->nshared_spans].addr = addr;
+	s->shared_spans[s->nshared_spans].len = len;
+	s->nshared_spans++;
 }
 
 /*
@@ -358,6 +434,10 @@ gs_copy_finish(GsSortState *s)
 	}
 	INSTR_TIME_SUBTRACT(end, c->start);
 	s->copy_ms += INSTR_TIME_GET_MILLISEC(end);
+	s->shared_released += pg_atomic_read_u64(&c->released);
+	elog(DEBUG1, "gpusort: %zu rows copied into sorted order in %.1f ms; %lld kB of shared memory given back early",
+		 c->n, INSTR_TIME_GET_MILLISEC(end),
+		 (long long) (pg_atomic_read_u64(&c->released) / 1024));
 	/* c itself stays, as the context's callback points at it */
 	dlist_delete(&c->node);
 	c->linked = false;

@@ -814,6 +814,7 @@ gs_load_collect(GsLoadState *ls, GsSortState *sort)
 				cap *= 2;
 				blocks = repalloc(blocks, cap * sizeof(GsCopyPiece));
 			}
+			gs_sort_shared_span(sort, b, b->size);
 			blocks[nblocks].blk = (char *) b;
 			blocks[nblocks].first = 0;
 			blocks[nblocks].nrows = b->nrows;

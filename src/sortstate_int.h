@@ -140,6 +140,13 @@ typedef enum GsStatus
 	GS_STORED					/* final merge materialised in a tuplestore */
 } GsStatus;
 
+/* a stretch of memory: the workers' shared blocks of rows */
+typedef struct GsSpan
+{
+	char	   *addr;
+	size_t		len;
+} GsSpan;
+
 /* a sorted chunk of the in-memory batch */
 typedef struct GsChunk
 {
@@ -318,6 +325,10 @@ struct GsSortState
 	int64		copy_bytes;		/* rows copied in sorted order (sort_emit.c) */
 	double		copy_ms;
 	struct GsSortedCopy *copy;	/* that copy, while it goes on */
+	GsSpan	   *shared_spans;	/* the workers' blocks of rows (sort_emit.c) */
+	int			nshared_spans;
+	int			shared_spans_cap;
+	int64		shared_released;	/* of them given back before the end */
 	GsRun	   *runs;
 	int			nruns;
 	int			runs_cap;
