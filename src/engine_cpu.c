@@ -80,6 +80,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "gpusort_engine.h"
@@ -873,6 +874,24 @@ cpu_device_info(gs_engine *eng, gs_device_info *info,
 	return GS_OK;
 }
 
+/*
+ * Large buffers are touched once each, page by page, right after they are
+ * allocated: huge pages spare most of the page faults (a 1.6 GB key
+ * buffer took 400,000 of them).
+ */
+static void
+cpu_advise_huge(void *p, size_t len)
+{
+#ifdef MADV_HUGEPAGE
+	const uintptr_t huge = 2 * 1024 * 1024;
+	uintptr_t	start = ((uintptr_t) p + huge - 1) & ~(huge - 1);
+	uintptr_t	end = ((uintptr_t) p + len) & ~(huge - 1);
+
+	if (p != NULL && end > start)
+		(void) madvise((void *) start, end - start, MADV_HUGEPAGE);
+#endif
+}
+
 static gs_status
 cpu_keybuf_alloc(gs_engine *eng, size_t bytes, void **ptr,
 				 char *errbuf, size_t errlen)
@@ -887,6 +906,7 @@ cpu_keybuf_alloc(gs_engine *eng, size_t bytes, void **ptr,
 					 "could not allocate %zu bytes for sort keys", bytes);
 		return GS_ERR_NOMEM;
 	}
+	cpu_advise_huge(p, bytes);
 	*ptr = p;
 	return GS_OK;
 }
@@ -981,6 +1001,7 @@ gs_cpu_sort_keys(void *keys, size_t n, int key_bytes,
 		work_bytes = n * (size_t) key_bytes;
 	s = malloc(sizeof(gs_cpu_sort));
 	work = malloc(work_bytes);
+	cpu_advise_huge(work, work_bytes);
 	buf = work;
 	if (s == NULL || buf == NULL)
 	{
