@@ -877,8 +877,12 @@ cpu_device_info(gs_engine *eng, gs_device_info *info,
 /*
  * Large buffers are touched once each, page by page, right after they are
  * allocated: huge pages spare most of the page faults (a 1.6 GB key
- * buffer took 400,000 of them).
+ * buffer took 400,000 of them).  Buffers below 256 MB (the batches of a
+ * sort larger than work_mem, sorted one after another) stay on small
+ * pages, where the kernel need not find free huge pages for them.
  */
+#define CPU_HUGE_MIN_BYTES	((size_t) 256 * 1024 * 1024)
+
 static void
 cpu_advise_huge(void *p, size_t len)
 {
@@ -887,7 +891,7 @@ cpu_advise_huge(void *p, size_t len)
 	uintptr_t	start = ((uintptr_t) p + huge - 1) & ~(huge - 1);
 	uintptr_t	end = ((uintptr_t) p + len) & ~(huge - 1);
 
-	if (p != NULL && end > start)
+	if (p != NULL && len >= CPU_HUGE_MIN_BYTES && end > start)
 		(void) madvise((void *) start, end - start, MADV_HUGEPAGE);
 #endif
 }
