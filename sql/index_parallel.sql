@@ -69,6 +69,16 @@ SELECT * FROM gs_build('CREATE INDEX %I ON gsp (b, a)', 'gsp_ba1');
 SELECT * FROM gs_build('CREATE UNIQUE INDEX %I ON gsp (b, id) WHERE b IS NOT NULL', 'gsp_ubid1');
 RESET parallel_leader_participation;
 SELECT * FROM gsp_leftovers();
+-- four workers: five runs (one per participant, all in the leader's file),
+-- merged on threads into the page writer when the keys are exact
+ALTER TABLE gsp SET (parallel_workers = 4);
+SET max_parallel_maintenance_workers = 4;
+SELECT * FROM gs_build('CREATE INDEX %I ON gsp (a, id)', 'gsp_a4');
+SELECT * FROM gs_build('CREATE UNIQUE INDEX %I ON gsp (id DESC)', 'gsp_id4');
+SELECT * FROM gs_build('CREATE INDEX %I ON gsp (c COLLATE "C")', 'gsp_c4');
+ALTER TABLE gsp SET (parallel_workers = 2);
+SET max_parallel_maintenance_workers = 2;
+SELECT * FROM gsp_leftovers();
 
 -- queries through the indexes equal sequential scans
 SELECT gs_same('SELECT id FROM gsp WHERE id BETWEEN 100 AND 20000 ORDER BY id DESC');

@@ -76,6 +76,7 @@ extern GsTempFile *gs_temp_create(MemoryContext cxt);
 extern void gs_temp_charge(GsTempFile *f, int64 len);
 extern int64 gs_temp_place(GsTempFile *f, int64 len);
 extern int64 gs_temp_extend(GsTempFile *f, int64 len);
+extern bool gs_temp_is_shared(GsTempFile *f);
 extern int	gs_temp_pwrite(GsTempFile *f, const void *buf, size_t len,
 						   int64 off);
 extern int	gs_temp_pread(GsTempFile *f, void *buf, size_t len, int64 off);

@@ -876,7 +876,6 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	double		reduce_ms;
 	double		end_ms;
 	char	   *wreport = NULL;
-	int			i;
 
 	if (!gs_idx_init(&b, heap, index, indexInfo))
 	{
@@ -944,9 +943,6 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 
 	if (par != NULL)
 	{
-		for (i = 1; i < b.nsrcs; i++)
-			if (b.srcs[i] > 0)
-				FileClose(b.srcs[i]);
 		wreport = gs_idx_parallel_report(par);
 		gs_idx_parallel_end(par);
 	}

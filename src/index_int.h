@@ -42,16 +42,15 @@
 #define GS_ROW_LOSSY	0x02	/* its key lost information */
 
 /*
- * A sorted run: a stretch of one of the build's run files.  src 0 is the
- * backend's own temporary file (GsIdxBuild.file); src i > 0 is the file a
- * parallel worker wrote (GsIdxBuild.srcs[i]).
+ * A sorted run: a stretch of the build's temporary file (GsIdxBuild.file),
+ * the backend's own; a parallel build's workers write theirs into the
+ * leader's.
  */
 typedef struct GsIdxRun
 {
 	int64		offset;
 	int64		bytes;
 	size_t		nrows;
-	int			src;
 } GsIdxRun;
 
 typedef struct GsIdxBuild
@@ -103,16 +102,6 @@ typedef struct GsIdxBuild
 	int			npasses;		/* merge passes before the final one */
 	int			nstreams;		/* threads of the final merge, or 0 */
 	int			nruns_merged;	/* runs when the merges began */
-
-	/*
-	 * Parallel builds: the files of the workers' runs, read by the leader
-	 * (srcs[i] for src i > 0); a worker writes its own runs to run_vfd.
-	 */
-	File	   *srcs;
-	int			nsrcs;
-	bool		to_vfd;
-	File		run_vfd;
-	int64		run_vfd_end;
 
 	/* time spent, in ms: sorting (engine and tie-breaks), writing runs */
 	double		sort_ms;
@@ -207,8 +196,7 @@ extern void gs_idx_run_write(GsIdxBuild *b);
 
 /*
  * Merge b's runs into one (a parallel build's participant, before the
- * leader's final merge), in passes within b->mem_limit.  A worker's runs
- * are src 1 (its run_vfd, srcs[1]).
+ * leader's final merge), in passes within b->mem_limit.
  */
 extern void gs_idx_spill_reduce(GsIdxBuild *b);
 

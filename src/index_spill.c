@@ -84,13 +84,13 @@ typedef struct GsRunWriter
 	Size		used;
 	GsIdxRun	run;
 	bool		started;
+	int64		reserved;		/* bytes placed up front, or 0 */
 } GsRunWriter;
 
 /* reads one run; rec is its current record, NULL once it is exhausted */
 typedef struct GsRunReader
 {
-	GsTempFile *file;			/* the run's file: this, or else vfd */
-	File		vfd;
+	GsTempFile *file;			/* the run's file */
 	char	   *buf;
 	Size		size;
 	Size		pos;			/* rec's offset in buf */
@@ -145,8 +145,14 @@ gs_rec_flags(const char *rec)
 
 /* ---- writing runs ---- */
 
+/*
+ * A writer of one run of total bytes.  In a file that parallel workers
+ * share, the run's place is taken whole now, as other processes place
+ * theirs meanwhile; in the backend's own file the run grows with each
+ * buffer written (total may then be 0, unknown).
+ */
 static void
-gs_rw_init(GsRunWriter *rw, GsIdxBuild *b, char *buf, Size size)
+gs_rw_init(GsRunWriter *rw, GsIdxBuild *b, char *buf, Size size, int64 total)
 {
 	rw->b = b;
 	rw->buf = buf;
@@ -155,13 +161,22 @@ gs_rw_init(GsRunWriter *rw, GsIdxBuild *b, char *buf, Size size)
 	rw->run.offset = 0;
 	rw->run.bytes = 0;
 	rw->run.nrows = 0;
-	rw->run.src = 0;
 	rw->started = false;
+	rw->reserved = 0;
+	if (gs_temp_is_shared(b->file) && total > 0)
+	{
+		rw->run.offset = gs_temp_extend(b->file, total);
+		rw->started = true;
+		rw->reserved = total;
+	}
+	else
+		Assert(!gs_temp_is_shared(b->file));
 }
 
 /*
- * Write out the buffer.  The file grows only through the writer of the
- * moment, so the pieces of a run lie one after another.
+ * Write out the buffer, where the run goes on: its pieces lie one after
+ * another (the backend's own file grows only through the writer of the
+ * moment).
  */
 static void
 gs_rw_flush(GsRunWriter *rw)
@@ -173,39 +188,35 @@ gs_rw_flush(GsRunWriter *rw)
 
 	if (rw->used == 0)
 		return;
-	if (b->to_vfd)
+	if (rw->reserved > 0)
 	{
-		/* FileWrite counts the bytes against temp_file_limit */
-		off = b->run_vfd_end;
-		errno = 0;
-		if (FileWrite(b->run_vfd, rw->buf, (int) rw->used, off,
-					  WAIT_EVENT_BUFFILE_WRITE) != (int) rw->used)
-		{
-			if (errno == 0)
-				errno = ENOSPC;
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not write to temporary file \"%s\": %m",
-							FilePathName(b->run_vfd))));
-		}
-		b->run_vfd_end += rw->used;
+		off = rw->run.offset + rw->run.bytes;
+		if (rw->run.bytes + (int64) rw->used > rw->reserved)
+			elog(ERROR, "gpusort: a run outgrew the space placed for it");
 	}
 	else
-	{
 		off = gs_temp_extend(b->file, rw->used);
-		err = gs_temp_pwrite(b->file, rw->buf, rw->used, off);
-		if (err != 0)
-			gs_temp_error(b->file, err, true);
-	}
+	err = gs_temp_pwrite(b->file, rw->buf, rw->used, off);
+	if (err != 0)
+		gs_temp_error(b->file, err, true);
 	if (!rw->started)
 	{
 		rw->run.offset = off;
-		rw->run.src = b->to_vfd ? 1 : 0;
 		rw->started = true;
 	}
 	Assert(off == rw->run.offset + rw->run.bytes);
 	rw->run.bytes += rw->used;
 	rw->used = 0;
+}
+
+/* the run is complete: write the rest */
+static void
+gs_rw_finish(GsRunWriter *rw)
+{
+	gs_rw_flush(rw);
+	if (rw->reserved > 0 && rw->run.bytes != rw->reserved)
+		elog(ERROR, "gpusort: a run of %lld bytes was placed for %lld",
+			 (long long) rw->run.bytes, (long long) rw->reserved);
 }
 
 static void
@@ -413,7 +424,6 @@ gs_idx_write_run_threads(GsIdxBuild *b, const uint32 *perm)
 	run.offset = start - total;
 	run.bytes = total;
 	run.nrows = b->n;
-	run.src = 0;
 	gs_idx_add_run(b, &run);
 	return true;
 }
@@ -426,16 +436,17 @@ gs_idx_run_write(GsIdxBuild *b)
 	GsRunWriter rw;
 	instr_time	t0;
 	size_t		i;
+	int64		total = 0;
 
 	INSTR_TIME_SET_CURRENT(t0);
-	if (b->file == NULL && !b->to_vfd)
+	if (b->file == NULL)
 		b->file = gs_temp_create(b->cxt);
 
 	/* sorted keys come back: the merges need each row's key */
 	perm = gs_idx_sort(b, true);
 
 	/* the backend's own file takes runs written by threads */
-	if (!b->to_vfd && gs_idx_write_run_threads(b, perm))
+	if (gs_idx_write_run_threads(b, perm))
 	{
 		b->nruns_written++;
 		pfree(perm);
@@ -443,7 +454,14 @@ gs_idx_run_write(GsIdxBuild *b)
 		MemoryContextSwitchTo(oldcxt);
 		return;
 	}
-	gs_rw_init(&rw, b, palloc(GS_RUN_BUFFER), GS_RUN_BUFFER);
+	/* in a shared file, the run's bytes are placed first */
+	if (gs_temp_is_shared(b->file))
+	{
+		for (i = 0; i < b->n; i++)
+			total += GS_RUN_HDR + b->keybytes +
+				MAXALIGN(gs_idx_row_size(b, b->tuples[perm[i]]));
+	}
+	gs_rw_init(&rw, b, palloc(GS_RUN_BUFFER), GS_RUN_BUFFER, total);
 	for (i = 0; i < b->n; i++)
 	{
 		uint32		r = perm[i];
@@ -461,7 +479,7 @@ gs_idx_run_write(GsIdxBuild *b)
 		if (i % GS_SPILL_CFI_EVERY == 0)
 			CHECK_FOR_INTERRUPTS();
 	}
-	gs_rw_flush(&rw);
+	gs_rw_finish(&rw);
 	gs_idx_add_run(b, &rw.run);
 	b->nruns_written++;
 	pfree(rw.buf);
@@ -507,30 +525,7 @@ gs_rr_fill(GsRunReader *rd)
 	rd->pos = 0;
 	rd->len = keep;
 	want = Min((int64) (rd->size - keep), rd->end - rd->cur);
-	if (want > 0 && rd->file == NULL)
-	{
-		/* a parallel worker's run */
-		int			got;
-
-		errno = 0;
-		got = FileRead(rd->vfd, rd->buf + keep, (int) want, rd->cur,
-					   WAIT_EVENT_BUFFILE_READ);
-		if (got != (int) want)
-		{
-			if (got >= 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_DATA_CORRUPTED),
-						 errmsg("could not read from temporary file \"%s\": unexpected end of file",
-								FilePathName(rd->vfd))));
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not read from temporary file \"%s\": %m",
-							FilePathName(rd->vfd))));
-		}
-		rd->cur += want;
-		rd->len += want;
-	}
-	else if (want > 0)
+	if (want > 0)
 	{
 		err = gs_temp_pread(rd->file, rd->buf + keep, want, rd->cur);
 		if (err != 0)
@@ -567,9 +562,7 @@ static void
 gs_rr_open(GsIdxBuild *b, GsRunReader *rd, const GsIdxRun *run, char *buf,
 		   Size size)
 {
-	Assert(run->src >= 0 && run->src < Max(b->nsrcs, 1));
-	rd->file = run->src == 0 ? b->file : NULL;
-	rd->vfd = run->src == 0 ? 0 : b->srcs[run->src];
+	rd->file = b->file;
 	rd->buf = buf;
 	rd->size = size;
 	rd->pos = 0;
@@ -725,9 +718,14 @@ gs_merge_pass_group(GsIdxBuild *b, const GsIdxRun *runs, int n, Size bufsize)
 	GsRunWriter rw;
 	char	   *rec;
 	uint64		count = 0;
+	int64		total = 0;
+	int			i;
 
+	/* the output is the runs' records, byte for byte */
+	for (i = 0; i < n; i++)
+		total += runs[i].bytes;
 	gs_merge_start(b, &m, runs, n, bufsize);
-	gs_rw_init(&rw, b, palloc(bufsize), bufsize);
+	gs_rw_init(&rw, b, palloc(bufsize), bufsize, total);
 	while ((rec = gs_merge_top(&m)) != NULL)
 	{
 		gs_rw_put(b, &rw, gs_rec_key(rec), gs_rec_tuple(b, rec),
@@ -736,7 +734,7 @@ gs_merge_pass_group(GsIdxBuild *b, const GsIdxRun *runs, int n, Size bufsize)
 		if (++count % GS_SPILL_CFI_EVERY == 0)
 			CHECK_FOR_INTERRUPTS();
 	}
-	gs_rw_flush(&rw);
+	gs_rw_finish(&rw);
 	pfree(rw.buf);
 	gs_merge_end(&m);
 	return rw.run;
@@ -924,15 +922,11 @@ gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 	int			ns;
 	int			i;
 
-	/* the rows of every run known exact, every run in the backend's file */
-	if (!b->exact || b->runs_lossy || b->anylossy || b->nsrcs > 0)
+	/* the rows of every run known exact */
+	if (!b->exact || b->runs_lossy || b->anylossy)
 		return false;
 	for (i = 0; i < n; i++)
-	{
-		if (runs[i].src != 0)
-			return false;
 		rows += runs[i].nrows;
-	}
 	ns = Min(gpusort_cpu_threads, n / GS_STREAM_MIN_RUNS);
 	ns = Min(ns, 16);
 	if (ns < 2)
@@ -1076,8 +1070,6 @@ gs_idx_spill_build(GsIdxBuild *b)
 	if (b->n > 0)
 		gs_idx_spill_run(b);
 	b->nruns_merged = b->nruns;
-	/* merge passes write into the backend's own file */
-	b->to_vfd = false;
 	if (b->file == NULL)
 		b->file = gs_temp_create(b->cxt);
 	gs_keybuf_free(b->eng, b->keys);

@@ -219,6 +219,13 @@ gs_temp_place(GsTempFile *f, int64 len)
 	return off;
 }
 
+/* do parallel workers place bytes in the file too (gs_temp_share)? */
+bool
+gs_temp_is_shared(GsTempFile *f)
+{
+	return f->shared != NULL;
+}
+
 /* place the next len bytes of the file and count them (backend only) */
 int64
 gs_temp_extend(GsTempFile *f, int64 len)
