@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# GPU machine: A/B of the three parallel ORDER BY cases (int8 and text in memory, int8 with work_mem 64MB).
+# The old side is a source tree in .gpu/old (git-ignored), made with
+#   rm -rf .gpu/old && mkdir -p .gpu/old && git archive <commit> | tar x -C .gpu/old
+#   run  command="bash bench/gpu-ab.sh"  carry=[".gpu"]
+set -uo pipefail
+T0=$(date +%s)
+say() { echo "== [$(($(date +%s) - T0))s] $*"; }
+ROWS=${ROWS:-50000000}
+OLDC=${OLDC:-old}; NEWC=${NEWC:-new}
+source .gpu/pg-up.sh .gpu/debs -c shared_buffers=32GB >$OUT/pgup.log 2>&1
+source bench/gpu-env.sh
+say build
+(timeout 300 make -j16 PG_CONFIG=$PG_CONFIG with_llvm=no all >$OUT/build.log 2>&1) &
+(cd .gpu/old && timeout 300 make -j16 PG_CONFIG=$PG_CONFIG with_llvm=no all >$OUT/build-old.log 2>&1) &
+wait
+ls gpusort.so .gpu/old/gpusort.so >/dev/null || { tail -20 $OUT/build.log $OUT/build-old.log; exit 1; }
+inst() { (cd "$1" && make PG_CONFIG=$PG_CONFIG with_llvm=no install >/dev/null 2>&1) || echo "install $1 failed"; }
+inst .gpu/old
+RS="-c shared_buffers=32GB -c shared_preload_libraries=gpusort -c dynamic_shared_memory_type=posix -c max_worker_processes=24 -c max_parallel_workers=16"
+pg_restart $RS
+pgsql -qc "create extension if not exists gpusort"
+say data
+pgsql -q <<SQL
+SET max_parallel_workers_per_gather = 0;
+SELECT setseed(0.42);
+CREATE UNLOGGED TABLE IF NOT EXISTS g50 AS
+	SELECT (random() * 9.2e18 - 4.6e18)::int8 AS k, g::int4 AS id, md5(g::text) COLLATE "C" AS t
+	FROM generate_series(1, $ROWS) g;
+VACUUM ANALYZE g50;
+ALTER TABLE g50 SET (parallel_workers = 8);
+SQL
+say "data ready"
+PAR="SET max_parallel_workers_per_gather = 8; SET max_parallel_workers = 8; SET gpusort.parallel_load_mem = '64GB'"
+QI="SELECT * FROM g50 ORDER BY k OFFSET $ROWS"
+QT="SELECT * FROM g50 ORDER BY t OFFSET $ROWS"
+MI="SET work_mem='16GB'"; M64="SET work_mem='64MB'"
+t() { local s=$(date +%s%N); pgsql -q -c "$1" -c "$2" >/dev/null 2>>$OUT/err.log; echo $(( ($(date +%s%N)-s)/1000000 )); }
+med() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+res=$OUT/ab.md
+echo "| variant | int8 in memory ms | text (C) in memory ms | int8 work_mem 64MB ms |" > $res
+echo "| --- | --- | --- | --- |" >> $res
+row() { local name=$1 extra=$2 n=$3 a b c x
+	a=(); b=(); c=()
+	for ((x = 0; x < n; x++)); do
+		a+=($(t "$PAR; $MI; $extra" "$QI")); b+=($(t "$PAR; $MI; $extra" "$QT")); c+=($(t "$PAR; $M64; $extra" "$QI"))
+	done
+	echo "| $name | $(med "${a[@]}") (${a[*]}) | $(med "${b[@]}") (${b[*]}) | $(med "${c[@]}") (${c[*]}) |" >> $res
+	say "$name done"
+}
+expl() { local name=$1
+	pgsql -c "$PAR; $MI" -c "EXPLAIN (ANALYZE, TIMING OFF) $QI" > $OUT/explain-$name-int8.txt 2>&1
+	pgsql -c "$PAR; $MI" -c "EXPLAIN (ANALYZE, TIMING OFF) $QT" > $OUT/explain-$name-text.txt 2>&1
+	pgsql -c "$PAR; $M64" -c "EXPLAIN (ANALYZE, TIMING OFF) $QI" > $OUT/explain-$name-64mb.txt 2>&1
+}
+t "$PAR; $MI" "$QI" >/dev/null
+row PostgreSQL "SET gpusort.enabled=off" 2
+row "old $OLDC" "" 3
+expl old
+inst .
+pg_restart $RS
+t "$PAR; $MI" "$QI" >/dev/null
+row "new $NEWC" "" 3
+expl new
+cat $res
+for f in $OUT/explain-*; do echo "## $f"; grep -E "GpuSort|Leader Load|Collect|Execution|Copied" $f; done > $OUT/explains.txt
+say done
