@@ -9,25 +9,10 @@ say() { echo "== [$(($(date +%s) - T0))s] $*"; }
 ROWS=${ROWS:-50000000}
 source .gpu/pg-up.sh .gpu/debs -c shared_buffers=32GB >$OUT/pgup.log 2>&1
 source bench/gpu-env.sh
-(timeout 300 make -j16 PG_CONFIG=$PG_CONFIG with_llvm=no all >$OUT/build.log 2>&1) &
-(cd .gpu/old && timeout 300 make -j16 PG_CONFIG=$PG_CONFIG with_llvm=no all >$OUT/build-old.log 2>&1) &
-wait
-ls gpusort.so .gpu/old/gpusort.so >/dev/null || { tail -20 $OUT/build.log $OUT/build-old.log; exit 1; }
-inst() { (cd "$1" && make PG_CONFIG=$PG_CONFIG with_llvm=no install >/dev/null 2>&1) || echo "install $1 failed"; }
-inst .gpu/old
-RS="-c shared_buffers=32GB -c shared_preload_libraries=gpusort -c max_worker_processes=24 -c max_parallel_workers=16"
-pg_restart $RS
-pgsql -qc "create extension if not exists gpusort"
+say build
+gs_ab_build old
 say data
-pgsql -q <<SQL
-SET max_parallel_workers_per_gather = 0;
-SELECT setseed(0.42);
-CREATE UNLOGGED TABLE IF NOT EXISTS g50 AS
-	SELECT (random() * 9.2e18 - 4.6e18)::int8 AS k, g::int4 AS id, md5(g::text) COLLATE "C" AS t
-	FROM generate_series(1, $ROWS) g;
-VACUUM ANALYZE g50;
-ALTER TABLE g50 SET (parallel_workers = 8);
-SQL
+gs_ab_data
 say "data ready"
 t() { local s=$(date +%s%N); pgsql -q -c "$1" -c "$2" >/dev/null 2>>$OUT/err.log; echo $(( ($(date +%s%N)-s)/1000000 )); }
 CI="CREATE INDEX g50_s ON g50(k); DROP INDEX g50_s"
@@ -46,8 +31,8 @@ v() { local a1 b1 a2 b2
 	say "$1"
 }
 v old
-inst .
-pg_restart $RS
+gs_ab_install .
+pg_restart $GS_AB_SETTINGS
 v new
 cat $res
 say done

@@ -11,25 +11,9 @@ OLDC=${OLDC:-old}; NEWC=${NEWC:-new}
 source .gpu/pg-up.sh .gpu/debs -c shared_buffers=32GB >$OUT/pgup.log 2>&1
 source bench/gpu-env.sh
 say build
-(timeout 300 make -j16 PG_CONFIG=$PG_CONFIG with_llvm=no all >$OUT/build.log 2>&1) &
-(cd .gpu/old && timeout 300 make -j16 PG_CONFIG=$PG_CONFIG with_llvm=no all >$OUT/build-old.log 2>&1) &
-wait
-ls gpusort.so .gpu/old/gpusort.so >/dev/null || { tail -20 $OUT/build.log $OUT/build-old.log; exit 1; }
-inst() { (cd "$1" && make PG_CONFIG=$PG_CONFIG with_llvm=no install >/dev/null 2>&1) || echo "install $1 failed"; }
-inst .gpu/old
-RS="-c shared_buffers=32GB -c shared_preload_libraries=gpusort -c dynamic_shared_memory_type=posix -c max_worker_processes=24 -c max_parallel_workers=16"
-pg_restart $RS
-pgsql -qc "create extension if not exists gpusort"
+gs_ab_build old
 say data
-pgsql -q <<SQL
-SET max_parallel_workers_per_gather = 0;
-SELECT setseed(0.42);
-CREATE UNLOGGED TABLE IF NOT EXISTS g50 AS
-	SELECT (random() * 9.2e18 - 4.6e18)::int8 AS k, g::int4 AS id, md5(g::text) COLLATE "C" AS t
-	FROM generate_series(1, $ROWS) g;
-VACUUM ANALYZE g50;
-ALTER TABLE g50 SET (parallel_workers = 8);
-SQL
+gs_ab_data
 say "data ready"
 PAR="SET max_parallel_workers_per_gather = 8; SET max_parallel_workers = 8; SET gpusort.parallel_load_mem = '64GB'"
 QI="SELECT * FROM g50 ORDER BY k OFFSET $ROWS"
@@ -57,8 +41,8 @@ t "$PAR; $MI" "$QI" >/dev/null
 row PostgreSQL "SET gpusort.enabled=off" 2
 row "old $OLDC" "" 3
 expl old
-inst .
-pg_restart $RS
+gs_ab_install .
+pg_restart $GS_AB_SETTINGS
 t "$PAR; $MI" "$QI" >/dev/null
 row "new $NEWC" "" 3
 expl new

@@ -1,4 +1,4 @@
-# Sourced by bench/gpu-run.sh and bench/gpu-50m.sh on the GPU machine, after
+# Sourced by the bench/gpu-*.sh scripts on the GPU machine, after
 # .gpu/pg-up.sh: PostgreSQL's server headers include ICU's, which
 # fetch-debs.sh does not fetch, so carry libicu-dev's .deb in .gpu/debs
 # (cd .gpu/debs && apt-get download libicu-dev) and build against it.
@@ -25,4 +25,50 @@ gs_bench_gpusort()
 		pg_restart -c shared_buffers="$1" -c shared_preload_libraries=gpusort 3>&- || exit 1
 		pgsql -c "CREATE EXTENSION gpusort" || exit 1
 	fi
+}
+
+# The A/B scripts' setup (bench/gpu-ab.sh, gpu-ab-index.sh, gpu-timeline.sh).
+# Server settings of their restarts: room for 8 workers and the service.
+GS_AB_SETTINGS="-c shared_buffers=32GB -c shared_preload_libraries=gpusort -c dynamic_shared_memory_type=posix -c max_worker_processes=24 -c max_parallel_workers=16"
+
+# install the build in directory $1 (. or .gpu/old)
+gs_ab_install()
+{
+	(cd "$1" && make PG_CONFIG="$PG_CONFIG" with_llvm=no install >/dev/null 2>&1) ||
+		echo "install $1 failed"
+}
+
+# build this tree and, with $1 = old, .gpu/old beside it (logs in $OUT);
+# install the old one if built, else this one; restart preloading it
+gs_ab_build()
+{
+	(timeout 300 make -j16 PG_CONFIG="$PG_CONFIG" with_llvm=no all >"$OUT/build.log" 2>&1) &
+	if [ "${1:-}" = old ]; then
+		(cd .gpu/old && timeout 300 make -j16 PG_CONFIG="$PG_CONFIG" with_llvm=no all >"$OUT/build-old.log" 2>&1) &
+	fi
+	wait
+	ls gpusort.so >/dev/null || { tail -20 "$OUT/build.log"; exit 1; }
+	if [ "${1:-}" = old ]; then
+		ls .gpu/old/gpusort.so >/dev/null || { tail -20 "$OUT/build-old.log"; exit 1; }
+		gs_ab_install .gpu/old
+	else
+		gs_ab_install .
+	fi
+	# shellcheck disable=SC2086
+	pg_restart $GS_AB_SETTINGS
+	pgsql -qc "CREATE EXTENSION IF NOT EXISTS gpusort"
+}
+
+# the 50M-row table of bench/gpu-50m.sh ($ROWS rows), unless it is there
+gs_ab_data()
+{
+	pgsql -q <<SQL
+SET max_parallel_workers_per_gather = 0;
+SELECT setseed(0.42);
+CREATE UNLOGGED TABLE IF NOT EXISTS g50 AS
+	SELECT (random() * 9.2e18 - 4.6e18)::int8 AS k, g::int4 AS id, md5(g::text) COLLATE "C" AS t
+	FROM generate_series(1, $ROWS) g;
+VACUUM ANALYZE g50;
+ALTER TABLE g50 SET (parallel_workers = 8);
+SQL
 }

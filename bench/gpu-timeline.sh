@@ -8,20 +8,10 @@ say() { echo "== [$(($(date +%s) - T0))s] $*"; }
 ROWS=${ROWS:-50000000}
 source .gpu/pg-up.sh .gpu/debs -c shared_buffers=32GB >$OUT/pgup.log 2>&1
 source bench/gpu-env.sh
-timeout 300 make -j16 PG_CONFIG=$PG_CONFIG with_llvm=no all >$OUT/build.log 2>&1 && make PG_CONFIG=$PG_CONFIG with_llvm=no install >>$OUT/build.log 2>&1 || { echo build failed; tail -30 $OUT/build.log; exit 1; }
-RS="-c shared_buffers=32GB -c shared_preload_libraries=gpusort -c dynamic_shared_memory_type=posix -c max_worker_processes=24 -c max_parallel_workers=16"
-pg_restart $RS
-pgsql -qc "create extension if not exists gpusort"
+say build
+gs_ab_build
 say data
-pgsql -q <<SQL
-SET max_parallel_workers_per_gather = 0;
-SELECT setseed(0.42);
-CREATE UNLOGGED TABLE IF NOT EXISTS g50 AS
-	SELECT (random() * 9.2e18 - 4.6e18)::int8 AS k, g::int4 AS id, md5(g::text) COLLATE "C" AS t
-	FROM generate_series(1, $ROWS) g;
-VACUUM ANALYZE g50;
-ALTER TABLE g50 SET (parallel_workers = 8);
-SQL
+gs_ab_data
 say "data ready"
 [ -d /tmp/perfpkg ] || (cd /tmp && tar xJf $OLDPWD/.gpu/perf.tar.xz)
 PERF="env LD_LIBRARY_PATH=/tmp/perfpkg/lib:${LD_LIBRARY_PATH:-} /tmp/perfpkg/perf"
