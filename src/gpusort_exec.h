@@ -86,7 +86,6 @@ struct GsTempShared;
 struct GsRun;
 extern struct GsTempFile *gs_sort_file(GsSortState *s);
 extern void gs_sort_attach_file(GsSortState *s, struct GsTempShared *sh);
-extern void gs_sort_limit_load(GsSortState *s, int64 bytes);
 extern const struct GsRun *gs_sort_finish_runs(GsSortState *s, int max_runs,
 											   int *nruns, bool *any_lossy,
 											   uint32 *max_tuple_len);

@@ -170,7 +170,7 @@ gs_rw_init(GsRunWriter *rw, GsIdxBuild *b, char *buf, Size size, int64 total)
 		rw->reserved = total;
 	}
 	else
-		Assert(!gs_temp_is_shared(b->file));
+		Assert(!gs_temp_is_shared(b->file) || total == 0);
 }
 
 /*

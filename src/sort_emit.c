@@ -434,7 +434,6 @@ gs_copy_finish(GsSortState *s)
 	}
 	INSTR_TIME_SUBTRACT(end, c->start);
 	s->copy_ms += INSTR_TIME_GET_MILLISEC(end);
-	s->shared_released += pg_atomic_read_u64(&c->released);
 	elog(DEBUG1, "gpusort: %zu rows copied into sorted order in %.1f ms; %lld kB of shared memory given back early",
 		 c->n, INSTR_TIME_GET_MILLISEC(end),
 		 (long long) (pg_atomic_read_u64(&c->released) / 1024));

@@ -83,7 +83,6 @@
 #define LOAD_MAX_BLOCK		(32 * 1024 * 1024)
 
 /* the least memory a loader writing runs gets */
-#define GS_LOAD_MIN_MEM_KB	64
 
 /* an entry's tuple offset word: the top bit says the key is lossy */
 #define LOAD_LOSSY_BIT		((uint32) 1 << 31)
@@ -140,7 +139,6 @@ typedef struct GsLoadShared
 	int			nslots;
 	/* an input larger than work_mem: each loader writes sorted runs */
 	bool		runs;
-	int			worker_mem_kb;	/* work_mem of each loader */
 	int			worker_threads; /* and of gpusort.cpu_threads */
 	int			worker_max_runs;	/* and of the final merge's order */
 	double		worker_rows;	/* estimated rows a loader takes */
@@ -173,7 +171,6 @@ typedef struct GsLoadState
 	dsa_area   *area;			/* the rows of the last load */
 	int			key_bytes;		/* of the sort being loaded */
 	bool		runs;			/* loaders write sorted runs (see above) */
-	int			part_mem_kb;	/* the work_mem of each */
 	GsSortState *sort;			/* the sort being loaded */
 	double		est_bytes;		/* estimated input, as the sort holds it */
 	bool		scan_shared;	/* the child's scan lives in a parallel DSM */
@@ -445,7 +442,6 @@ gs_load_reinit_dsm(CustomScanState *node, ParallelContext *pcxt,
 		int			nparts = pcxt->nworkers +
 			(parallel_leader_participation ? 1 : 0);
 
-		sh->worker_mem_kb = Max(work_mem, GS_LOAD_MIN_MEM_KB);
 		sh->worker_threads = Min(gpusort_cpu_threads,
 								 Max(2, gpusort_cpu_threads / Max(nparts, 1)));
 		sh->worker_rows = ls->css.ss.ps.plan->plan_rows / Max(nparts, 1);
@@ -629,7 +625,7 @@ gs_load_worker_runs(GsLoadState *ls)
 
 		sort = gs_sort_begin(desc, ls->nkeys, ls->attnums, ls->sortops,
 							 ls->collations, ls->nulls_first,
-							 sh->worker_mem_kb, false, sh->worker_rows);
+							 work_mem, false, sh->worker_rows);
 		if (gs_sort_key_bytes(sort) != sh->key_bytes)
 			elog(ERROR, "gpusort: a parallel loader's key layout differs from the leader's");
 		gs_sort_attach_file(sort, &sh->file);
@@ -968,13 +964,6 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 		}
 	}
 	ls->serial_reason = reason;
-	ls->part_mem_kb = work_mem;
-	if (ls->runs && ls->launched > 0)
-	{
-		ls->part_mem_kb = ls->shared->worker_mem_kb;
-		if (parallel_leader_participation)
-			gs_sort_limit_load(sort, (int64) ls->part_mem_kb * 1024);
-	}
 
 	/*
 	 * The leader's share, through the sort state's own put; none when it
@@ -1095,7 +1084,7 @@ gs_load_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		{
 			appendStringInfoSpaces(es->str, es->indent * 2);
 			appendStringInfo(es->str, "Work Mem per Participant: %dkB\n",
-							 ls->part_mem_kb);
+							 work_mem);
 		}
 		else if (ls->launched > 0)
 		{
@@ -1125,7 +1114,7 @@ gs_load_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	if (ls->runs)
 	{
 		ExplainPropertyInteger("Participant Work Mem", "kB",
-							   ls->part_mem_kb, es);
+							   work_mem, es);
 		return;
 	}
 	ExplainPropertyFloat("Collect Time", "ms", ls->collect_ms, 3, es);

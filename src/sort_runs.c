@@ -387,13 +387,13 @@ gs_start_overlap(GsSortState *s, size_t rows, int64 arena)
 	{
 		double		per_row = (double) arena / rows +
 			sizeof(MinimalTuple) + s->key_bytes;
-		double		fit = (double) s->load_mem / 2 / per_row * 1.05;
+		double		fit = (double) s->mem_limit / 2 / per_row * 1.05;
 
 		cap = Min(cap, (size_t) fit + MIN_BATCH_ROWS);
 	}
 
 	s->overlap = true;
-	s->batch_limit = s->load_mem / 2;
+	s->batch_limit = s->mem_limit / 2;
 	/* new blocks small enough that the last one overshoots by little */
 	s->next_blk_size = Min(s->next_blk_size,
 						   Max(ARENA_FIRST_BLOCK,
@@ -527,33 +527,6 @@ gs_sort_attach_file(GsSortState *s, GsTempShared *sh)
 }
 
 /*
- * Load batches of at most bytes from now on (before any row is put): the
- * leader's memory as a participant while workers load beside it.  The arrays
- * sized up front for the whole of work_mem are cut down to it.
- */
-void
-gs_sort_limit_load(GsSortState *s, int64 bytes)
-{
-	double		fit = (double) bytes / 2 / (sizeof(MinimalTuple) + s->key_bytes);
-	size_t		cap = (size_t) Max(fit, (double) MIN_BATCH_ROWS);
-
-	Assert(s->status == GS_LOADING && s->nrows == 0 && s->nruns == 0 &&
-		   !s->overlap);
-	s->load_mem = bytes;
-	s->batch_limit = bytes;
-	s->next_blk_size = Min(ARENA_FIRST_BLOCK, TYPEALIGN(1024, bytes / 8));
-	if (cap < s->cap)
-	{
-		s->tuples = repalloc_huge(s->tuples, cap * sizeof(MinimalTuple));
-		s->keys = gs_keybuf_grow(s->keys_engine, s->keys, 0,
-								 cap * s->key_bytes);
-		s->lossy = repalloc_huge(s->lossy, (cap / 64 + 1) * sizeof(uint64));
-		memset(s->lossy, 0, (cap / 64 + 1) * sizeof(uint64));
-		s->cap = cap;
-	}
-}
-
-/*
  * A participant's input has ended: write what is in memory as its last
  * run and wait for every write; then, if it wrote more than max_runs runs,
  * merge the smallest of them (in merges as wide as its memory allows)
@@ -570,13 +543,9 @@ gs_sort_finish_runs(GsSortState *s, int max_runs, int *nruns,
 	gs_spill_wait(s);
 	if (s->nruns > max_runs)
 	{
-		/*
-		 * Merges as wide as the participant's memory allows (the
-		 * leader's final merge gets all of work_mem again afterwards).
-		 */
-		int64		mem = s->mem_limit;
+		/* merges as wide as the participant's memory allows */
 		int			width = (int) Max(MERGE_MIN_ORDER,
-									  Min(s->load_mem / MERGE_MIN_BUFFER, 1024));
+									  Min(s->mem_limit / MERGE_MIN_BUFFER, 1024));
 
 		gs_free_batch(s);
 		if (s->overlap)
@@ -584,9 +553,7 @@ gs_sort_finish_runs(GsSortState *s, int max_runs, int *nruns,
 			gs_swap_batches(s);
 			gs_free_batch(s);
 		}
-		s->mem_limit = s->load_mem;
 		gs_merge_passes_to(s, Max(max_runs, 1), width);
-		s->mem_limit = mem;
 	}
 	if (s->load_started)
 		s->load_ms = gs_elapsed_ms(s->load_start);

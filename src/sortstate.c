@@ -173,7 +173,6 @@ gs_sort_begin(TupleDesc tupdesc, int nkeys, const AttrNumber *attnums,
 		s->maxattno = Max(s->maxattno, attnums[i]);
 	s->work_mem_kb = work_mem_kb;
 	s->mem_limit = (int64) work_mem_kb * 1024;
-	s->load_mem = s->mem_limit;
 	s->batch_limit = s->mem_limit;
 	s->random_access = random_access;
 

@@ -305,8 +305,6 @@ struct GsSortState
 	int			blk_next;		/* first block this batch has not used */
 	int64		chunk_bytes;	/* chunk permutations */
 	int64		mem_limit;
-	int64		load_mem;		/* for the batches being loaded: mem_limit,
-								 * or a parallel load participant's share */
 	int64		batch_limit;	/* for the batch being loaded */
 	int64		mem_peak;
 
@@ -328,7 +326,6 @@ struct GsSortState
 	GsSpan	   *shared_spans;	/* the workers' blocks of rows (sort_emit.c) */
 	int			nshared_spans;
 	int			shared_spans_cap;
-	int64		shared_released;	/* of them given back before the end */
 	GsRun	   *runs;
 	int			nruns;
 	int			runs_cap;
