@@ -81,6 +81,9 @@
 #define STREAM_BLOCK_MIN	(8 * 1024)
 #define STREAM_BLOCK_MAX	(256 * 1024)
 
+/* how far ahead of the record being taken a stream's reader prefetches */
+#define STREAM_PREFETCH		512
+
 struct GsTempFile
 {
 	int			fd;				/* -1 once closed */
@@ -668,6 +671,7 @@ struct GsStream
 	const char **inrec;			/* each input's current record, NULL at
 								 * its end */
 	uint64	   *ink0;			/* its first key word; max at the end */
+	uint64	   *tree_k0;		/* each loser's first key word */
 	GsStream   *owner;			/* the cascade this stream is an input of */
 	size_t		block_size;
 	char	   *blocks[STREAM_BLOCKS];
@@ -958,6 +962,12 @@ gs_stream_take(GsStream *st)
 			const char *rec = st->blocks[st->cblk] + st->cpos;
 			uint32		reclen;
 
+			/*
+			 * The block was written on another core: ask for the lines a
+			 * few records on early.  (Past the block's end this is
+			 * harmless.)
+			 */
+			__builtin_prefetch(rec + STREAM_PREFETCH);
 			if (st->fmt)
 				reclen = st->fmt->row_len(rec, st->key_bytes);
 			else
@@ -1074,6 +1084,38 @@ gs_cascade_advance(GsStream *st, int i)
 	return true;
 }
 
+/*
+ * Input w moved on: replay its path to the root.  Random keys make each
+ * match a coin toss, which a branch mispredicts half the time; so, as in
+ * the backend's merges, the first key words are kept in the tree and the
+ * winner chosen with masks, the full comparison only for equal words.
+ */
+static inline void
+gs_cascade_replay(GsStream *st, int w)
+{
+	uint64		wk = st->ink0[w];
+	int			node;
+
+	for (node = (w + st->ninputs) / 2; node >= 1; node /= 2)
+	{
+		int			l = st->tree[node];
+		uint64		lk = st->tree_k0[node];
+		bool		swap = lk < wk;
+		uint64		mask;
+		int			imask;
+
+		if (unlikely(lk == wk))
+			swap = gs_cascade_before(st, l, w);
+		mask = (uint64) 0 - (uint64) swap;
+		imask = (int) (uint32) mask;
+		st->tree[node] = l ^ ((l ^ w) & imask);
+		st->tree_k0[node] = lk ^ ((lk ^ wk) & mask);
+		w ^= (l ^ w) & imask;
+		wk ^= (lk ^ wk) & mask;
+	}
+	st->tree[0] = w;
+}
+
 static void *
 gs_cascade_thread(void *arg)
 {
@@ -1088,6 +1130,8 @@ gs_cascade_thread(void *arg)
 			return NULL;
 	}
 	st->tree[0] = gs_loser_tree_build(st->tree, n, gs_cascade_before_cb, st);
+	for (i = 1; i < n; i++)
+		st->tree_k0[i] = st->ink0[st->tree[i]];
 
 	for (;;)
 	{
@@ -1102,7 +1146,6 @@ gs_cascade_thread(void *arg)
 			int			w = st->tree[0];
 			const char *rec = st->inrec[w];
 			uint32		reclen;
-			int			node;
 
 			if (rec == NULL)
 			{
@@ -1124,17 +1167,7 @@ gs_cascade_thread(void *arg)
 			used += reclen;
 			if (!gs_cascade_advance(st, w))
 				return NULL;
-			for (node = (w + n) / 2; node >= 1; node /= 2)
-			{
-				int			l = st->tree[node];
-
-				if (gs_cascade_before(st, l, w))
-				{
-					st->tree[node] = w;
-					w = l;
-				}
-			}
-			st->tree[0] = w;
+			gs_cascade_replay(st, w);
 		}
 		gs_stream_publish(st, &blk, used, end);
 		if (end)
@@ -1297,6 +1330,7 @@ gs_stream_cascade(MemoryContext cxt, GsStream **inputs, int n,
 	st->inrec = MemoryContextAllocZero(cxt, n * sizeof(char *));
 	st->ink0 = MemoryContextAllocZero(cxt, n * sizeof(uint64));
 	st->tree = MemoryContextAllocZero(cxt, n * sizeof(int));
+	st->tree_k0 = MemoryContextAllocZero(cxt, n * sizeof(uint64));
 	for (i = 0; i < n; i++)
 	{
 		Assert(inputs[i]->fmt == NULL && inputs[i]->owner == NULL);
