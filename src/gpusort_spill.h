@@ -158,6 +158,8 @@ extern GsStream *gs_stream_start_rows(MemoryContext cxt, GsTempFile *f,
 									  const GsRowFormat *fmt, int key_bytes,
 									  const GsRun *runs, int nruns,
 									  size_t block_size, size_t read_size);
+extern GsStream *gs_stream_cascade(MemoryContext cxt, GsStream **inputs,
+								   int n, size_t block_size);
 extern const char *gs_stream_next(GsStream *st);
 extern double gs_stream_wait_ms(GsStream *st);
 

@@ -591,7 +591,21 @@ gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot)
 
 				if (!forward)
 					elog(ERROR, "gpusort: backward scan without random access");
-				src = gs_merge_next(s, s->merge);
+				if (likely(s->cascade != NULL))
+				{
+					/* the rows are the records of one stream, in order */
+					const char *rec = gs_stream_next(s->cascade);
+
+					if (likely(rec != NULL))
+					{
+						ExecStoreMinimalTuple((MinimalTuple) (rec + s->stream_tupoff),
+											  slot, false);
+						return true;
+					}
+					src = NULL;
+				}
+				else
+					src = gs_merge_next(s, s->merge);
 				if (src == NULL)
 				{
 					/* the final merge's time, as rows were taken */

@@ -353,6 +353,12 @@ gs_merge_next(GsSortState *s, GsMerge *m)
 {
 	GsSource   *w;
 
+	if (m->single)
+	{
+		/* one source, not read ahead (gs_merge_streams' cascade) */
+		gs_source_next(s, &m->src[0]);
+		return m->src[0].eof ? NULL : &m->src[0];
+	}
 	if (m->pending >= 0)
 	{
 		gs_merge_replay(s, m);
@@ -621,12 +627,15 @@ gs_merge_streams(GsSortState *s)
 	int			nstreams = Min(gpusort_cpu_threads, s->nruns);
 	size_t		block;
 	size_t		readsize;
+	GsStream  **streams;
+	GsStream   *cascade;
 	GsMerge    *m;
 	int			t;
 
 	if (!s->exact || s->any_lossy || nstreams < 2)
 		return NULL;
-	block = gs_stream_block_size(s->mem_limit, nstreams);
+	/* the streams and the cascade that merges them share the memory */
+	block = gs_stream_block_size(s->mem_limit, nstreams + 1);
 	if (2 * (gs_stream_tuple_offset(s->key_bytes) +
 			 MAXALIGN(s->max_tuple_len)) > block)
 		return NULL;
@@ -635,26 +644,47 @@ gs_merge_streams(GsSortState *s)
 	readsize = Min(readsize, MERGE_MAX_BUFFER);
 	readsize = Max(readsize, TAPE_ROW_HDR + s->key_bytes + s->max_tuple_len);
 
-	m = gs_merge_start(s, nstreams);
+	streams = MemoryContextAlloc(s->mergecxt, nstreams * sizeof(GsStream *));
 	for (t = 0; t < nstreams; t++)
 	{
 		int			first = s->nruns * t / nstreams;
 		int			last = s->nruns * (t + 1) / nstreams;
 
-		m->src[t].stream = gs_stream_start(s->mergecxt, s->file, s->key_bytes,
-										   &s->runs[first], last - first,
-										   block, readsize);
-		if (m->src[t].stream == NULL)
+		streams[t] = gs_stream_start(s->mergecxt, s->file, s->key_bytes,
+									 &s->runs[first], last - first,
+									 block, readsize);
+		if (streams[t] == NULL)
 		{
 			/* no thread to be had: stop those started, merge here */
 			MemoryContextReset(s->mergecxt);
 			return NULL;
 		}
 	}
-	for (t = 0; t < nstreams; t++)
-		gs_source_next(s, &m->src[t]);
-	gs_merge_ready(s, m);
 	s->nstreams = nstreams;
+
+	/*
+	 * One more thread merges the streams (see spill.c's cascades): the
+	 * backend then only walks its records.  Without it, the backend merges
+	 * the streams.
+	 */
+	cascade = gs_stream_cascade(s->mergecxt, streams, nstreams, block);
+	if (cascade != NULL)
+	{
+		/* no tree: gs_merge_next takes the cascade's records as they come */
+		m = gs_merge_start(s, 1);
+		m->src[0].stream = cascade;
+		m->single = true;
+		s->cascade = cascade;
+		s->stream_tupoff = gs_stream_tuple_offset(s->key_bytes);
+		return m;
+	}
+	m = gs_merge_start(s, nstreams);
+	for (t = 0; t < nstreams; t++)
+	{
+		m->src[t].stream = streams[t];
+		gs_source_next(s, &m->src[t]);
+	}
+	gs_merge_ready(s, m);
 	return m;
 }
 

@@ -311,6 +311,7 @@ gs_sort_perform(GsSortState *s)
 		MemoryContextSwitchTo(oldcxt);
 		gs_merge_waits(s, s->merge);
 		s->merge = NULL;
+		s->cascade = NULL;
 		MemoryContextReset(s->mergecxt);
 		s->status = GS_STORED;
 	}

@@ -220,6 +220,7 @@ typedef struct GsMerge
 								 * replay reads only the tree */
 	int			pending;		/* source to advance before the next row,
 								 * -1 if none */
+	bool		single;			/* one source, read only as rows are taken */
 } GsMerge;
 
 /*
@@ -347,6 +348,9 @@ struct GsSortState
 	int			total_runs;
 	int			merge_passes;
 	int			nstreams;		/* threads of the final merge */
+	GsStream   *cascade;		/* the final merge's single stream, if any:
+								 * the rows are its records */
+	size_t		stream_tupoff;	/* where a record's tuple starts */
 	double		load_ms;
 	double		sort_ms;		/* submitting and waiting for the engine */
 	double		engine_ms;		/* the engine's own work (transfers and
