@@ -274,6 +274,13 @@ gs_btw_level_close(GsBtWriter *w, GsBtLevel *lv)
  * Add itup to level lv.  truncextra: bytes of itup that suffix truncation
  * would remove (its posting list), counted as free when deciding whether
  * the page is full.
+ *
+ * Leaf items, nearly all of a build's, are placed here directly, as
+ * PageAddItem would place them at the end of the line pointer array (the
+ * page's free space only shrinks, so no shuffling is ever needed): the
+ * item's maxaligned bytes are copied below pd_upper and a line pointer
+ * appended.  Interrupts are served when a page is closed, every few
+ * hundred items at most.
  */
 static void
 gs_btw_level_add(GsBtWriter *w, GsBtLevel *lv, IndexTuple itup,
@@ -282,13 +289,17 @@ gs_btw_level_add(GsBtWriter *w, GsBtLevel *lv, IndexTuple itup,
 	bool		leaf = (lv->level == 0);
 	Size		itemsz = MAXALIGN(IndexTupleSize(itup));
 	Size		prevextra = lv->lastextra;
+	PageHeader	phdr = (PageHeader) lv->page;
+	int			space;
 	Size		freespace;
 	OffsetNumber off;
 
-	CHECK_FOR_INTERRUPTS();
-
 	lv->lastextra = truncextra;
-	freespace = PageGetFreeSpace(lv->page);
+
+	/* PageGetFreeSpace(), from the header */
+	space = (int) phdr->pd_upper - (int) phdr->pd_lower;
+	freespace = space < (int) sizeof(ItemIdData) ? 0 :
+		(Size) (space - (int) sizeof(ItemIdData));
 
 	/* too large for any page: nbtree's own error */
 	if (unlikely(itemsz > GS_BT_MAX_ITEM_SIZE(lv->page)))
@@ -301,10 +312,14 @@ gs_btw_level_add(GsBtWriter *w, GsBtLevel *lv, IndexTuple itup,
 	 */
 	if (freespace < itemsz + (leaf ? MAXALIGN(sizeof(ItemPointerData)) : 0) ||
 		(freespace + prevextra < lv->target_free && lv->lastoff > P_FIRSTKEY))
+	{
+		CHECK_FOR_INTERRUPTS();
 		gs_btw_level_close(w, lv);
+		phdr = (PageHeader) lv->page;
+	}
 
 	/* first item of the level: its page's low key is minus infinity */
-	if (lv->lastoff == P_HIKEY)
+	if (unlikely(lv->lastoff == P_HIKEY))
 	{
 		Assert(lv->lowkey == NULL);
 		lv->lowkey = (IndexTuple) palloc0(sizeof(IndexTupleData));
@@ -313,8 +328,22 @@ gs_btw_level_add(GsBtWriter *w, GsBtLevel *lv, IndexTuple itup,
 	}
 
 	off = OffsetNumberNext(lv->lastoff);
-	gs_btw_put_item(lv->page, itup, itemsz, off,
-					!leaf && off == P_FIRSTKEY);
+	if (leaf)
+	{
+		LocationIndex upper = phdr->pd_upper - (LocationIndex) itemsz;
+
+		/* the line pointer array ends at off - 1: off is appended */
+		Assert(PageGetMaxOffsetNumber(lv->page) == off - 1);
+		if (unlikely((int) phdr->pd_upper - (int) itemsz <
+					 (int) (phdr->pd_lower + sizeof(ItemIdData))))
+			elog(ERROR, "failed to add item to index page");
+		memcpy((char *) lv->page + upper, itup, itemsz);
+		ItemIdSetNormal(PageGetItemId(lv->page, off), upper, itemsz);
+		phdr->pd_lower += sizeof(ItemIdData);
+		phdr->pd_upper = upper;
+	}
+	else
+		gs_btw_put_item(lv->page, itup, itemsz, off, off == P_FIRSTKEY);
 	lv->lastoff = off;
 }
 
