@@ -1037,70 +1037,89 @@ gs_stream_next(GsStream *st)
 {
 	for (;;)
 	{
-		int			err;
-		instr_time	t0;
+		size_t		len;
 
-		if (st->holding)
+		if (st->holding && st->cpos < st->used[st->cblk])
 		{
-			if (st->cpos < st->used[st->cblk])
-			{
-				const char *rec = st->blocks[st->cblk] + st->cpos;
-				uint32		reclen;
+			const char *rec = st->blocks[st->cblk] + st->cpos;
+			uint32		reclen;
 
-				if (st->fmt)
-					reclen = st->fmt->row_len(rec, st->key_bytes);
-				else
-					memcpy(&reclen, rec, sizeof(uint32));
-				st->cpos += reclen;
-				return rec;
-			}
-			/* the block is read: give it back */
-			pthread_mutex_lock(&st->lock);
-			st->nfull--;
-			pthread_cond_broadcast(&st->cv);
-			pthread_mutex_unlock(&st->lock);
-			st->cblk = (st->cblk + 1) % STREAM_BLOCKS;
-			st->holding = false;
-			st->cpos = 0;
+			if (st->fmt)
+				reclen = st->fmt->row_len(rec, st->key_bytes);
+			else
+				memcpy(&reclen, rec, sizeof(uint32));
+			st->cpos += reclen;
+			return rec;
 		}
-
-		pthread_mutex_lock(&st->lock);
-		if (st->nfull == 0 && !st->done)
-			INSTR_TIME_SET_CURRENT(t0);
-		else
-			INSTR_TIME_SET_ZERO(t0);
-		while (st->nfull == 0 && !st->done)
-		{
-			struct timespec ts;
-
-			gs_deadline(&ts, WAIT_POLL_MS);
-			(void) pthread_cond_timedwait(&st->cv, &st->lock, &ts);
-			if (INTERRUPTS_PENDING_CONDITION())
-			{
-				pthread_mutex_unlock(&st->lock);
-				CHECK_FOR_INTERRUPTS();
-				pthread_mutex_lock(&st->lock);
-			}
-		}
-		err = st->err;
-		if (st->nfull > 0)
-			st->holding = true;
-		pthread_mutex_unlock(&st->lock);
-		if (!INSTR_TIME_IS_ZERO(t0))
-		{
-			instr_time	now;
-
-			INSTR_TIME_SET_CURRENT(now);
-			INSTR_TIME_SUBTRACT(now, t0);
-			st->wait_ms += INSTR_TIME_GET_MILLISEC(now);
-		}
-		if (!st->holding)
-		{
-			if (err)
-				gs_temp_error(st->file, err, false);
+		if (gs_stream_next_block(st, &len) == NULL)
 			return NULL;
+		/* gs_stream_next walks the block record by record */
+		st->cpos = 0;
+	}
+}
+
+/*
+ * The stream's next block of records, *len bytes of them, or NULL at its
+ * end: for a caller that walks the records itself.  The previous block is
+ * done with and handed back to the thread.
+ */
+const char *
+gs_stream_next_block(GsStream *st, size_t *len)
+{
+	int			err;
+	instr_time	t0;
+
+	if (st->holding)
+	{
+		/* the block is read: give it back */
+		pthread_mutex_lock(&st->lock);
+		st->nfull--;
+		pthread_cond_broadcast(&st->cv);
+		pthread_mutex_unlock(&st->lock);
+		st->cblk = (st->cblk + 1) % STREAM_BLOCKS;
+		st->holding = false;
+		st->cpos = 0;
+	}
+
+	pthread_mutex_lock(&st->lock);
+	if (st->nfull == 0 && !st->done)
+		INSTR_TIME_SET_CURRENT(t0);
+	else
+		INSTR_TIME_SET_ZERO(t0);
+	while (st->nfull == 0 && !st->done)
+	{
+		struct timespec ts;
+
+		gs_deadline(&ts, WAIT_POLL_MS);
+		(void) pthread_cond_timedwait(&st->cv, &st->lock, &ts);
+		if (INTERRUPTS_PENDING_CONDITION())
+		{
+			pthread_mutex_unlock(&st->lock);
+			CHECK_FOR_INTERRUPTS();
+			pthread_mutex_lock(&st->lock);
 		}
 	}
+	err = st->err;
+	if (st->nfull > 0)
+		st->holding = true;
+	pthread_mutex_unlock(&st->lock);
+	if (!INSTR_TIME_IS_ZERO(t0))
+	{
+		instr_time	now;
+
+		INSTR_TIME_SET_CURRENT(now);
+		INSTR_TIME_SUBTRACT(now, t0);
+		st->wait_ms += INSTR_TIME_GET_MILLISEC(now);
+	}
+	if (!st->holding)
+	{
+		if (err)
+			gs_temp_error(st->file, err, false);
+		*len = 0;
+		return NULL;
+	}
+	*len = st->used[st->cblk];
+	return st->blocks[st->cblk];
 }
 
 /* backend exit: stop the threads, then close and remove the files */
