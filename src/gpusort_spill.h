@@ -158,6 +158,10 @@ extern GsStream *gs_stream_start_rows(MemoryContext cxt, GsTempFile *f,
 									  const GsRowFormat *fmt, int key_bytes,
 									  const GsRun *runs, int nruns,
 									  size_t block_size, size_t read_size);
+extern GsStream *gs_stream_start_merged(MemoryContext cxt,
+										const GsRowFormat *fmt, int key_bytes,
+										GsStream **srcs, int nsrcs,
+										size_t block_size);
 extern const char *gs_stream_next(GsStream *st);
 extern const char *gs_stream_next_block(GsStream *st, size_t *len);
 extern double gs_stream_wait_ms(GsStream *st);

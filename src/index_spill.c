@@ -580,6 +580,17 @@ gs_rr_next(GsIdxBuild *b, GsRunReader *rd)
 
 	memcpy(&hdr, rd->rec, sizeof(hdr));
 	rd->pos += gs_rec_len(b, hdr);
+
+	/* most records lie whole in the buffer, after the one just read */
+	if (likely(rd->len - rd->pos >= GS_RUN_HDR))
+	{
+		memcpy(&hdr, rd->buf + rd->pos, sizeof(hdr));
+		if (likely(rd->len - rd->pos >= gs_rec_len(b, hdr)))
+		{
+			rd->rec = rd->buf + rd->pos;
+			return;
+		}
+	}
 	gs_rr_settle(b, rd);
 }
 
@@ -624,7 +635,7 @@ gs_rec_before(GsIdxBuild *b, char *r1, char *r2)
 static pg_attribute_always_inline bool
 gs_merge_before(GsMerge *m, int a, int bb)
 {
-	if (m->k0[a] != m->k0[bb])
+	if (likely(m->k0[a] != m->k0[bb]))
 		return m->k0[a] < m->k0[bb];
 	if (m->in[a].rec == NULL)
 		return false;
@@ -688,12 +699,12 @@ gs_merge_advance(GsMerge *m)
 	for (node = (m->n + w) / 2; node >= 1; node /= 2)
 	{
 		int			l = m->tree[node];
+		int			mask = -(int) gs_merge_before(m, l, w);
+		int			loser = (w & mask) | (l & ~mask);
 
-		if (gs_merge_before(m, l, w))
-		{
-			m->tree[node] = w;
-			w = l;
-		}
+		/* as good as random: the winner is chosen without a branch */
+		w ^= l ^ loser;
+		m->tree[node] = loser;
 	}
 	m->tree[0] = w;
 }
@@ -868,6 +879,9 @@ gs_idx_row_len(const char *row, int key_bytes)
 
 static const GsRowFormat gs_idx_row_format = {GS_RUN_HDR, gs_idx_row_len};
 
+/* how far ahead of the merge a stream's block is fetched, in bytes */
+#define GS_STREAM_PREFETCH		512
+
 /* runs a stream merges at least */
 #define GS_STREAM_MIN_RUNS		2
 
@@ -909,6 +923,10 @@ gs_stream_in_next(GsStreamMerge *sm, int i)
 	}
 	in->rec = rec;
 	in->k0 = rec ? gs_rec_key(rec)[0] : PG_UINT64_MAX;
+
+	/* the block was written on another core: fetch ahead */
+	if (rec != NULL)
+		__builtin_prefetch(rec + GS_STREAM_PREFETCH);
 }
 
 /*
@@ -977,6 +995,7 @@ gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 	size_t		block_size;
 	int		   *tree;
 	int			ns;
+	bool		cascade;
 	int			i;
 
 	/* the rows of every run known exact */
@@ -988,9 +1007,16 @@ gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 	if (ns < 2)
 		return false;
 
+	/*
+	 * With a thread to spare, one more merges the streams, and the backend
+	 * reads its one stream: the merge is then off the backend entirely,
+	 * which is left with the pages (the final phase's bottleneck).
+	 */
+	cascade = gpusort_cpu_threads > ns;
+
 	read_size = Max(GS_RUN_BUFFER_MIN, mem / 2 / n);
 	read_size = MAXALIGN_DOWN(Min(read_size, GS_RUN_BUFFER));
-	block_size = gs_stream_block_size((int64) mem, ns);
+	block_size = gs_stream_block_size((int64) mem, ns + (cascade ? 1 : 0));
 
 	/* the streams' threads stop when this goes, on error too */
 	cxt = AllocSetContextCreate(CurrentMemoryContext,
@@ -1026,13 +1052,27 @@ gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 			return false;
 		}
 	}
+	b->nstreams = ns;
+	if (cascade)
+	{
+		GsStream   *top = gs_stream_start_merged(cxt, &gs_idx_row_format,
+												 b->keybytes, sm.st, ns,
+												 block_size);
+
+		/* without its thread, the backend merges the streams itself */
+		if (top != NULL)
+		{
+			sm.st[0] = top;
+			ns = 1;
+			b->nstreams++;
+		}
+	}
 	gs_index_fault_point(GS_INDEX_FAULT_CANCEL_IN_MERGE);
 	for (i = 0; i < ns; i++)
 		gs_stream_in_next(&sm, i);
 	tree = (int *) palloc0(2 * ns * sizeof(int));
 	tree[0] = gs_loser_tree_build(tree, ns, gs_stream_before_cb, &sm);
 
-	b->nstreams = ns;
 	gs_final_begin(b, &f);
 	for (;;)
 	{
@@ -1051,10 +1091,10 @@ gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 		for (node = (ns + w) / 2; node >= 1; node /= 2)
 		{
 			int			l = tree[node];
-			int			lfirst = gs_stream_before(&sm, l, w);
-			int			loser = lfirst ? w : l;
+			int			mask = -(int) gs_stream_before(&sm, l, w);
+			int			loser = (w & mask) | (l & ~mask);
 
-			w = lfirst ? l : w;
+			w ^= l ^ loser;
 			tree[node] = loser;
 		}
 		tree[0] = w;

@@ -101,6 +101,7 @@ static bool exit_callback_set = false;
 static uint32 temp_file_counter = 0;
 
 static void gs_spill_at_exit(int code, Datum arg);
+static GsStream *gs_stream_launch(MemoryContext cxt, GsStream *st);
 
 /* ---------------------------------------------------------------------
  * The temporary file
@@ -651,6 +652,8 @@ typedef struct GsReader
 	size_t		rowlen;			/* bytes of the current row */
 	uint64		k0;				/* its first key word; max at the end */
 	bool		eof;
+	struct GsStream *src;		/* rows from this stream's blocks instead of
+								 * the file: buf is the block being read */
 } GsReader;
 
 struct GsStream
@@ -689,6 +692,67 @@ struct GsStream
 };
 
 /*
+ * Move a reader of another stream (src) to its next row: the rows lie in
+ * src's blocks as they are.  A block read through goes back to src's
+ * thread; waiting for the next one ends when st is stopped.  0, or an
+ * error for gs_temp_error.
+ */
+static int
+gs_reader_next_src(GsStream *st, GsReader *r)
+{
+	GsStream   *src = r->src;
+	int			err = 0;
+
+	r->rpos += r->rowlen;
+	r->rowlen = 0;
+	if (r->rpos < r->rlen)
+	{
+		r->rowlen = st->fmt->row_len(r->buf + r->rpos, st->key_bytes);
+		r->k0 = gs_key_word0(r->buf + r->rpos + st->hdr, st->key_bytes);
+		return 0;
+	}
+
+	pthread_mutex_lock(&src->lock);
+	if (r->buf != NULL)
+	{
+		/* the block is read: give it back */
+		src->nfull--;
+		src->cblk = (src->cblk + 1) % STREAM_BLOCKS;
+		pthread_cond_broadcast(&src->cv);
+	}
+	while (src->nfull == 0 && !src->done && !st->stop)
+	{
+		struct timespec ts;
+
+		/* st's stop is announced on st's condition, not src's: poll */
+		gs_deadline(&ts, WAIT_POLL_MS);
+		(void) pthread_cond_timedwait(&src->cv, &src->lock, &ts);
+	}
+	if (src->nfull > 0 && !st->stop)
+	{
+		r->buf = src->blocks[src->cblk];
+		r->rlen = src->used[src->cblk];
+	}
+	else
+	{
+		r->buf = NULL;
+		r->rlen = 0;
+		err = src->err;
+	}
+	pthread_mutex_unlock(&src->lock);
+	r->rpos = 0;
+	if (r->buf == NULL)
+	{
+		r->eof = true;
+		r->k0 = PG_UINT64_MAX;
+		return err;
+	}
+	r->rowlen = st->fmt->row_len(r->buf, st->key_bytes);
+	r->k0 = gs_key_word0(r->buf + st->hdr, st->key_bytes);
+	return 0;
+}
+
+/*
  * Move a reader to its next row, which ends up whole in its buffer: 0, or
  * an error for gs_temp_error.
  */
@@ -699,6 +763,9 @@ gs_reader_next(GsStream *st, GsReader *r)
 	uint32		word;
 	size_t		need;
 	int			pass;
+
+	if (r->src != NULL)
+		return gs_reader_next_src(st, r);
 
 	r->rpos += r->rowlen;
 	r->rowlen = 0;
@@ -983,8 +1050,6 @@ gs_stream_start_rows(MemoryContext cxt, GsTempFile *f, const GsRowFormat *fmt,
 					 size_t block_size, size_t read_size)
 {
 	GsStream   *st = MemoryContextAllocZero(cxt, sizeof(GsStream));
-	sigset_t	all;
-	sigset_t	old;
 	int			i;
 
 	st->file = f;
@@ -1008,6 +1073,16 @@ gs_stream_start_rows(MemoryContext cxt, GsTempFile *f, const GsRowFormat *fmt,
 	st->block_size = block_size;
 	for (i = 0; i < STREAM_BLOCKS; i++)
 		st->blocks[i] = MemoryContextAllocHuge(cxt, block_size);
+	return gs_stream_launch(cxt, st);
+}
+
+/* start st's thread, stopped when cxt goes; NULL if none could start */
+static GsStream *
+gs_stream_launch(MemoryContext cxt, GsStream *st)
+{
+	sigset_t	all;
+	sigset_t	old;
+
 	pthread_mutex_init(&st->lock, NULL);
 	pthread_cond_init(&st->cv, NULL);
 	dlist_push_head(&live_streams, &st->node);
@@ -1025,6 +1100,37 @@ gs_stream_start_rows(MemoryContext cxt, GsTempFile *f, const GsRowFormat *fmt,
 		return NULL;
 	}
 	return st;
+}
+
+/*
+ * Start a thread merging the rows of other streams (of runs in format fmt,
+ * not NULL) into one: a backend that would merge many streams then reads
+ * one.  The sources must belong to cxt too, started before this one (a
+ * context stops its streams newest first), and are read by this stream's
+ * thread alone from now on.  NULL if no thread can be started.
+ */
+GsStream *
+gs_stream_start_merged(MemoryContext cxt, const GsRowFormat *fmt,
+					   int key_bytes, GsStream **srcs, int nsrcs,
+					   size_t block_size)
+{
+	GsStream   *st = MemoryContextAllocZero(cxt, sizeof(GsStream));
+	int			i;
+
+	Assert(fmt != NULL && nsrcs > 0);
+	st->file = srcs[0]->file;
+	st->fmt = fmt;
+	st->hdr = fmt->hdr;
+	st->key_bytes = key_bytes;
+	st->nreaders = nsrcs;
+	st->readers = MemoryContextAllocZero(cxt, nsrcs * sizeof(GsReader));
+	st->tree = MemoryContextAllocZero(cxt, nsrcs * sizeof(int));
+	for (i = 0; i < nsrcs; i++)
+		st->readers[i].src = srcs[i];
+	st->block_size = block_size;
+	for (i = 0; i < STREAM_BLOCKS; i++)
+		st->blocks[i] = MemoryContextAllocHuge(cxt, block_size);
+	return gs_stream_launch(cxt, st);
 }
 
 /*
