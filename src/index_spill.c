@@ -1008,11 +1008,14 @@ gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 		return false;
 
 	/*
-	 * With a thread to spare, one more merges the streams, and the backend
-	 * reads its one stream: the merge is then off the backend entirely,
-	 * which is left with the pages (the final phase's bottleneck).
+	 * From three threads on, one of them merges the streams and the
+	 * backend reads its one stream: the merge is then off the backend
+	 * entirely, which is left with the pages, the final phase's
+	 * bottleneck.  A stream fewer is well worth that.
 	 */
-	cascade = gpusort_cpu_threads > ns;
+	cascade = gpusort_cpu_threads >= 3;
+	if (cascade)
+		ns = Min(ns, gpusort_cpu_threads - 1);
 
 	read_size = Max(GS_RUN_BUFFER_MIN, mem / 2 / n);
 	read_size = MAXALIGN_DOWN(Min(read_size, GS_RUN_BUFFER));
