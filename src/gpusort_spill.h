@@ -161,6 +161,7 @@ extern GsStream *gs_stream_start_rows(MemoryContext cxt, GsTempFile *f,
 extern GsStream *gs_stream_cascade(MemoryContext cxt, GsStream **inputs,
 								   int n, size_t block_size);
 extern const char *gs_stream_next(GsStream *st);
+extern const char *gs_stream_next_block(GsStream *st, size_t *len);
 extern double gs_stream_wait_ms(GsStream *st);
 
 #endif							/* GPUSORT_SPILL_H */

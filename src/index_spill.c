@@ -580,6 +580,17 @@ gs_rr_next(GsIdxBuild *b, GsRunReader *rd)
 
 	memcpy(&hdr, rd->rec, sizeof(hdr));
 	rd->pos += gs_rec_len(b, hdr);
+
+	/* most records lie whole in the buffer, after the one just read */
+	if (likely(rd->len - rd->pos >= GS_RUN_HDR))
+	{
+		memcpy(&hdr, rd->buf + rd->pos, sizeof(hdr));
+		if (likely(rd->len - rd->pos >= gs_rec_len(b, hdr)))
+		{
+			rd->rec = rd->buf + rd->pos;
+			return;
+		}
+	}
 	gs_rr_settle(b, rd);
 }
 
@@ -624,7 +635,7 @@ gs_rec_before(GsIdxBuild *b, char *r1, char *r2)
 static pg_attribute_always_inline bool
 gs_merge_before(GsMerge *m, int a, int bb)
 {
-	if (m->k0[a] != m->k0[bb])
+	if (likely(m->k0[a] != m->k0[bb]))
 		return m->k0[a] < m->k0[bb];
 	if (m->in[a].rec == NULL)
 		return false;
@@ -688,12 +699,12 @@ gs_merge_advance(GsMerge *m)
 	for (node = (m->n + w) / 2; node >= 1; node /= 2)
 	{
 		int			l = m->tree[node];
+		int			mask = -(int) gs_merge_before(m, l, w);
+		int			loser = (w & mask) | (l & ~mask);
 
-		if (gs_merge_before(m, l, w))
-		{
-			m->tree[node] = w;
-			w = l;
-		}
+		/* as good as random: the winner is chosen without a branch */
+		w ^= l ^ loser;
+		m->tree[node] = loser;
 	}
 	m->tree[0] = w;
 }
@@ -868,44 +879,108 @@ gs_idx_row_len(const char *row, int key_bytes)
 
 static const GsRowFormat gs_idx_row_format = {GS_RUN_HDR, gs_idx_row_len};
 
+/* how far ahead of the merge a stream's block is fetched, in bytes */
+#define GS_STREAM_PREFETCH		512
+
 /* runs a stream merges at least */
 #define GS_STREAM_MIN_RUNS		2
 
-/* does stream record r1 come before r2?  (keys are exact and complete) */
-static inline bool
-gs_srec_before(GsIdxBuild *b, const char *r1, const char *r2)
+/*
+ * One stream as the backend merges it: it walks the stream's blocks
+ * itself, record by record, and keeps the current record's first key word
+ * at hand, where most matches are decided.
+ */
+typedef struct GsStreamIn
 {
-	const uint64 *k1 = gs_rec_key(r1);
-	const uint64 *k2 = gs_rec_key(r2);
-	int			i;
-
-	for (i = 0; i <= b->colwords; i++)
-		if (k1[i] != k2[i])
-			return k1[i] < k2[i];
-	return false;
-}
+	const char *rec;			/* current record, NULL once exhausted */
+	const char *end;			/* end of the block it lies in */
+	uint64		k0;				/* its first key word; max once exhausted */
+} GsStreamIn;
 
 typedef struct GsStreamMerge
 {
 	GsIdxBuild *b;
 	GsStream  **st;
-	const char **rec;			/* each stream's current record, or NULL */
+	GsStreamIn *in;
 } GsStreamMerge;
+
+/* move input i to its stream's next record */
+static inline void
+gs_stream_in_next(GsStreamMerge *sm, int i)
+{
+	GsStreamIn *in = &sm->in[i];
+	const char *rec = in->rec;
+
+	if (rec != NULL)
+		rec += gs_idx_row_len(rec, sm->b->keybytes);
+	if (unlikely(rec == NULL || rec >= in->end))
+	{
+		size_t		len;
+
+		/* the block is done with: the stream takes it back */
+		rec = gs_stream_next_block(sm->st[i], &len);
+		in->end = rec + len;
+	}
+	in->rec = rec;
+	in->k0 = rec ? gs_rec_key(rec)[0] : PG_UINT64_MAX;
+
+	/* the block was written on another core: fetch ahead */
+	if (rec != NULL)
+		__builtin_prefetch(rec + GS_STREAM_PREFETCH);
+}
+
+/*
+ * Does input a's record come before input bb's, their first key words
+ * being equal?  (Keys are exact and complete, the heap TID last.)
+ */
+static pg_noinline bool
+gs_stream_before_tie(GsStreamMerge *sm, int a, int bb)
+{
+	const uint64 *k1;
+	const uint64 *k2;
+	int			i;
+
+	if (sm->in[a].rec == NULL)
+		return false;
+	if (sm->in[bb].rec == NULL)
+		return true;
+	k1 = gs_rec_key(sm->in[a].rec);
+	k2 = gs_rec_key(sm->in[bb].rec);
+	for (i = 1; i <= sm->b->colwords; i++)
+		if (k1[i] != k2[i])
+			return k1[i] < k2[i];
+	return false;
+}
 
 static inline bool
 gs_stream_before(GsStreamMerge *sm, int a, int bb)
 {
-	if (sm->rec[a] == NULL)
-		return false;
-	if (sm->rec[bb] == NULL)
-		return true;
-	return gs_srec_before(sm->b, sm->rec[a], sm->rec[bb]);
+	if (likely(sm->in[a].k0 != sm->in[bb].k0))
+		return sm->in[a].k0 < sm->in[bb].k0;
+	return gs_stream_before_tie(sm, a, bb);
 }
 
 static bool
 gs_stream_before_cb(void *arg, int a, int bb)
 {
 	return gs_stream_before((GsStreamMerge *) arg, a, bb);
+}
+
+/*
+ * The streams a final merge of n runs takes: groups of at least
+ * GS_STREAM_MIN_RUNS runs where there are enough, else a run each, as long
+ * as there are two.  A stream of one run still takes the reading of the
+ * file and the parsing of its records off the backend.
+ */
+static int
+gs_merge_nstreams(int n)
+{
+	int			ns = n / GS_STREAM_MIN_RUNS;
+
+	if (ns < 2)
+		ns = n;
+	ns = Min(ns, gpusort_cpu_threads);
+	return Min(ns, 16);
 }
 
 static bool
@@ -920,6 +995,7 @@ gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 	size_t		block_size;
 	int		   *tree;
 	int			ns;
+	bool		cascade;
 	int			i;
 
 	/* the rows of every run known exact */
@@ -927,14 +1003,23 @@ gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 		return false;
 	for (i = 0; i < n; i++)
 		rows += runs[i].nrows;
-	ns = Min(gpusort_cpu_threads, n / GS_STREAM_MIN_RUNS);
-	ns = Min(ns, 16);
+	ns = gs_merge_nstreams(n);
 	if (ns < 2)
 		return false;
 
+	/*
+	 * From three threads on, one of them merges the streams and the
+	 * backend reads its one stream: the merge is then off the backend
+	 * entirely, which is left with the pages, the final phase's
+	 * bottleneck.  A stream fewer is well worth that.
+	 */
+	cascade = gpusort_cpu_threads >= 3;
+	if (cascade)
+		ns = Min(ns, gpusort_cpu_threads - 1);
+
 	read_size = Max(GS_RUN_BUFFER_MIN, mem / 2 / n);
 	read_size = MAXALIGN_DOWN(Min(read_size, GS_RUN_BUFFER));
-	block_size = gs_stream_block_size((int64) mem, ns);
+	block_size = gs_stream_block_size((int64) mem, ns + (cascade ? 1 : 0));
 
 	/* the streams' threads stop when this goes, on error too */
 	cxt = AllocSetContextCreate(CurrentMemoryContext,
@@ -943,7 +1028,7 @@ gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 	oldcxt = MemoryContextSwitchTo(cxt);
 	sm.b = b;
 	sm.st = (GsStream **) palloc0(ns * sizeof(GsStream *));
-	sm.rec = (const char **) palloc0(ns * sizeof(char *));
+	sm.in = (GsStreamIn *) palloc0(ns * sizeof(GsStreamIn));
 	for (i = 0; i < ns; i++)
 	{
 		/* groups of runs of nearly equal counts */
@@ -970,32 +1055,48 @@ gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 			return false;
 		}
 	}
+	b->nstreams = ns;
+	if (cascade)
+	{
+		GsStream   *top = gs_stream_cascade(cxt, sm.st, ns, block_size);
+
+		/* without its thread, the backend merges the streams itself */
+		if (top != NULL)
+		{
+			sm.st[0] = top;
+			ns = 1;
+			b->nstreams++;
+		}
+	}
 	gs_index_fault_point(GS_INDEX_FAULT_CANCEL_IN_MERGE);
 	for (i = 0; i < ns; i++)
-		sm.rec[i] = gs_stream_next(sm.st[i]);
+		gs_stream_in_next(&sm, i);
 	tree = (int *) palloc0(2 * ns * sizeof(int));
 	tree[0] = gs_loser_tree_build(tree, ns, gs_stream_before_cb, &sm);
 
-	b->nstreams = ns;
 	gs_final_begin(b, &f);
 	for (;;)
 	{
 		int			w = tree[0];
 		int			node;
 
-		if (sm.rec[w] == NULL)
+		if (sm.in[w].rec == NULL)
 			break;
-		gs_final_put(&f, (char *) sm.rec[w]);
-		sm.rec[w] = gs_stream_next(sm.st[w]);
+		gs_final_put(&f, (char *) sm.in[w].rec);
+		gs_stream_in_next(&sm, w);
+
+		/*
+		 * Replay the winner's path.  Which of two records comes first is
+		 * as good as random: the winner is chosen without a branch.
+		 */
 		for (node = (ns + w) / 2; node >= 1; node /= 2)
 		{
 			int			l = tree[node];
+			int			mask = -(int) gs_stream_before(&sm, l, w);
+			int			loser = (w & mask) | (l & ~mask);
 
-			if (gs_stream_before(&sm, l, w))
-			{
-				tree[node] = w;
-				w = l;
-			}
+			w ^= l ^ loser;
+			tree[node] = loser;
 		}
 		tree[0] = w;
 	}

@@ -673,6 +673,7 @@ struct GsStream
 	uint64	   *ink0;			/* its first key word; max at the end */
 	uint64	   *tree_k0;		/* each loser's first key word */
 	GsStream   *owner;			/* the cascade this stream is an input of */
+	size_t		keyoff;			/* a cascade: where a record's key starts */
 	size_t		block_size;
 	char	   *blocks[STREAM_BLOCKS];
 
@@ -1047,8 +1048,8 @@ gs_cascade_before(GsStream *st, int a, int b)
 		uint64		x;
 		uint64		y;
 
-		memcpy(&x, ra + STREAM_KEY_OFFSET + w, 8);
-		memcpy(&y, rb + STREAM_KEY_OFFSET + w, 8);
+		memcpy(&x, ra + st->keyoff + w, 8);
+		memcpy(&y, rb + st->keyoff + w, 8);
 		if (x != y)
 			return x < y;
 	}
@@ -1079,7 +1080,7 @@ gs_cascade_advance(GsStream *st, int i)
 		}
 	}
 	st->inrec[i] = rec;
-	st->ink0[i] = rec ? gs_key_word0(rec + STREAM_KEY_OFFSET, st->key_bytes) :
+	st->ink0[i] = rec ? gs_key_word0(rec + st->keyoff, st->key_bytes) :
 		PG_UINT64_MAX;
 	return true;
 }
@@ -1152,7 +1153,10 @@ gs_cascade_thread(void *arg)
 				end = true;
 				break;
 			}
-			memcpy(&reclen, rec, sizeof(uint32));
+			if (st->fmt)
+				reclen = st->fmt->row_len(rec, st->key_bytes);
+			else
+				memcpy(&reclen, rec, sizeof(uint32));
 			if (used + reclen > st->block_size)
 			{
 				if (used == 0)
@@ -1309,11 +1313,12 @@ gs_stream_start_rows(MemoryContext cxt, GsTempFile *f, const GsRowFormat *fmt,
 }
 
 /*
- * Start a thread merging streams inputs[0 .. n-1] (of the sort's tape rows,
- * not yet read) into one, with blocks of block_size bytes, no smaller than
- * the inputs'.  From then on the inputs belong to it: only the cascade is
- * read, and stopping any of them stops it.  NULL if no thread can be
- * started (the caller reads the inputs itself).
+ * Start a thread merging streams inputs[0 .. n-1] (all of the same rows:
+ * the sort's tape rows or one row format, keys exact; not yet read) into
+ * one, with blocks of block_size bytes, no smaller than the inputs'.  Its
+ * records are the inputs' records, copied.  From then on the inputs belong
+ * to it: only the cascade is read, and stopping any of them stops it.
+ * NULL if no thread can be started (the caller reads the inputs itself).
  */
 GsStream *
 gs_stream_cascade(MemoryContext cxt, GsStream **inputs, int n,
@@ -1324,6 +1329,9 @@ gs_stream_cascade(MemoryContext cxt, GsStream **inputs, int n,
 
 	Assert(n >= 1);
 	st->file = inputs[0]->file;
+	st->fmt = inputs[0]->fmt;
+	st->hdr = inputs[0]->hdr;
+	st->keyoff = st->fmt ? st->fmt->hdr : STREAM_KEY_OFFSET;
 	st->key_bytes = inputs[0]->key_bytes;
 	st->ninputs = n;
 	st->inputs = MemoryContextAlloc(cxt, n * sizeof(GsStream *));
@@ -1333,7 +1341,7 @@ gs_stream_cascade(MemoryContext cxt, GsStream **inputs, int n,
 	st->tree_k0 = MemoryContextAllocZero(cxt, n * sizeof(uint64));
 	for (i = 0; i < n; i++)
 	{
-		Assert(inputs[i]->fmt == NULL && inputs[i]->owner == NULL);
+		Assert(inputs[i]->fmt == st->fmt && inputs[i]->owner == NULL);
 		Assert(inputs[i]->block_size <= block_size);
 		st->inputs[i] = inputs[i];
 	}
@@ -1345,9 +1353,54 @@ gs_stream_cascade(MemoryContext cxt, GsStream **inputs, int n,
 }
 
 /*
+ * Wait until the stream's thread has a full block for the backend, and
+ * hold it: false at the stream's end.  Waits let the backend serve
+ * interrupts; a failure of the thread is raised here.
+ */
+static bool
+gs_stream_await(GsStream *st)
+{
+	int			err;
+	instr_time	t0;
+
+	pthread_mutex_lock(&st->lock);
+	if (st->nfull == 0 && !st->done)
+		INSTR_TIME_SET_CURRENT(t0);
+	else
+		INSTR_TIME_SET_ZERO(t0);
+	while (st->nfull == 0 && !st->done)
+	{
+		struct timespec ts;
+
+		gs_deadline(&ts, WAIT_POLL_MS);
+		(void) pthread_cond_timedwait(&st->cv, &st->lock, &ts);
+		if (INTERRUPTS_PENDING_CONDITION())
+		{
+			pthread_mutex_unlock(&st->lock);
+			CHECK_FOR_INTERRUPTS();
+			pthread_mutex_lock(&st->lock);
+		}
+	}
+	err = st->err;
+	if (st->nfull > 0)
+		st->holding = true;
+	pthread_mutex_unlock(&st->lock);
+	if (!INSTR_TIME_IS_ZERO(t0))
+	{
+		instr_time	now;
+
+		INSTR_TIME_SET_CURRENT(now);
+		INSTR_TIME_SUBTRACT(now, t0);
+		st->wait_ms += INSTR_TIME_GET_MILLISEC(now);
+	}
+	if (!st->holding && err)
+		gs_temp_error(st->file, err, false);
+	return st->holding;
+}
+
+/*
  * The stream's next record, or NULL at its end.  The previous record is
- * done with (its block may be handed back to the thread).  Waits let the
- * backend serve interrupts; a failure of the thread is raised here.
+ * done with (its block may be handed back to the thread).
  */
 const char *
 gs_stream_next(GsStream *st)
@@ -1355,50 +1408,37 @@ gs_stream_next(GsStream *st)
 	Assert(st->owner == NULL);
 	for (;;)
 	{
-		int			err;
-		instr_time	t0;
 		const char *rec = gs_stream_take(st);
 
 		if (likely(rec != NULL))
 			return rec;
-
-		pthread_mutex_lock(&st->lock);
-		if (st->nfull == 0 && !st->done)
-			INSTR_TIME_SET_CURRENT(t0);
-		else
-			INSTR_TIME_SET_ZERO(t0);
-		while (st->nfull == 0 && !st->done)
-		{
-			struct timespec ts;
-
-			gs_deadline(&ts, WAIT_POLL_MS);
-			(void) pthread_cond_timedwait(&st->cv, &st->lock, &ts);
-			if (INTERRUPTS_PENDING_CONDITION())
-			{
-				pthread_mutex_unlock(&st->lock);
-				CHECK_FOR_INTERRUPTS();
-				pthread_mutex_lock(&st->lock);
-			}
-		}
-		err = st->err;
-		if (st->nfull > 0)
-			st->holding = true;
-		pthread_mutex_unlock(&st->lock);
-		if (!INSTR_TIME_IS_ZERO(t0))
-		{
-			instr_time	now;
-
-			INSTR_TIME_SET_CURRENT(now);
-			INSTR_TIME_SUBTRACT(now, t0);
-			st->wait_ms += INSTR_TIME_GET_MILLISEC(now);
-		}
-		if (!st->holding)
-		{
-			if (err)
-				gs_temp_error(st->file, err, false);
+		if (!gs_stream_await(st))
 			return NULL;
-		}
 	}
+}
+
+/*
+ * The stream's next block of records, *len bytes of them, or NULL at its
+ * end: for a caller that walks the records itself.  The block handed out
+ * before is done with: it goes back to the thread.
+ */
+const char *
+gs_stream_next_block(GsStream *st, size_t *len)
+{
+	Assert(st->owner == NULL);
+	if (st->holding)
+	{
+		/* read through: taking past its end gives it back */
+		st->cpos = st->used[st->cblk];
+		(void) gs_stream_take(st);
+	}
+	if (!gs_stream_await(st))
+	{
+		*len = 0;
+		return NULL;
+	}
+	*len = st->used[st->cblk];
+	return st->blocks[st->cblk];
 }
 
 /* backend exit: stop the threads, then close and remove the files */
