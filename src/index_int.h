@@ -33,6 +33,7 @@
 
 #include "gpusort_int.h"
 #include "gpusort_keys.h"
+#include "gpusort_spill.h"
 
 /* index tuples formed between resets of a scratch context */
 #define GS_IDX_SCRATCH_TUPLES	1024
@@ -73,7 +74,8 @@ typedef struct GsIdxBuild
 	/* rows */
 	GsEngine   *eng;
 	MemoryContext cxt;			/* the build's memory: arena, arrays */
-	MemoryContext arenacxt;		/* the arena's blocks, reset after each run */
+	MemoryContext arenacxt;		/* tuples larger than a block, reset after
+								 * each run */
 	MemoryContext scratch;		/* index_form_tuple's output, reset often */
 	int			scratch_used;
 	char	   *arena;			/* free space of the current arena block */
@@ -81,6 +83,21 @@ typedef struct GsIdxBuild
 	Size		arena_block;	/* size of arena blocks */
 	Size		mem_arena;		/* bytes of arena blocks taken */
 	Size		mem_limit;		/* maintenance_work_mem, in bytes */
+
+	/*
+	 * Arena blocks of arena_block bytes, kept from run to run so that their
+	 * pages are faulted in once per build; raw: as allocated (for pfree).
+	 * Fresh memory is given huge pages and populated by a thread ahead of
+	 * the scan: the array slots up to prefault_rows, and each new block.
+	 */
+	char	  **blocks;
+	char	  **blocks_raw;
+	int			nblocks;
+	int			blocks_cap;
+	int			blk_next;		/* the next block a run may reuse */
+	size_t		prefault_rows;
+	GsTask	   *prefault_task;
+	GsPrefault	prefault;
 	char	   *keys;			/* engine key buffer */
 	IndexTuple *tuples;
 	uint8	   *flags;
@@ -180,6 +197,8 @@ extern void gs_idx_setup_share(GsIdxBuild *b, bool partial, Size mem,
 							   double fraction);
 extern void gs_idx_sortsupport(GsIdxBuild *b);
 extern bool gs_idx_reserve(GsIdxBuild *b, size_t nrows);
+extern void gs_idx_prefault_wait(GsIdxBuild *b);
+extern void gs_idx_arena_free(GsIdxBuild *b);
 extern void gs_idx_write_sorted(GsIdxBuild *b);
 extern uint32 *gs_idx_sort(GsIdxBuild *b, bool keys_out);
 extern int	gs_idx_cmp_cols(GsIdxBuild *b, IndexTuple t1, IndexTuple t2);

@@ -314,6 +314,8 @@ gs_idx_parallel_scan(GsIdxParallel *p, GsIdxBuild *b, IndexInfo *indexInfo)
 		{
 			if (b->n > 0)
 				gs_idx_spill_run(b);
+			/* the merge's buffers take the memory the arena held */
+			gs_idx_arena_free(b);
 			gs_idx_spill_reduce(b);
 		}
 	}
