@@ -145,6 +145,32 @@ gs_idx_tuple_width(GsIdxBuild *b)
 }
 
 /*
+ * Tuples formed in place when every column is fixed-width (no TOAST, no
+ * varlena), and small enough that index_form_tuple could never refuse one
+ * (a NULL bitmap adds at most a MAXALIGN'd word).
+ */
+static void
+gs_idx_init_fixed(GsIdxBuild *b)
+{
+	Size		off = 0;
+	int			i;
+
+	b->fixed = false;
+	for (i = 0; i < b->itupdesc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(b->itupdesc, i);
+
+		if (att->attlen <= 0)
+			return;
+		off = att_align_nominal(off, att->attalign);
+		b->fixed_off[i] = (uint16) (IndexInfoFindDataOffset(0) + off);
+		off += att->attlen;
+	}
+	b->fixed_size = MAXALIGN(IndexInfoFindDataOffset(0) + off);
+	b->fixed = b->fixed_size + MAXIMUM_ALIGNOF <= INDEX_SIZE_MASK;
+}
+
+/*
  * Set up b for index: its key plan and key layout (the same in the leader
  * and in parallel workers).  False when the leading key column cannot be
  * encoded.
@@ -175,6 +201,7 @@ gs_idx_init(GsIdxBuild *b, Relation heap, Relation index,
 	b->exact = ncols_planned == b->nkeyatts &&
 		gs_keyplan_ncols_encoded(b->kp) == b->nkeyatts &&
 		gs_keyplan_exact(b->kp);
+	gs_idx_init_fixed(b);
 	return true;
 }
 
@@ -462,6 +489,15 @@ gs_idx_encode(GsIdxBuild *b, Datum *values, bool *isnull, ItemPointer tid,
 {
 	bool		lossy;
 
+	/* whole words: straight into the key */
+	if (b->colbytes == b->colwords * 8)
+	{
+		lossy = gs_encode_key(b->kp, values, isnull, key);
+		key[b->colwords] =
+			((uint64) ItemPointerGetBlockNumberNoCheck(tid) << 16) |
+			ItemPointerGetOffsetNumberNoCheck(tid);
+		return lossy;
+	}
 	lossy = gs_encode_key(b->kp, values, isnull, b->colbuf);
 	if (b->colbytes == 4)
 	{
@@ -521,14 +557,29 @@ gs_idx_collect(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 	if (!gs_idx_room(b))
 		return;
 
-	itup = gs_idx_store(b, index_form_tuple_context(b->itupdesc, values,
-													isnull, b->scratch));
-	itup->t_tid = *tid;
-	if (++b->scratch_used >= GS_IDX_SCRATCH_TUPLES)
+	if (b->fixed)
 	{
-		MemoryContextReset(b->scratch);
-		b->scratch_used = 0;
+		bool		hasnull;
+		Size		size = gs_idx_fixed_size(b, values, isnull, &hasnull);
+
+		if (size > b->arena_left)
+			gs_idx_arena_next(b, size);
+		itup = (IndexTuple) b->arena;
+		gs_idx_form_fixed(b, values, isnull, hasnull, size, itup);
+		b->arena += size;
+		b->arena_left -= size;
 	}
+	else
+	{
+		itup = gs_idx_store(b, index_form_tuple_context(b->itupdesc, values,
+														isnull, b->scratch));
+		if (++b->scratch_used >= GS_IDX_SCRATCH_TUPLES)
+		{
+			MemoryContextReset(b->scratch);
+			b->scratch_used = 0;
+		}
+	}
+	itup->t_tid = *tid;
 
 	lossy = gs_idx_encode(b, values, isnull, tid,
 						  (uint64 *) (b->keys + b->n * b->keybytes));

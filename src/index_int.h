@@ -22,7 +22,9 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/itup.h"
+#include "access/tupmacs.h"
 #include "nodes/execnodes.h"
 #include "portability/instr_time.h"
 #include "storage/fd.h"
@@ -70,6 +72,16 @@ typedef struct GsIdxBuild
 	int			keybytes;		/* whole key: column words + TID word */
 	bool		exact;			/* columns fully encoded by the plan */
 	uint64		colbuf[GS_MAX_KEY_BYTES / 8];
+
+	/*
+	 * Every column of the index tuple fixed-width: tuples are formed in
+	 * place (gs_idx_form_fixed) rather than by index_form_tuple and a
+	 * copy.  Without NULLs they take fixed_size bytes, each column at its
+	 * fixed_off.
+	 */
+	bool		fixed;
+	Size		fixed_size;
+	uint16		fixed_off[INDEX_MAX_KEYS];
 
 	/* rows */
 	GsEngine   *eng;
@@ -168,6 +180,68 @@ gs_idx_payload(IndexTuple itup, uint32 *len)
 
 	memcpy(len, p, sizeof(uint32));
 	return p + 8;
+}
+
+/*
+ * The size of the index tuple of values (b->fixed): what index_form_tuple
+ * would make of them.  *hasnull: some column is NULL.
+ */
+static inline Size
+gs_idx_fixed_size(const GsIdxBuild *b, Datum *values, bool *isnull,
+				  bool *hasnull)
+{
+	int			i;
+
+	for (i = 0; i < b->itupdesc->natts; i++)
+	{
+		if (unlikely(isnull[i]))
+		{
+			*hasnull = true;
+			return MAXALIGN(IndexInfoFindDataOffset(INDEX_NULL_MASK) +
+							heap_compute_data_size(b->itupdesc, values, isnull));
+		}
+	}
+	*hasnull = false;
+	return b->fixed_size;
+}
+
+/*
+ * Form the index tuple of values (b->fixed) at dst, size bytes (from
+ * gs_idx_fixed_size), byte for byte as index_form_tuple would, padding
+ * zeroed; t_tid is left to the caller.
+ */
+static inline void
+gs_idx_form_fixed(const GsIdxBuild *b, Datum *values, bool *isnull,
+				  bool hasnull, Size size, IndexTuple dst)
+{
+	TupleDesc	desc = b->itupdesc;
+	uint64	   *w = (uint64 *) dst;
+	Size		i;
+
+	for (i = 0; i < size / sizeof(uint64); i++)
+		w[i] = 0;
+	if (unlikely(hasnull))
+	{
+		Size		hoff = IndexInfoFindDataOffset(INDEX_NULL_MASK);
+		uint16		tupmask = 0;
+
+		heap_fill_tuple(desc, values, isnull, (char *) dst + hoff,
+						heap_compute_data_size(desc, values, isnull),
+						&tupmask, (bits8 *) dst + sizeof(IndexTupleData));
+		dst->t_info = (unsigned short) (size | INDEX_NULL_MASK);
+		return;
+	}
+	for (i = 0; i < (Size) desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		char	   *p = (char *) dst + b->fixed_off[i];
+
+		if (att->attbyval)
+			store_att_byval(p, values[i], att->attlen);
+		else
+			memcpy(p, DatumGetPointer(values[i]), att->attlen);
+	}
+	dst->t_info = (unsigned short) size;
 }
 
 /* milliseconds since start */

@@ -721,14 +721,34 @@ gs_pidx_worker_collect(Relation index, ItemPointer tid, Datum *values,
 	uint32		word;
 	bool		lossy;
 
-	itup = index_form_tuple_context(b->itupdesc, values, isnull, b->scratch);
-	itup->t_tid = *tid;
-	size = MAXALIGN(IndexTupleSize(itup));
 	b->indtuples += 1;
+	if (b->fixed)
+	{
+		bool		hasnull;
 
-	if (w->cur == NULL || w->tup_end + size + w->esz > w->ent_start)
-		gs_pidx_worker_block(w, size);
-	memcpy((char *) w->cur + w->tup_end, itup, IndexTupleSize(itup));
+		/* formed in place (see gs_idx_form_fixed) */
+		size = gs_idx_fixed_size(b, values, isnull, &hasnull);
+		if (w->cur == NULL || w->tup_end + size + w->esz > w->ent_start)
+			gs_pidx_worker_block(w, size);
+		itup = (IndexTuple) ((char *) w->cur + w->tup_end);
+		gs_idx_form_fixed(b, values, isnull, hasnull, size, itup);
+		itup->t_tid = *tid;
+	}
+	else
+	{
+		itup = index_form_tuple_context(b->itupdesc, values, isnull,
+										b->scratch);
+		itup->t_tid = *tid;
+		size = MAXALIGN(IndexTupleSize(itup));
+		if (w->cur == NULL || w->tup_end + size + w->esz > w->ent_start)
+			gs_pidx_worker_block(w, size);
+		memcpy((char *) w->cur + w->tup_end, itup, IndexTupleSize(itup));
+		if (++b->scratch_used >= GS_IDX_SCRATCH_TUPLES)
+		{
+			MemoryContextReset(b->scratch);
+			b->scratch_used = 0;
+		}
+	}
 	word = (uint32) w->tup_end;
 	w->tup_end += size;
 	w->ent_start -= w->esz;
@@ -741,12 +761,6 @@ gs_pidx_worker_collect(Relation index, ItemPointer tid, Datum *values,
 	b->anylossy |= lossy;
 	w->cur->nrows++;
 	b->n++;
-
-	if (++b->scratch_used >= GS_IDX_SCRATCH_TUPLES)
-	{
-		MemoryContextReset(b->scratch);
-		b->scratch_used = 0;
-	}
 }
 
 void
