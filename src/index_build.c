@@ -457,6 +457,7 @@ gs_idx_reserve(GsIdxBuild *b, size_t nrows)
 											 nrows * sizeof(IndexTuple));
 	b->flags = (uint8 *) repalloc_huge(b->flags, nrows);
 	b->cap = nrows;
+	gs_idx_advise_arrays(b);
 	return true;
 }
 
