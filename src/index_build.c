@@ -419,7 +419,10 @@ static bool
 gs_idx_grow(GsIdxBuild *b)
 {
 	size_t		newcap = b->cap * 2;
-	Size		room = b->mem_limit - Min(b->mem_limit, b->mem_arena);
+	/* blocks taken ahead or kept from an earlier run are memory held too */
+	Size		held = b->mem_arena +
+		(Size) (b->nblocks - b->blk_next) * b->arena_block;
+	Size		room = b->mem_limit - Min(b->mem_limit, held);
 
 	if (newcap > GS_MAX_ROWS)
 		newcap = GS_MAX_ROWS;
