@@ -120,6 +120,25 @@ extern bool gs_task_wait(GsTask *t);
 extern void gs_task_cancel(GsTask *t);
 extern bool gs_parallel(GsPartFn fn, void *arg, int nparts);
 
+/* ---- fresh memory: huge pages, and pages faulted in by a thread ---- */
+
+/* transparent huge page size on x86-64 and arm64 with 4 kB base pages */
+#define HUGE_PAGE_BYTES		(2 * 1024 * 1024)
+
+/* sortstate.c: ask for transparent huge pages over [p, p + len) */
+extern void gs_advise_huge(void *p, size_t len);
+
+/* ranges of fresh memory to populate in the background (sort_load.c) */
+#define GS_PREFAULT_RANGES	4
+typedef struct GsPrefault
+{
+	char	   *start[GS_PREFAULT_RANGES];
+	size_t		len[GS_PREFAULT_RANGES];
+} GsPrefault;
+
+extern void gs_populate_start(MemoryContext cxt, GsTask **task, GsPrefault *pf);
+extern void gs_populate_wait(GsTask **task);
+
 /* ---- runs merged by threads into streams of rows ---- */
 
 typedef struct GsStream GsStream;

@@ -22,7 +22,9 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/itup.h"
+#include "access/tupmacs.h"
 #include "nodes/execnodes.h"
 #include "portability/instr_time.h"
 #include "storage/fd.h"
@@ -33,6 +35,7 @@
 
 #include "gpusort_int.h"
 #include "gpusort_keys.h"
+#include "gpusort_spill.h"
 
 /* index tuples formed between resets of a scratch context */
 #define GS_IDX_SCRATCH_TUPLES	1024
@@ -70,10 +73,21 @@ typedef struct GsIdxBuild
 	bool		exact;			/* columns fully encoded by the plan */
 	uint64		colbuf[GS_MAX_KEY_BYTES / 8];
 
+	/*
+	 * Every column of the index tuple fixed-width: tuples are formed in
+	 * place (gs_idx_form_fixed) rather than by index_form_tuple and a
+	 * copy.  Without NULLs they take fixed_size bytes, each column at its
+	 * fixed_off.
+	 */
+	bool		fixed;
+	Size		fixed_size;
+	uint16		fixed_off[INDEX_MAX_KEYS];
+
 	/* rows */
 	GsEngine   *eng;
 	MemoryContext cxt;			/* the build's memory: arena, arrays */
-	MemoryContext arenacxt;		/* the arena's blocks, reset after each run */
+	MemoryContext arenacxt;		/* tuples larger than a block, reset after
+								 * each run */
 	MemoryContext scratch;		/* index_form_tuple's output, reset often */
 	int			scratch_used;
 	char	   *arena;			/* free space of the current arena block */
@@ -81,6 +95,21 @@ typedef struct GsIdxBuild
 	Size		arena_block;	/* size of arena blocks */
 	Size		mem_arena;		/* bytes of arena blocks taken */
 	Size		mem_limit;		/* maintenance_work_mem, in bytes */
+
+	/*
+	 * Arena blocks of arena_block bytes, kept from run to run so that their
+	 * pages are faulted in once per build; raw: as allocated (for pfree).
+	 * Fresh memory is given huge pages and populated by a thread ahead of
+	 * the scan: the array slots up to prefault_rows, and each new block.
+	 */
+	char	  **blocks;
+	char	  **blocks_raw;
+	int			nblocks;
+	int			blocks_cap;
+	int			blk_next;		/* the next block a run may reuse */
+	size_t		prefault_rows;
+	GsTask	   *prefault_task;
+	GsPrefault	prefault;
 	char	   *keys;			/* engine key buffer */
 	IndexTuple *tuples;
 	uint8	   *flags;
@@ -153,6 +182,68 @@ gs_idx_payload(IndexTuple itup, uint32 *len)
 	return p + 8;
 }
 
+/*
+ * The size of the index tuple of values (b->fixed): what index_form_tuple
+ * would make of them.  *hasnull: some column is NULL.
+ */
+static inline Size
+gs_idx_fixed_size(const GsIdxBuild *b, Datum *values, bool *isnull,
+				  bool *hasnull)
+{
+	int			i;
+
+	for (i = 0; i < b->itupdesc->natts; i++)
+	{
+		if (unlikely(isnull[i]))
+		{
+			*hasnull = true;
+			return MAXALIGN(IndexInfoFindDataOffset(INDEX_NULL_MASK) +
+							heap_compute_data_size(b->itupdesc, values, isnull));
+		}
+	}
+	*hasnull = false;
+	return b->fixed_size;
+}
+
+/*
+ * Form the index tuple of values (b->fixed) at dst, size bytes (from
+ * gs_idx_fixed_size), byte for byte as index_form_tuple would, padding
+ * zeroed; t_tid is left to the caller.
+ */
+static inline void
+gs_idx_form_fixed(const GsIdxBuild *b, Datum *values, bool *isnull,
+				  bool hasnull, Size size, IndexTuple dst)
+{
+	TupleDesc	desc = b->itupdesc;
+	uint64	   *w = (uint64 *) dst;
+	Size		i;
+
+	for (i = 0; i < size / sizeof(uint64); i++)
+		w[i] = 0;
+	if (unlikely(hasnull))
+	{
+		Size		hoff = IndexInfoFindDataOffset(INDEX_NULL_MASK);
+		uint16		tupmask = 0;
+
+		heap_fill_tuple(desc, values, isnull, (char *) dst + hoff,
+						heap_compute_data_size(desc, values, isnull),
+						&tupmask, (bits8 *) dst + sizeof(IndexTupleData));
+		dst->t_info = (unsigned short) (size | INDEX_NULL_MASK);
+		return;
+	}
+	for (i = 0; i < (Size) desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		char	   *p = (char *) dst + b->fixed_off[i];
+
+		if (att->attbyval)
+			store_att_byval(p, values[i], att->attlen);
+		else
+			memcpy(p, DatumGetPointer(values[i]), att->attlen);
+	}
+	dst->t_info = (unsigned short) size;
+}
+
 /* milliseconds since start */
 static inline double
 gs_idx_ms_since(instr_time start)
@@ -180,6 +271,8 @@ extern void gs_idx_setup_share(GsIdxBuild *b, bool partial, Size mem,
 							   double fraction);
 extern void gs_idx_sortsupport(GsIdxBuild *b);
 extern bool gs_idx_reserve(GsIdxBuild *b, size_t nrows);
+extern void gs_idx_prefault_wait(GsIdxBuild *b);
+extern void gs_idx_arena_free(GsIdxBuild *b);
 extern void gs_idx_write_sorted(GsIdxBuild *b);
 extern uint32 *gs_idx_sort(GsIdxBuild *b, bool keys_out);
 extern int	gs_idx_cmp_cols(GsIdxBuild *b, IndexTuple t1, IndexTuple t2);

@@ -272,6 +272,8 @@ gs_idx_spill_resize(GsIdxBuild *b, Size arena_bytes, size_t nrows)
 	if (newcap * 4 >= b->cap * 5 || newcap * 5 <= b->cap * 4)
 	{
 		/* nothing in the arrays is needed any more: allocate afresh */
+		gs_idx_prefault_wait(b);
+		b->prefault_rows = 0;
 		gs_keybuf_free(b->eng, b->keys);
 		pfree(b->tuples);
 		pfree(b->flags);
@@ -282,6 +284,9 @@ gs_idx_spill_resize(GsIdxBuild *b, Size arena_bytes, size_t nrows)
 															  MCXT_ALLOC_HUGE);
 		b->flags = (uint8 *) MemoryContextAllocExtended(b->cxt, b->cap,
 														MCXT_ALLOC_HUGE);
+		gs_advise_huge(b->tuples, b->cap * sizeof(IndexTuple));
+		if (!b->eng->is_gpu)
+			gs_advise_huge(b->keys, b->cap * b->keybytes);
 	}
 }
 
@@ -497,8 +502,9 @@ gs_idx_spill_run(GsIdxBuild *b)
 
 	gs_idx_run_write(b);
 
-	/* the memory is free for the next run */
+	/* the memory is free for the next run; it reuses the arena's blocks */
 	MemoryContextReset(b->arenacxt);
+	b->blk_next = 0;
 	b->arena = NULL;
 	b->arena_left = 0;
 	b->mem_arena = 0;
@@ -1173,13 +1179,13 @@ gs_idx_spill_build(GsIdxBuild *b)
 	b->nruns_merged = b->nruns;
 	if (b->file == NULL)
 		b->file = gs_temp_create(b->cxt);
+	gs_idx_arena_free(b);
 	gs_keybuf_free(b->eng, b->keys);
 	b->keys = NULL;
 	pfree(b->tuples);
 	b->tuples = NULL;
 	pfree(b->flags);
 	b->flags = NULL;
-	MemoryContextReset(b->arenacxt);
 
 	/* fan-in from memory: a read buffer per run, one for the output */
 	fanin = (int) Min(mem / GS_RUN_BUFFER, (Size) GS_MERGE_MAX_FANIN) - 1;

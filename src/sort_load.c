@@ -13,6 +13,7 @@
 #include "postgres.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "access/htup_details.h"
 #include "executor/executor.h"
@@ -84,15 +85,23 @@ static void
 gs_prefault_part(void *arg, int part, int nparts, volatile bool *stop)
 {
 	GsPrefault *pf = (GsPrefault *) arg;
+	uintptr_t	pagesz = (uintptr_t) sysconf(_SC_PAGESIZE);
 	int			r;
 
 	for (r = 0; r < GS_PREFAULT_RANGES; r++)
 	{
+		/*
+		 * madvise takes page-aligned starts only (else EINVAL): from the
+		 * page the range starts in; the bytes before it stay as they are
+		 */
+		uintptr_t	start = (uintptr_t) pf->start[r] & ~(pagesz - 1);
+		size_t		len = pf->len[r] > 0 ?
+			pf->len[r] + ((uintptr_t) pf->start[r] - start) : 0;
 		size_t		off;
 
-		for (off = 0; off < pf->len[r] && !*stop; off += PREFAULT_STEP)
+		for (off = 0; off < len && !*stop; off += PREFAULT_STEP)
 		{
-			if (madvise(pf->start[r] + off, Min(PREFAULT_STEP, pf->len[r] - off),
+			if (madvise((char *) start + off, Min(PREFAULT_STEP, len - off),
 						MADV_POPULATE_WRITE) != 0)
 				return;
 		}

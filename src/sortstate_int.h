@@ -33,9 +33,6 @@
 #define ARENA_MAX_BLOCK		(8 * 1024 * 1024)
 #define ARENA_BIG_TUPLE		(ARENA_MAX_BLOCK / 4)
 
-/* transparent huge page size on x86-64 and arm64 with 4 kB base pages */
-#define HUGE_PAGE_BYTES		(2 * 1024 * 1024)
-
 /*
  * Rows a batch takes before it may be spilled, whatever work_mem says:
  * spilling runs of a row or two costs far more than the memory it saves.
@@ -164,14 +161,6 @@ typedef struct GsChunk
  * fills them again, so their pages are faulted in once per sort rather than
  * once per batch (which costs as much as copying the rows).
  */
-/* ranges of fresh memory to populate in the background */
-#define GS_PREFAULT_RANGES	3
-typedef struct GsPrefault
-{
-	char	   *start[GS_PREFAULT_RANGES];
-	size_t		len[GS_PREFAULT_RANGES];
-} GsPrefault;
-
 typedef struct GsBlock
 {
 	char	   *ptr;
@@ -562,7 +551,6 @@ gs_form_row(TupleTableSlot *slot, int natts, GsRowAllocFn alloc, void *arg)
 }
 
 /* ---- sortstate.c: life cycle and memory accounting ---- */
-extern void gs_advise_huge(void *p, size_t len);
 extern int64 gs_mem_used(GsSortState *s);
 extern void gs_note_mem(GsSortState *s, int64 extra);
 extern int	gs_cmp_tuples(GsSortState *s, MinimalTuple ta, MinimalTuple tb);
@@ -570,8 +558,6 @@ extern int	gs_cmp_rows(const void *a, const void *b, void *arg);
 
 /* ---- sort_load.c ---- */
 extern void gs_prefault_wait(GsSortState *s);
-extern void gs_populate_start(MemoryContext cxt, GsTask **task, GsPrefault *pf);
-extern void gs_populate_wait(GsTask **task);
 extern void gs_finish_chunks(GsSortState *s);
 extern void gs_close_chunk(GsSortState *s, bool keys_needed);
 
