@@ -78,7 +78,7 @@ wait $datapid
 pg_restart $GS_AB_SETTINGS || exit 1
 pgsql -qc "CREATE EXTENSION IF NOT EXISTS gpusort"
 pgsql -Atc "SELECT name || '=' || value FROM gpusort_info()" | tr '\n' ' '; echo
-t new mem                       # warm the table and the GPU service
+t warm mem                      # warm the table and the GPU service
 
 # variant: new (this tree), then old, then new again; PostgreSQL between
 for c in "${ORDER[@]}"; do
@@ -86,12 +86,13 @@ for c in "${ORDER[@]}"; do
 	for ((r = 0; r < RUNS; r++)); do t new "$c"; done
 done
 pgsql -c "$PAR; SET work_mem = '64MB'" -c "EXPLAIN (ANALYZE, TIMING OFF) $QI" >"$OUT/explain-new-ext.txt" 2>&1
+pgsql -c "$PAR; SET work_mem = '16GB'" -c "EXPLAIN (ANALYZE, TIMING OFF) $QI" >"$OUT/explain-new-mem.txt" 2>&1
 
 (cd .gpu/old && make WITH_CUDA=no PG_CONFIG="$PG_CONFIG" with_llvm=no install >/dev/null 2>&1) ||
 	{ echo "install of .gpu/old failed"; exit 1; }
 # shellcheck disable=SC2086
 pg_restart $GS_AB_SETTINGS || exit 1
-t old mem
+t warm mem
 for c in "${ORDER[@]}"; do
 	for ((r = 0; r < OLD_RUNS; r++)); do t old "$c"; done
 done
