@@ -51,9 +51,9 @@ gs_key_word0(const char *key, int key_bytes)
 }
 
 /*
- * Loser trees over n inputs (the merges of sort_merge.c and spill.c): node 1
- * is the root, inputs are the leaves n .. 2n-1, tree[node] holds the loser
- * of the match at node.  gs_loser_tree_build plays every match and returns
+ * Loser trees over n inputs (the merges of sort_merge.c and
+ * spill_stream.c): node 1 is the root, inputs are the leaves n .. 2n-1,
+ * tree[node] holds the loser of the match at node.  gs_loser_tree_build plays every match and returns
  * the winner; before(arg, a, b) says whether input a's item comes first.
  * Each merge replays a winner's path itself, where speed matters.
  */
