@@ -21,6 +21,7 @@ OBJS = \
 	src/sort_emit.o \
 	src/sort_parallel.o \
 	src/spill.o \
+	src/spill_stream.o \
 	src/keys_sql.o \
 	src/service.o \
 	src/service_client.o \

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * gpusort_spill.h
- *	  Temporary files for sorted runs, work spread over threads, and the
- *	  threads that merge runs into streams (spill.c).
+ *	  Temporary files for sorted runs and work spread over threads
+ *	  (spill.c), and the threads that merge runs into streams
+ *	  (spill_stream.c).
  *
  * Copyright (c) 2026, gpusort developers
  *
@@ -50,9 +51,9 @@ gs_key_word0(const char *key, int key_bytes)
 }
 
 /*
- * Loser trees over n inputs (the merges of sort_merge.c and spill.c): node 1
- * is the root, inputs are the leaves n .. 2n-1, tree[node] holds the loser
- * of the match at node.  gs_loser_tree_build plays every match and returns
+ * Loser trees over n inputs (the merges of sort_merge.c and
+ * spill_stream.c): node 1 is the root, inputs are the leaves n .. 2n-1,
+ * tree[node] holds the loser of the match at node.  gs_loser_tree_build plays every match and returns
  * the winner; before(arg, a, b) says whether input a's item comes first.
  * Each merge replays a winner's path itself, where speed matters.
  */
@@ -120,6 +121,15 @@ extern bool gs_task_wait(GsTask *t);
 extern void gs_task_cancel(GsTask *t);
 extern bool gs_parallel(GsPartFn fn, void *arg, int nparts);
 
+/*
+ * The backend's waits for threads (tasks' and streams') wake this often to
+ * look for interrupts, at a deadline from gs_deadline.
+ */
+#define WAIT_POLL_MS		10
+
+struct timespec;
+extern void gs_deadline(struct timespec *ts, int ms);
+
 /* ---- fresh memory: huge pages, and pages faulted in by a thread ---- */
 
 /* transparent huge page size on x86-64 and arm64 with 4 kB base pages */
@@ -139,7 +149,7 @@ typedef struct GsPrefault
 extern void gs_populate_start(MemoryContext cxt, GsTask **task, GsPrefault *pf);
 extern void gs_populate_wait(GsTask **task);
 
-/* ---- runs merged by threads into streams of rows ---- */
+/* ---- runs merged by threads into streams of rows (spill_stream.c) ---- */
 
 typedef struct GsStream GsStream;
 

@@ -28,7 +28,7 @@
 #include "sortstate_int.h"
 
 /* ---------------------------------------------------------------------
- * Loser trees (declared in gpusort_spill.h: spill.c's streams use them too)
+ * Loser trees (declared in gpusort_spill.h: spill_stream.c's streams use them too)
  * ---------------------------------------------------------------------
  */
 
@@ -663,7 +663,7 @@ gs_merge_streams(GsSortState *s)
 	s->nstreams = nstreams;
 
 	/*
-	 * One more thread merges the streams (see spill.c's cascades): the
+	 * One more thread merges the streams (see spill_stream.c's cascades): the
 	 * backend then only walks its records.  Without it, the backend merges
 	 * the streams.
 	 */

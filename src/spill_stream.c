@@ -1,0 +1,893 @@
+/*-------------------------------------------------------------------------
+ *
+ * spill_stream.c
+ *	  Threads that merge runs of the sort's temporary file into streams of
+ *	  rows, and cascades: threads that merge streams into one.
+ *
+ * The final merge of exactly encoded keys is split into streams: each
+ * stream's thread reads a group of runs from the temporary file of
+ * spill.c (gs_temp_pread, any thread may) and merges them into blocks of
+ * ready-made MinimalTuples (or of a btree build's rows as they are), and
+ * the backend only merges the few streams -- or reads one cascade, whose
+ * thread merges the streams' blocks in its place.  A stream hands its
+ * blocks to the backend under a lock and gets them back once read; space
+ * of the file that its runs no longer need is given back as it goes.
+ *
+ * These threads never call PostgreSQL, as the tasks of spill.c don't:
+ * they block every signal, touch only memory allocated for them
+ * beforehand (the blocks, the readers' buffers), and report failures as
+ * errno values that the backend turns into errors when it reaches them.
+ * The backend stops and joins a stream's thread before the memory it
+ * reads or the file goes away: a stream's memory context stops it when
+ * reset or deleted, and backend exit stops every live stream before
+ * spill.c's exit callback closes the files.
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+#include "access/htup_details.h"
+#include "lib/ilist.h"
+#include "miscadmin.h"
+#include "portability/instr_time.h"
+#include "storage/ipc.h"
+#include "utils/memutils.h"
+
+#include "gpusort_spill.h"
+
+/*
+ * Blocks of a stream: four let the merging thread stay a block or two
+ * ahead of the backend.  Their size comes from work_mem, between these:
+ * with 256 kB blocks (work_mem 64MB, 50M rows, 4 streams on the H100) the
+ * backend waited 0.15-0.25 s of a 3.1-3.6 s final merge for them.
+ */
+#define STREAM_BLOCKS		4
+#define STREAM_BLOCK_MIN	(8 * 1024)
+#define STREAM_BLOCK_MAX	(256 * 1024)
+
+/* how far ahead of the record being taken a stream's reader prefetches */
+#define STREAM_PREFETCH		512
+
+static dlist_head live_streams = DLIST_STATIC_INIT(live_streams);
+static bool exit_callback_set = false;
+
+static void gs_stream_at_exit(int code, Datum arg);
+
+/* ---------------------------------------------------------------------
+ * Streams: a thread merges a group of runs into blocks of rows
+ * ---------------------------------------------------------------------
+ */
+
+/* one run as a stream's thread reads it */
+typedef struct GsReader
+{
+	int64		pos;			/* file offset of the next bytes to read */
+	int64		end;			/* end of the run */
+	int64		given_back;		/* space before this was discarded */
+	size_t		left;			/* rows not yet taken */
+	char	   *buf;
+	size_t		size;
+	size_t		rpos;			/* the current row starts here */
+	size_t		rlen;			/* bytes in buf */
+	size_t		rowlen;			/* bytes of the current row */
+	uint64		k0;				/* its first key word; max at the end */
+	bool		eof;
+} GsReader;
+
+struct GsStream
+{
+	/* fixed at start */
+	GsTempFile *file;
+	const GsRowFormat *fmt;		/* NULL: the sort's tape rows */
+	size_t		hdr;			/* bytes before a row's key */
+	int			key_bytes;
+	int			nreaders;
+	GsReader   *readers;
+	int		   *tree;			/* loser tree: tree[0] winner */
+	int			ninputs;		/* a cascade: the streams it merges */
+	GsStream  **inputs;
+	const char **inrec;			/* each input's current record, NULL at
+								 * its end */
+	uint64	   *ink0;			/* its first key word; max at the end */
+	uint64	   *tree_k0;		/* each loser's first key word */
+	GsStream   *owner;			/* the cascade this stream is an input of */
+	size_t		keyoff;			/* a cascade: where a record's key starts */
+	size_t		block_size;
+	char	   *blocks[STREAM_BLOCKS];
+
+	/* shared with the thread, under lock */
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	size_t		used[STREAM_BLOCKS];	/* bytes of each full block */
+	int			nfull;			/* blocks filled and not yet given back */
+	bool		done;			/* the thread is finished */
+	int			err;			/* its failure: errno, -1 for a short read */
+	bool		stop;
+
+	pthread_t	thread;
+	bool		started;
+	bool		joined;
+	dlist_node	node;			/* in live_streams */
+	MemoryContextCallback cb;
+
+	/* the backend's side */
+	double		wait_ms;		/* time it waited for blocks */
+	int			cblk;			/* block being read */
+	bool		holding;		/* cblk is full and being read */
+	size_t		cpos;
+};
+
+/*
+ * Move a reader to its next row, which ends up whole in its buffer: 0, or
+ * an error for gs_temp_error.
+ */
+static int
+gs_reader_next(GsStream *st, GsReader *r)
+{
+	size_t		headlen = st->hdr + st->key_bytes;
+	uint32		word;
+	size_t		need;
+	int			pass;
+
+	r->rpos += r->rowlen;
+	r->rowlen = 0;
+	if (r->left == 0)
+	{
+		r->eof = true;
+		r->k0 = PG_UINT64_MAX;
+		r->given_back = gs_temp_discard(st->file, r->given_back, r->end, true);
+		return 0;
+	}
+	r->left--;
+	need = headlen;
+	for (pass = 0; pass < 2; pass++)
+	{
+		if (r->rlen - r->rpos < need)
+		{
+			size_t		have = r->rlen - r->rpos;
+			size_t		want = Min((int64) (r->size - have), r->end - r->pos);
+			int			err;
+
+			if (have + want < need)
+				return -1;
+			memmove(r->buf, r->buf + r->rpos, have);
+			err = gs_temp_pread(st->file, r->buf + have, want, r->pos);
+			if (err)
+				return err;
+			r->pos += want;
+			r->rpos = 0;
+			r->rlen = have + want;
+			/* everything before the buffer's bytes has been read */
+			r->given_back = gs_temp_discard(st->file, r->given_back,
+											r->pos - r->rlen, false);
+		}
+		if (pass == 0)
+		{
+			if (st->fmt)
+				need = st->fmt->row_len(r->buf + r->rpos, st->key_bytes);
+			else
+			{
+				memcpy(&word, r->buf + r->rpos, sizeof(uint32));
+				need = headlen + (word & ~TAPE_LOSSY_BIT) -
+					MINIMAL_TUPLE_DATA_OFFSET;
+			}
+			if (need > r->size || need < headlen)
+				return -1;
+		}
+	}
+	r->rowlen = need;
+	r->k0 = gs_key_word0(r->buf + r->rpos + st->hdr, st->key_bytes);
+	return 0;
+}
+
+/* does reader a's row come before reader b's? (exact keys: keys decide) */
+static inline bool
+gs_reader_before(GsStream *st, int a, int b)
+{
+	GsReader   *ra = &st->readers[a];
+	GsReader   *rb = &st->readers[b];
+	int			w;
+
+	if (ra->k0 != rb->k0)
+		return ra->k0 < rb->k0;
+	if (ra->eof || rb->eof)
+		return rb->eof && !ra->eof;
+	for (w = 8; w < st->key_bytes; w += 8)
+	{
+		uint64		x;
+		uint64		y;
+
+		memcpy(&x, ra->buf + ra->rpos + st->hdr + w, 8);
+		memcpy(&y, rb->buf + rb->rpos + st->hdr + w, 8);
+		if (x != y)
+			return x < y;
+	}
+	return a < b;
+}
+
+static bool
+gs_reader_before_cb(void *arg, int a, int b)
+{
+	return gs_reader_before((GsStream *) arg, a, b);
+}
+
+/* copy the winner's row into a block as a record (see gpusort_spill.h) */
+static inline size_t
+gs_stream_put(GsStream *st, GsReader *r, char *dst)
+{
+	const char *row = r->buf + r->rpos;
+	uint32		word;
+	uint32		len;
+	uint32		reclen;
+	size_t		tupoff = gs_stream_tuple_offset(st->key_bytes);
+	MinimalTuple tup = (MinimalTuple) (dst + tupoff);
+
+	if (st->fmt)
+	{
+		/* other rows are given out as they are */
+		memcpy(dst, row, r->rowlen);
+		return r->rowlen;
+	}
+	memcpy(&word, row, sizeof(uint32));
+	len = word & ~TAPE_LOSSY_BIT;
+	reclen = tupoff + MAXALIGN(len);
+	memcpy(dst, &reclen, sizeof(uint32));
+	memcpy(dst + STREAM_KEY_OFFSET, row + TAPE_ROW_HDR, st->key_bytes);
+	memset(tup, 0, MINIMAL_TUPLE_DATA_OFFSET);
+	tup->t_len = len;
+	memcpy((char *) tup + MINIMAL_TUPLE_DATA_OFFSET,
+		   row + TAPE_ROW_HDR + st->key_bytes, len - MINIMAL_TUPLE_DATA_OFFSET);
+	return reclen;
+}
+
+static void
+gs_stream_finish(GsStream *st, int err)
+{
+	pthread_mutex_lock(&st->lock);
+	st->err = err;
+	st->done = true;
+	pthread_cond_broadcast(&st->cv);
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* a stream's thread waits for its next block to be free: false on stop */
+static bool
+gs_stream_wait_free(GsStream *st)
+{
+	bool		stop;
+
+	pthread_mutex_lock(&st->lock);
+	while (st->nfull == STREAM_BLOCKS && !st->stop)
+		pthread_cond_wait(&st->cv, &st->lock);
+	stop = st->stop;
+	pthread_mutex_unlock(&st->lock);
+	return !stop;
+}
+
+/* ... and hands block *blk (used bytes) to the reader, end: the last */
+static void
+gs_stream_publish(GsStream *st, int *blk, size_t used, bool end)
+{
+	pthread_mutex_lock(&st->lock);
+	if (used > 0)
+	{
+		st->used[*blk] = used;
+		st->nfull++;
+		*blk = (*blk + 1) % STREAM_BLOCKS;
+	}
+	if (end)
+		st->done = true;
+	pthread_cond_broadcast(&st->cv);
+	pthread_mutex_unlock(&st->lock);
+}
+
+static void *
+gs_stream_thread(void *arg)
+{
+	GsStream   *st = (GsStream *) arg;
+	int			n = st->nreaders;
+	size_t		tupoff = gs_stream_tuple_offset(st->key_bytes);
+	int			blk = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		int			err = gs_reader_next(st, &st->readers[i]);
+
+		if (err)
+		{
+			gs_stream_finish(st, err);
+			return NULL;
+		}
+	}
+	st->tree[0] = gs_loser_tree_build(st->tree, n, gs_reader_before_cb, st);
+
+	for (;;)
+	{
+		char	   *b = st->blocks[blk];
+		size_t		used = 0;
+		bool		end = false;
+
+		if (!gs_stream_wait_free(st))
+			break;
+
+		for (;;)
+		{
+			int			w = st->tree[0];
+			GsReader   *r = &st->readers[w];
+			size_t		rec;
+			int			node;
+			int			err;
+
+			if (r->eof)
+			{
+				end = true;
+				break;
+			}
+			if (st->fmt)
+				rec = r->rowlen;
+			else
+				rec = tupoff + MAXALIGN(r->rowlen - TAPE_ROW_HDR -
+										st->key_bytes + MINIMAL_TUPLE_DATA_OFFSET);
+			if (used + rec > st->block_size)
+			{
+				if (used == 0)
+				{
+					/* can't happen: the caller sized the blocks */
+					gs_stream_finish(st, -1);
+					return NULL;
+				}
+				break;
+			}
+			used += gs_stream_put(st, r, b + used);
+
+			err = gs_reader_next(st, r);
+			if (err)
+			{
+				gs_stream_finish(st, err);
+				return NULL;
+			}
+			for (node = (w + n) / 2; node >= 1; node /= 2)
+			{
+				int			l = st->tree[node];
+
+				if (gs_reader_before(st, l, w))
+				{
+					st->tree[node] = w;
+					w = l;
+				}
+			}
+			st->tree[0] = w;
+		}
+
+		gs_stream_publish(st, &blk, used, end);
+		if (end)
+			break;
+	}
+	return NULL;
+}
+
+/*
+ * The next record of the block being read, or NULL once the block is read
+ * (it is then handed back to the stream's thread) or none is held.
+ */
+static inline const char *
+gs_stream_take(GsStream *st)
+{
+	if (st->holding)
+	{
+		if (likely(st->cpos < st->used[st->cblk]))
+		{
+			const char *rec = st->blocks[st->cblk] + st->cpos;
+			uint32		reclen;
+
+			/*
+			 * The block was written on another core: ask for the lines a
+			 * few records on early.  (Past the block's end this is
+			 * harmless.)
+			 */
+			__builtin_prefetch(rec + STREAM_PREFETCH);
+			if (st->fmt)
+				reclen = st->fmt->row_len(rec, st->key_bytes);
+			else
+				memcpy(&reclen, rec, sizeof(uint32));
+			st->cpos += reclen;
+			return rec;
+		}
+		pthread_mutex_lock(&st->lock);
+		st->nfull--;
+		pthread_cond_broadcast(&st->cv);
+		pthread_mutex_unlock(&st->lock);
+		st->cblk = (st->cblk + 1) % STREAM_BLOCKS;
+		st->holding = false;
+		st->cpos = 0;
+	}
+	return NULL;
+}
+
+/* ---------------------------------------------------------------------
+ * Cascades: a thread merges streams into one
+ *
+ * The backend of a final merge over several streams would replay a loser
+ * tree for every row it returns, on top of handing the row to the
+ * executor; with 50M rows that doubled its time per row.  A cascade's
+ * thread does that merge instead, copying the streams' records into
+ * blocks of its own, so that the backend walks a single stream.  It costs
+ * one more copy of every row, on a core that would otherwise be idle, and
+ * STREAM_BLOCKS more blocks of memory.
+ * ---------------------------------------------------------------------
+ */
+
+/* an error code of a cascade's input that means "stopped", not a failure */
+#define CASCADE_STOPPED		(-2)
+
+/*
+ * A cascade's thread takes an input's next record: NULL at its end, or,
+ * with *err set, on its failure or stop.
+ */
+static const char *
+gs_cascade_input_next(GsStream *in, int *err)
+{
+	for (;;)
+	{
+		const char *rec = gs_stream_take(in);
+
+		if (likely(rec != NULL))
+			return rec;
+		pthread_mutex_lock(&in->lock);
+		while (in->nfull == 0 && !in->done && !in->stop)
+			pthread_cond_wait(&in->cv, &in->lock);
+		if (in->stop)
+			*err = CASCADE_STOPPED;
+		else if (in->nfull > 0)
+			in->holding = true;
+		else
+			*err = in->err;
+		pthread_mutex_unlock(&in->lock);
+		if (!in->holding)
+			return NULL;
+	}
+}
+
+/* does input a's record come before input b's? (exact keys) */
+static inline bool
+gs_cascade_before(GsStream *st, int a, int b)
+{
+	const char *ra = st->inrec[a];
+	const char *rb = st->inrec[b];
+	int			w;
+
+	if (st->ink0[a] != st->ink0[b])
+		return st->ink0[a] < st->ink0[b];
+	if (ra == NULL || rb == NULL)
+		return rb == NULL && ra != NULL;
+	for (w = 8; w < st->key_bytes; w += 8)
+	{
+		uint64		x;
+		uint64		y;
+
+		memcpy(&x, ra + st->keyoff + w, 8);
+		memcpy(&y, rb + st->keyoff + w, 8);
+		if (x != y)
+			return x < y;
+	}
+	/* equal rows in the order of the inputs, as the backend's merge does */
+	return a < b;
+}
+
+static bool
+gs_cascade_before_cb(void *arg, int a, int b)
+{
+	return gs_cascade_before((GsStream *) arg, a, b);
+}
+
+/* move input i on to its next record; false on its failure or stop */
+static inline bool
+gs_cascade_advance(GsStream *st, int i)
+{
+	int			err = 0;
+	const char *rec = gs_stream_take(st->inputs[i]);
+
+	if (unlikely(rec == NULL))
+	{
+		rec = gs_cascade_input_next(st->inputs[i], &err);
+		if (err)
+		{
+			gs_stream_finish(st, err);
+			return false;
+		}
+	}
+	st->inrec[i] = rec;
+	st->ink0[i] = rec ? gs_key_word0(rec + st->keyoff, st->key_bytes) :
+		PG_UINT64_MAX;
+	return true;
+}
+
+/*
+ * Input w moved on: replay its path to the root.  Random keys make each
+ * match a coin toss, which a branch mispredicts half the time; so, as in
+ * the backend's merges, the first key words are kept in the tree and the
+ * winner chosen with masks, the full comparison only for equal words.
+ */
+static inline void
+gs_cascade_replay(GsStream *st, int w)
+{
+	uint64		wk = st->ink0[w];
+	int			node;
+
+	for (node = (w + st->ninputs) / 2; node >= 1; node /= 2)
+	{
+		int			l = st->tree[node];
+		uint64		lk = st->tree_k0[node];
+		bool		swap = lk < wk;
+		uint64		mask;
+		int			imask;
+
+		if (unlikely(lk == wk))
+			swap = gs_cascade_before(st, l, w);
+		mask = (uint64) 0 - (uint64) swap;
+		imask = (int) (uint32) mask;
+		st->tree[node] = l ^ ((l ^ w) & imask);
+		st->tree_k0[node] = lk ^ ((lk ^ wk) & mask);
+		w ^= (l ^ w) & imask;
+		wk ^= (lk ^ wk) & mask;
+	}
+	st->tree[0] = w;
+}
+
+static void *
+gs_cascade_thread(void *arg)
+{
+	GsStream   *st = (GsStream *) arg;
+	int			n = st->ninputs;
+	int			blk = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		if (!gs_cascade_advance(st, i))
+			return NULL;
+	}
+	st->tree[0] = gs_loser_tree_build(st->tree, n, gs_cascade_before_cb, st);
+	for (i = 1; i < n; i++)
+		st->tree_k0[i] = st->ink0[st->tree[i]];
+
+	for (;;)
+	{
+		char	   *b = st->blocks[blk];
+		size_t		used = 0;
+		bool		end = false;
+
+		if (!gs_stream_wait_free(st))
+			break;
+		for (;;)
+		{
+			int			w = st->tree[0];
+			const char *rec = st->inrec[w];
+			uint32		reclen;
+
+			if (rec == NULL)
+			{
+				end = true;
+				break;
+			}
+			if (st->fmt)
+				reclen = st->fmt->row_len(rec, st->key_bytes);
+			else
+				memcpy(&reclen, rec, sizeof(uint32));
+			if (used + reclen > st->block_size)
+			{
+				if (used == 0)
+				{
+					/* can't happen: the inputs' blocks are no larger */
+					gs_stream_finish(st, -1);
+					return NULL;
+				}
+				break;
+			}
+			memcpy(b + used, rec, reclen);
+			used += reclen;
+			if (!gs_cascade_advance(st, w))
+				return NULL;
+			gs_cascade_replay(st, w);
+		}
+		gs_stream_publish(st, &blk, used, end);
+		if (end)
+			break;
+	}
+	return NULL;
+}
+
+/* stop a stream's thread and wait for it (idempotent) */
+static void
+gs_stream_stop(GsStream *st)
+{
+	int			i;
+
+	if (st->joined)
+		return;
+	/* a cascade reads this stream's blocks: it stops first */
+	if (st->owner)
+		gs_stream_stop(st->owner);
+	if (st->started)
+	{
+		pthread_mutex_lock(&st->lock);
+		st->stop = true;
+		pthread_cond_broadcast(&st->cv);
+		pthread_mutex_unlock(&st->lock);
+		/* a cascade may be waiting for an input: wake it */
+		for (i = 0; i < st->ninputs; i++)
+		{
+			GsStream   *in = st->inputs[i];
+
+			pthread_mutex_lock(&in->lock);
+			in->stop = true;
+			pthread_cond_broadcast(&in->cv);
+			pthread_mutex_unlock(&in->lock);
+		}
+		pthread_join(st->thread, NULL);
+	}
+	pthread_cond_destroy(&st->cv);
+	pthread_mutex_destroy(&st->lock);
+	st->joined = true;
+	dlist_delete(&st->node);
+}
+
+static void
+gs_stream_callback(void *arg)
+{
+	gs_stream_stop((GsStream *) arg);
+}
+
+/*
+ * Give a stream its blocks and start its thread, which runs fn; on failure
+ * the stream is stopped and false returned.
+ */
+static bool
+gs_stream_launch(MemoryContext cxt, GsStream *st, size_t block_size,
+				 void *(*fn) (void *))
+{
+	sigset_t	all;
+	sigset_t	old;
+	int			i;
+
+	if (!exit_callback_set)
+	{
+		before_shmem_exit(gs_stream_at_exit, (Datum) 0);
+		exit_callback_set = true;
+	}
+	st->block_size = block_size;
+	for (i = 0; i < STREAM_BLOCKS; i++)
+		st->blocks[i] = MemoryContextAllocHuge(cxt, block_size);
+	pthread_mutex_init(&st->lock, NULL);
+	pthread_cond_init(&st->cv, NULL);
+	dlist_push_head(&live_streams, &st->node);
+	st->cb.func = gs_stream_callback;
+	st->cb.arg = st;
+	MemoryContextRegisterResetCallback(cxt, &st->cb);
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	st->started = pthread_create(&st->thread, NULL, fn, st) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!st->started)
+	{
+		gs_stream_stop(st);
+		return false;
+	}
+	return true;
+}
+
+/* the block size of nstreams streams sharing mem bytes (half for blocks) */
+size_t
+gs_stream_block_size(int64 mem, int nstreams)
+{
+	int64		b = mem / 2 / (nstreams * STREAM_BLOCKS);
+
+	b = Max(b, STREAM_BLOCK_MIN);
+	b = Min(b, STREAM_BLOCK_MAX);
+	return (size_t) TYPEALIGN_DOWN(MAXIMUM_ALIGNOF, b);
+}
+
+/*
+ * Start a thread merging runs[0 .. nruns-1] of f, whose keys are exact (the
+ * keys alone order the rows).  Every row must fit in read_size bytes, and as
+ * a record twice in block_size.  The stream's memory and thread belong to
+ * cxt: its reset or deletion stops the thread first.  NULL if no thread can
+ * be started (the caller merges another way).
+ */
+GsStream *
+gs_stream_start(MemoryContext cxt, GsTempFile *f, int key_bytes,
+				const GsRun *runs, int nruns, size_t block_size,
+				size_t read_size)
+{
+	return gs_stream_start_rows(cxt, f, NULL, key_bytes, runs, nruns,
+								block_size, read_size);
+}
+
+/* the same for runs of rows in format fmt (NULL: the sort's tape rows) */
+GsStream *
+gs_stream_start_rows(MemoryContext cxt, GsTempFile *f, const GsRowFormat *fmt,
+					 int key_bytes, const GsRun *runs, int nruns,
+					 size_t block_size, size_t read_size)
+{
+	GsStream   *st = MemoryContextAllocZero(cxt, sizeof(GsStream));
+	int			i;
+
+	st->file = f;
+	st->fmt = fmt;
+	st->hdr = fmt ? fmt->hdr : TAPE_ROW_HDR;
+	st->key_bytes = key_bytes;
+	st->nreaders = nruns;
+	st->readers = MemoryContextAllocZero(cxt, nruns * sizeof(GsReader));
+	st->tree = MemoryContextAllocZero(cxt, Max(nruns, 1) * sizeof(int));
+	for (i = 0; i < nruns; i++)
+	{
+		GsReader   *r = &st->readers[i];
+
+		r->pos = runs[i].offset;
+		r->end = runs[i].offset + runs[i].bytes;
+		r->given_back = runs[i].offset;
+		r->left = runs[i].nrows;
+		r->size = read_size;
+		r->buf = MemoryContextAllocHuge(cxt, read_size);
+	}
+	return gs_stream_launch(cxt, st, block_size, gs_stream_thread) ? st : NULL;
+}
+
+/*
+ * Start a thread merging streams inputs[0 .. n-1] (all of the same rows:
+ * the sort's tape rows or one row format, keys exact; not yet read) into
+ * one, with blocks of block_size bytes, no smaller than the inputs'.  Its
+ * records are the inputs' records, copied.  From then on the inputs belong
+ * to it: only the cascade is read, and stopping any of them stops it.
+ * NULL if no thread can be started (the caller reads the inputs itself).
+ */
+GsStream *
+gs_stream_cascade(MemoryContext cxt, GsStream **inputs, int n,
+				  size_t block_size)
+{
+	GsStream   *st = MemoryContextAllocZero(cxt, sizeof(GsStream));
+	int			i;
+
+	Assert(n >= 1);
+	st->file = inputs[0]->file;
+	st->fmt = inputs[0]->fmt;
+	st->hdr = inputs[0]->hdr;
+	st->keyoff = st->fmt ? st->fmt->hdr : STREAM_KEY_OFFSET;
+	st->key_bytes = inputs[0]->key_bytes;
+	st->ninputs = n;
+	st->inputs = MemoryContextAlloc(cxt, n * sizeof(GsStream *));
+	st->inrec = MemoryContextAllocZero(cxt, n * sizeof(char *));
+	st->ink0 = MemoryContextAllocZero(cxt, n * sizeof(uint64));
+	st->tree = MemoryContextAllocZero(cxt, n * sizeof(int));
+	st->tree_k0 = MemoryContextAllocZero(cxt, n * sizeof(uint64));
+	for (i = 0; i < n; i++)
+	{
+		Assert(inputs[i]->fmt == st->fmt && inputs[i]->owner == NULL);
+		Assert(inputs[i]->block_size <= block_size);
+		st->inputs[i] = inputs[i];
+	}
+	if (!gs_stream_launch(cxt, st, block_size, gs_cascade_thread))
+		return NULL;
+	for (i = 0; i < n; i++)
+		inputs[i]->owner = st;
+	return st;
+}
+
+/*
+ * Wait until the stream's thread has a full block for the backend, and
+ * hold it: false at the stream's end.  Waits let the backend serve
+ * interrupts; a failure of the thread is raised here.
+ */
+static bool
+gs_stream_await(GsStream *st)
+{
+	int			err;
+	instr_time	t0;
+
+	pthread_mutex_lock(&st->lock);
+	if (st->nfull == 0 && !st->done)
+		INSTR_TIME_SET_CURRENT(t0);
+	else
+		INSTR_TIME_SET_ZERO(t0);
+	while (st->nfull == 0 && !st->done)
+	{
+		struct timespec ts;
+
+		gs_deadline(&ts, WAIT_POLL_MS);
+		(void) pthread_cond_timedwait(&st->cv, &st->lock, &ts);
+		if (INTERRUPTS_PENDING_CONDITION())
+		{
+			pthread_mutex_unlock(&st->lock);
+			CHECK_FOR_INTERRUPTS();
+			pthread_mutex_lock(&st->lock);
+		}
+	}
+	err = st->err;
+	if (st->nfull > 0)
+		st->holding = true;
+	pthread_mutex_unlock(&st->lock);
+	if (!INSTR_TIME_IS_ZERO(t0))
+	{
+		instr_time	now;
+
+		INSTR_TIME_SET_CURRENT(now);
+		INSTR_TIME_SUBTRACT(now, t0);
+		st->wait_ms += INSTR_TIME_GET_MILLISEC(now);
+	}
+	if (!st->holding && err)
+		gs_temp_error(st->file, err, false);
+	return st->holding;
+}
+
+/*
+ * The stream's next record, or NULL at its end.  The previous record is
+ * done with (its block may be handed back to the thread).
+ */
+const char *
+gs_stream_next(GsStream *st)
+{
+	Assert(st->owner == NULL);
+	for (;;)
+	{
+		const char *rec = gs_stream_take(st);
+
+		if (likely(rec != NULL))
+			return rec;
+		if (!gs_stream_await(st))
+			return NULL;
+	}
+}
+
+/*
+ * The stream's next block of records, *len bytes of them, or NULL at its
+ * end: for a caller that walks the records itself.  The block handed out
+ * before is done with: it goes back to the thread.
+ */
+const char *
+gs_stream_next_block(GsStream *st, size_t *len)
+{
+	Assert(st->owner == NULL);
+	if (st->holding)
+	{
+		/* read through: taking past its end gives it back */
+		st->cpos = st->used[st->cblk];
+		(void) gs_stream_take(st);
+	}
+	if (!gs_stream_await(st))
+	{
+		*len = 0;
+		return NULL;
+	}
+	*len = st->used[st->cblk];
+	return st->blocks[st->cblk];
+}
+/*
+ * Backend exit: stop the threads, before spill.c's exit callback closes
+ * and removes the files they read.  This callback is registered when the
+ * first stream of the backend starts, so after spill.c's (registered by
+ * the first gs_temp_create or gs_temp_attach: a stream reads a file that
+ * exists already), and before_shmem_exit callbacks run in the reverse
+ * order of their registration: this one runs first.
+ */
+static void
+gs_stream_at_exit(int code, Datum arg)
+{
+	/* stopping an input stops its cascade too: not an iteration */
+	while (!dlist_is_empty(&live_streams))
+		gs_stream_stop(dlist_head_element(GsStream, node, &live_streams));
+}
+
+/* how long the backend waited for this stream's thread, in ms */
+double
+gs_stream_wait_ms(GsStream *st)
+{
+	return st->wait_ms;
+}
