@@ -717,9 +717,13 @@ gs_stream_start_rows(MemoryContext cxt, GsTempFile *f, const GsRowFormat *fmt,
 					 int key_bytes, const GsRun *runs, int nruns,
 					 size_t block_size, size_t read_size)
 {
-	GsStream   *st = MemoryContextAllocZero(cxt, sizeof(GsStream));
+	GsStream   *st;
 	int			i;
 
+	/* the thread starts by reading its first run: every caller has one */
+	if (nruns < 1)
+		elog(ERROR, "gpusort: a merge stream needs at least one run");
+	st = MemoryContextAllocZero(cxt, sizeof(GsStream));
 	st->file = f;
 	st->fmt = fmt;
 	st->hdr = fmt ? fmt->hdr : TAPE_ROW_HDR;
