@@ -310,6 +310,10 @@ typedef struct GsRunSlice
 typedef struct GsRunJob
 {
 	GsIdxBuild *b;
+	/* the rows' arrays (b's own may be another half's meanwhile) */
+	const char *keys;
+	IndexTuple *tuples;
+	const uint8 *flags;
 	const uint32 *perm;
 	GsRunSlice *slices;
 	bool		sizing;
@@ -340,17 +344,17 @@ gs_run_part(void *arg, int part, int nparts, volatile bool *stop)
 		if ((i & 4095) == 0 && *stop)
 			return;
 		if (i + 2 * GS_SPILL_PREFETCH < sl->to)
-			__builtin_prefetch(&b->tuples[j->perm[i + 2 * GS_SPILL_PREFETCH]]);
+			__builtin_prefetch(&j->tuples[j->perm[i + 2 * GS_SPILL_PREFETCH]]);
 		if (i + GS_SPILL_PREFETCH < sl->to)
-			__builtin_prefetch(b->tuples[j->perm[i + GS_SPILL_PREFETCH]]);
-		itup = b->tuples[j->perm[i]];
+			__builtin_prefetch(j->tuples[j->perm[i + GS_SPILL_PREFETCH]]);
+		itup = j->tuples[j->perm[i]];
 		tsize = gs_idx_row_size(b, itup);
 		if (j->sizing)
 		{
 			sum += GS_RUN_HDR + b->keybytes + MAXALIGN(tsize);
 			continue;
 		}
-		hdr = (uint32) tsize | ((uint32) b->flags[j->perm[i]] << GS_RUN_FLAGS_SHIFT);
+		hdr = (uint32) tsize | ((uint32) j->flags[j->perm[i]] << GS_RUN_FLAGS_SHIFT);
 		len = gs_rec_len(b, hdr);
 		if (used + len > GS_RUN_BUFFER)
 		{
@@ -363,7 +367,7 @@ gs_run_part(void *arg, int part, int nparts, volatile bool *stop)
 		p = sl->buf + used;
 		memcpy(p, &hdr, sizeof(hdr));
 		memset(p + sizeof(hdr), 0, GS_RUN_HDR - sizeof(hdr));
-		memcpy(p + GS_RUN_HDR, b->keys + i * b->keybytes, b->keybytes);
+		memcpy(p + GS_RUN_HDR, j->keys + i * b->keybytes, b->keybytes);
 		memcpy(p + GS_RUN_HDR + b->keybytes, itup, tsize);
 		if (MAXALIGN(tsize) > tsize)
 			memset(p + GS_RUN_HDR + b->keybytes + tsize, 0,
@@ -398,6 +402,9 @@ gs_idx_write_run_threads(GsIdxBuild *b, const uint32 *perm)
 		slices[t].buf = palloc(GS_RUN_BUFFER);
 	}
 	job.b = b;
+	job.keys = b->keys;
+	job.tuples = b->tuples;
+	job.flags = b->flags;
 	job.perm = perm;
 	job.slices = slices;
 
@@ -431,6 +438,209 @@ gs_idx_write_run_threads(GsIdxBuild *b, const uint32 *perm)
 	run.nrows = b->n;
 	gs_idx_add_run(b, &run);
 	return true;
+}
+
+/*
+ * A run written in the background, by threads that format the sorted rows
+ * of one half of the memory and write them, while the scan fills the other
+ * half.  Its place in the file is taken before they start (so a
+ * temp_file_limit error comes from the backend, and the file grows only
+ * there).  The task lives in a child of the build's context: an error
+ * stops and joins its threads before the rows' memory and the file go.
+ */
+struct GsRunBg
+{
+	GsRunJob	job;
+	GsTask	   *task;
+	int			nparts;
+	GsIdxRun	run;
+	uint32	   *perm;
+};
+
+/* start writing the sorted rows in memory (b->n, perm) as a run */
+static void
+gs_idx_run_bg_start(GsIdxBuild *b, uint32 *perm)
+{
+	GsRunBg    *bg = (GsRunBg *) palloc0(sizeof(GsRunBg));
+	GsRunSlice *slices;
+	int			nparts = Min(Max(gpusort_cpu_threads, 1), 64);
+	int64		total = 0;
+	int64		start;
+	int			t;
+
+	Assert(b->bg == NULL);
+	if (b->n < GS_RUN_THREADS_MIN_ROWS)
+		nparts = 1;
+	slices = (GsRunSlice *) palloc0(nparts * sizeof(GsRunSlice));
+	for (t = 0; t < nparts; t++)
+	{
+		slices[t].from = b->n * t / nparts;
+		slices[t].to = b->n * (t + 1) / nparts;
+		slices[t].buf = palloc(GS_RUN_BUFFER);
+	}
+	bg->nparts = nparts;
+	bg->perm = perm;
+	bg->job.b = b;
+	bg->job.keys = b->keys;
+	bg->job.tuples = b->tuples;
+	bg->job.flags = b->flags;
+	bg->job.perm = perm;
+	bg->job.slices = slices;
+
+	/* the records' sizes: all alike, or summed by threads meanwhile */
+	if (b->rec_varlen)
+	{
+		bg->job.sizing = true;
+		while (!gs_parallel(gs_run_part, &bg->job, nparts))
+			;
+	}
+	else
+	{
+		for (t = 0; t < nparts; t++)
+			slices[t].bytes = (int64) (slices[t].to - slices[t].from) *
+				(GS_RUN_HDR + b->keybytes + b->rec_tlen);
+	}
+	for (t = 0; t < nparts; t++)
+		total += slices[t].bytes;
+	start = gs_temp_extend(b->file, total);
+	bg->run.offset = start;
+	bg->run.bytes = total;
+	bg->run.nrows = b->n;
+	for (t = 0; t < nparts; t++)
+	{
+		slices[t].off = start;
+		start += slices[t].bytes;
+	}
+
+	bg->job.sizing = false;
+	bg->task = gs_task_start(b->cxt, gs_run_part, &bg->job, nparts);
+	b->bg = bg;
+	gs_index_fault_point(GS_INDEX_FAULT_CANCEL_IN_RUN);
+}
+
+void
+gs_idx_run_bg_finish(GsIdxBuild *b)
+{
+	GsRunBg    *bg = b->bg;
+	int			t;
+	int			err = 0;
+
+	if (bg == NULL)
+		return;
+	/* writing a slice again after an interrupt writes the same bytes */
+	while (!gs_task_wait(bg->task))
+		bg->task = gs_task_start(b->cxt, gs_run_part, &bg->job, bg->nparts);
+	b->bg = NULL;
+	for (t = 0; t < bg->nparts; t++)
+	{
+		if (bg->job.slices[t].err != 0 && err == 0)
+			err = bg->job.slices[t].err;
+		pfree(bg->job.slices[t].buf);
+	}
+	if (err != 0)
+		gs_temp_error(b->file, err, true);
+	gs_idx_add_run(b, &bg->run);
+	b->nruns_written++;
+	pfree(bg->job.slices);
+	pfree(bg->perm);
+	pfree(bg);
+}
+
+/* swap the rows' memory with the other half's, free now */
+static void
+gs_idx_set_swap(GsIdxBuild *b)
+{
+	GsIdxSet	cur;
+
+	cur.keys = b->keys;
+	cur.tuples = b->tuples;
+	cur.flags = b->flags;
+	cur.cap = b->cap;
+	cur.blocks = b->blocks;
+	cur.blocks_raw = b->blocks_raw;
+	cur.nblocks = b->nblocks;
+	cur.blocks_cap = b->blocks_cap;
+	cur.arenacxt = b->arenacxt;
+
+	b->keys = b->other.keys;
+	b->tuples = b->other.tuples;
+	b->flags = b->other.flags;
+	b->cap = b->other.cap;
+	b->blocks = b->other.blocks;
+	b->blocks_raw = b->other.blocks_raw;
+	b->nblocks = b->other.nblocks;
+	b->blocks_cap = b->other.blocks_cap;
+	b->arenacxt = b->other.arenacxt;
+	b->other = cur;
+
+	/* the first time, the other half has no arrays yet */
+	if (b->keys == NULL)
+	{
+		b->cap = cur.cap;
+		b->keys = gs_keybuf_alloc(b->eng, b->cap * b->keybytes, b->cxt);
+		b->tuples = (IndexTuple *) MemoryContextAllocExtended(b->cxt,
+															  b->cap * sizeof(IndexTuple),
+															  MCXT_ALLOC_HUGE);
+		b->flags = (uint8 *) MemoryContextAllocExtended(b->cxt, b->cap,
+														MCXT_ALLOC_HUGE);
+		gs_advise_huge(b->tuples, b->cap * sizeof(IndexTuple));
+		if (!b->eng->is_gpu)
+			gs_advise_huge(b->keys, b->cap * b->keybytes);
+	}
+	if (b->arenacxt == NULL)
+		b->arenacxt = AllocSetContextCreate(b->cxt, "gpusort index tuples",
+											ALLOCSET_DEFAULT_SIZES);
+}
+
+/*
+ * From now on runs are written in the background, each of half the memory:
+ * the arena blocks kept so far are shared out between the halves.
+ */
+static void
+gs_idx_overlap_begin(GsIdxBuild *b)
+{
+	int			keep = (b->nblocks + 1) / 2;
+	int			i;
+
+	gs_idx_prefault_wait(b);
+	b->overlap = true;
+	b->mem_limit /= 2;
+	b->other.blocks_cap = Max(16, b->nblocks - keep);
+	b->other.blocks = MemoryContextAlloc(b->cxt,
+										 b->other.blocks_cap * sizeof(char *));
+	b->other.blocks_raw = MemoryContextAlloc(b->cxt,
+											 b->other.blocks_cap * sizeof(char *));
+	for (i = keep; i < b->nblocks; i++)
+	{
+		b->other.blocks[i - keep] = b->blocks[i];
+		b->other.blocks_raw[i - keep] = b->blocks_raw[i];
+	}
+	b->other.nblocks = b->nblocks - keep;
+	b->nblocks = keep;
+}
+
+/* the other half's memory goes: the scan and its runs are over */
+static void
+gs_idx_overlap_end(GsIdxBuild *b)
+{
+	int			i;
+
+	gs_idx_run_bg_finish(b);
+	for (i = 0; i < b->other.nblocks; i++)
+		pfree(b->other.blocks_raw[i]);
+	b->other.nblocks = 0;
+	if (b->other.keys != NULL)
+	{
+		gs_keybuf_free(b->eng, b->other.keys);
+		pfree(b->other.tuples);
+		pfree(b->other.flags);
+		b->other.keys = NULL;
+		b->other.tuples = NULL;
+		b->other.flags = NULL;
+	}
+	if (b->other.arenacxt != NULL)
+		MemoryContextDelete(b->other.arenacxt);
+	b->other.arenacxt = NULL;
 }
 
 void
@@ -500,7 +710,32 @@ gs_idx_spill_run(GsIdxBuild *b)
 	Size		arena_bytes = b->mem_arena - b->arena_left;
 	size_t		nrows = b->n;
 
-	gs_idx_run_write(b);
+	if (b->overlap)
+	{
+		instr_time	t0;
+		uint32	   *perm;
+
+		/*
+		 * Sort this half's rows; once the other half's run is written,
+		 * write this one in the background and let the scan fill the other
+		 */
+		INSTR_TIME_SET_CURRENT(t0);
+		if (b->file == NULL)
+			b->file = gs_temp_create(b->cxt);
+		perm = gs_idx_sort(b, true);
+		gs_idx_run_bg_finish(b);
+		gs_idx_prefault_wait(b);
+		gs_idx_run_bg_start(b, perm);
+		gs_idx_set_swap(b);
+		b->prefault_rows = 0;
+		b->runs_ms += gs_idx_ms_since(t0);
+	}
+	else
+	{
+		gs_idx_run_write(b);
+		if (b->overlap_ok)
+			gs_idx_overlap_begin(b);
+	}
 
 	/* the memory is free for the next run; it reuses the arena's blocks */
 	MemoryContextReset(b->arenacxt);
@@ -511,6 +746,8 @@ gs_idx_spill_run(GsIdxBuild *b)
 	MemoryContextReset(b->scratch);
 	b->scratch_used = 0;
 	b->n = 0;
+	b->rec_tlen = 0;
+	b->rec_varlen = false;
 	b->runs_lossy |= b->anylossy;
 	b->anylossy = false;
 	gs_idx_spill_resize(b, arena_bytes, nrows);
@@ -1176,6 +1413,8 @@ gs_idx_spill_build(GsIdxBuild *b)
 	/* the rows still in memory are the last run; free what they took */
 	if (b->n > 0)
 		gs_idx_spill_run(b);
+	if (b->overlap)
+		gs_idx_overlap_end(b);
 	b->nruns_merged = b->nruns;
 	if (b->file == NULL)
 		b->file = gs_temp_create(b->cxt);
