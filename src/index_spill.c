@@ -38,6 +38,9 @@
  */
 #include "postgres.h"
 
+#include <pthread.h>
+#include <time.h>
+
 #include "access/nbtree.h"
 #include "commands/progress.h"
 #include "miscadmin.h"
@@ -307,9 +310,31 @@ typedef struct GsRunSlice
 	int			err;
 } GsRunSlice;
 
+/*
+ * A run's sort made by the first part of its background write, when no
+ * tie-break or check needs the backend (exact keys, no unique check) and
+ * the CPU engine sorts: the other parts wait for it.  The keys stay as
+ * they were (no GS_SORT_KEYS_OUT): the records take each row's key through
+ * perm.
+ */
+typedef struct GsRunSort
+{
+	GsEngine   *eng;			/* an instance for this thread alone */
+	char	   *keys;
+	size_t		n;
+	int			keybytes;
+	uint32	   *perm;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	bool		done;			/* under lock: status is set */
+	gs_status	status;
+	char		errbuf[256];
+} GsRunSort;
+
 typedef struct GsRunJob
 {
 	GsIdxBuild *b;
+	GsRunSort  *sort;			/* the sort to make first, or NULL */
 	/* the rows' arrays (b's own may be another half's meanwhile) */
 	const char *keys;
 	IndexTuple *tuples;
@@ -322,6 +347,55 @@ typedef struct GsRunJob
 /* runs of fewer rows are written by the backend alone */
 #define GS_RUN_THREADS_MIN_ROWS		16384
 
+/* the engine's cancel callback on a background part: the task's stop */
+static int
+gs_run_stop(void *arg)
+{
+	return *(volatile bool *) arg;
+}
+
+/*
+ * Part 0 sorts the run, the others wait for it; true when it is sorted.
+ * Waits wake now and then to see stop.
+ */
+static bool
+gs_run_sorted(GsRunSort *rs, int part, volatile bool *stop)
+{
+	bool		ok;
+
+	if (part == 0)
+	{
+		gs_status	st;
+
+		st = rs->eng->ops->sort(rs->eng->eng, rs->keys, rs->n, rs->keybytes,
+								rs->perm, 0, gs_run_stop, (void *) stop,
+								NULL, rs->errbuf, sizeof(rs->errbuf));
+		pthread_mutex_lock(&rs->lock);
+		rs->status = st;
+		rs->done = true;
+		pthread_cond_broadcast(&rs->cv);
+		pthread_mutex_unlock(&rs->lock);
+		return st == GS_OK;
+	}
+	pthread_mutex_lock(&rs->lock);
+	while (!rs->done && !*stop)
+	{
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 10 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000 * 1000 * 1000)
+		{
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000 * 1000 * 1000;
+		}
+		(void) pthread_cond_timedwait(&rs->cv, &rs->lock, &ts);
+	}
+	ok = rs->done && rs->status == GS_OK;
+	pthread_mutex_unlock(&rs->lock);
+	return ok;
+}
+
 static void
 gs_run_part(void *arg, int part, int nparts, volatile bool *stop)
 {
@@ -331,8 +405,11 @@ gs_run_part(void *arg, int part, int nparts, volatile bool *stop)
 	Size		used = 0;
 	int64		off = sl->off;
 	int64		sum = 0;
+	bool		by_perm = j->sort != NULL;
 	size_t		i;
 
+	if (by_perm && !j->sizing && !gs_run_sorted(j->sort, part, stop))
+		return;
 	for (i = sl->from; i < sl->to; i++)
 	{
 		IndexTuple	itup;
@@ -346,7 +423,11 @@ gs_run_part(void *arg, int part, int nparts, volatile bool *stop)
 		if (i + 2 * GS_SPILL_PREFETCH < sl->to)
 			__builtin_prefetch(&j->tuples[j->perm[i + 2 * GS_SPILL_PREFETCH]]);
 		if (i + GS_SPILL_PREFETCH < sl->to)
+		{
 			__builtin_prefetch(j->tuples[j->perm[i + GS_SPILL_PREFETCH]]);
+			if (by_perm)
+				__builtin_prefetch(j->keys + (size_t) j->perm[i + GS_SPILL_PREFETCH] * b->keybytes);
+		}
 		itup = j->tuples[j->perm[i]];
 		tsize = gs_idx_row_size(b, itup);
 		if (j->sizing)
@@ -367,7 +448,9 @@ gs_run_part(void *arg, int part, int nparts, volatile bool *stop)
 		p = sl->buf + used;
 		memcpy(p, &hdr, sizeof(hdr));
 		memset(p + sizeof(hdr), 0, GS_RUN_HDR - sizeof(hdr));
-		memcpy(p + GS_RUN_HDR, j->keys + i * b->keybytes, b->keybytes);
+		memcpy(p + GS_RUN_HDR,
+			   j->keys + (by_perm ? (size_t) j->perm[i] : i) * b->keybytes,
+			   b->keybytes);
 		memcpy(p + GS_RUN_HDR + b->keybytes, itup, tsize);
 		if (MAXALIGN(tsize) > tsize)
 			memset(p + GS_RUN_HDR + b->keybytes + tsize, 0,
@@ -402,6 +485,7 @@ gs_idx_write_run_threads(GsIdxBuild *b, const uint32 *perm)
 		slices[t].buf = palloc(GS_RUN_BUFFER);
 	}
 	job.b = b;
+	job.sort = NULL;
 	job.keys = b->keys;
 	job.tuples = b->tuples;
 	job.flags = b->flags;
@@ -451,15 +535,19 @@ gs_idx_write_run_threads(GsIdxBuild *b, const uint32 *perm)
 struct GsRunBg
 {
 	GsRunJob	job;
+	GsRunSort	sort;
 	GsTask	   *task;
 	int			nparts;
 	GsIdxRun	run;
 	uint32	   *perm;
 };
 
-/* start writing the sorted rows in memory (b->n, perm) as a run */
+/*
+ * Start writing the rows in memory (b->n) as a run, in perm's order; sort:
+ * the threads sort them first, into perm (see GsRunSort).
+ */
 static void
-gs_idx_run_bg_start(GsIdxBuild *b, uint32 *perm)
+gs_idx_run_bg_start(GsIdxBuild *b, uint32 *perm, bool sort)
 {
 	GsRunBg    *bg = (GsRunBg *) palloc0(sizeof(GsRunBg));
 	GsRunSlice *slices;
@@ -486,10 +574,25 @@ gs_idx_run_bg_start(GsIdxBuild *b, uint32 *perm)
 	bg->job.flags = b->flags;
 	bg->job.perm = perm;
 	bg->job.slices = slices;
+	bg->job.sort = NULL;
+	if (sort)
+	{
+		GsRunSort  *rs = &bg->sort;
+
+		rs->eng = gs_engine_cpu_thread();
+		rs->keys = b->keys;
+		rs->n = b->n;
+		rs->keybytes = b->keybytes;
+		rs->perm = perm;
+		pthread_mutex_init(&rs->lock, NULL);
+		pthread_cond_init(&rs->cv, NULL);
+		bg->job.sort = rs;
+	}
 
 	/* the records' sizes: all alike, or summed by threads meanwhile */
 	if (b->rec_varlen)
 	{
+		Assert(!sort);
 		bg->job.sizing = true;
 		while (!gs_parallel(gs_run_part, &bg->job, nparts))
 			;
@@ -529,8 +632,22 @@ gs_idx_run_bg_finish(GsIdxBuild *b)
 		return;
 	/* writing a slice again after an interrupt writes the same bytes */
 	while (!gs_task_wait(bg->task))
+	{
+		bg->sort.done = false;
 		bg->task = gs_task_start(b->cxt, gs_run_part, &bg->job, bg->nparts);
+	}
 	b->bg = NULL;
+	if (bg->job.sort != NULL)
+	{
+		pthread_cond_destroy(&bg->sort.cv);
+		pthread_mutex_destroy(&bg->sort.lock);
+		if (bg->sort.status != GS_OK)
+			ereport(ERROR,
+					(errcode(bg->sort.status == GS_ERR_NOMEM ?
+							 ERRCODE_OUT_OF_MEMORY : ERRCODE_INTERNAL_ERROR),
+					 errmsg("gpusort: the sort of a run failed: %s",
+							bg->sort.errbuf)));
+	}
 	for (t = 0; t < bg->nparts; t++)
 	{
 		if (bg->job.slices[t].err != 0 && err == 0)
@@ -719,13 +836,28 @@ gs_idx_spill_run(GsIdxBuild *b)
 		 * Sort this half's rows; once the other half's run is written,
 		 * write this one in the background and let the scan fill the other
 		 */
+		bool		bg_sort;
+
 		INSTR_TIME_SET_CURRENT(t0);
 		if (b->file == NULL)
 			b->file = gs_temp_create(b->cxt);
-		perm = gs_idx_sort(b, true);
+
+		/*
+		 * The threads sort too when the engine's order is final and the
+		 * CPU engine's: a GPU engine is reached through the service,
+		 * which only the backend may call.  Records of one size are
+		 * placed without a pass over the sorted rows.
+		 */
+		bg_sort = !b->eng->is_gpu && b->exact && !b->anylossy &&
+			!b->isunique && !b->rec_varlen;
+		if (bg_sort)
+			perm = (uint32 *) palloc_extended(b->n * sizeof(uint32),
+											  MCXT_ALLOC_HUGE);
+		else
+			perm = gs_idx_sort(b, true);
 		gs_idx_run_bg_finish(b);
 		gs_idx_prefault_wait(b);
-		gs_idx_run_bg_start(b, perm);
+		gs_idx_run_bg_start(b, perm, bg_sort);
 		gs_idx_set_swap(b);
 		b->prefault_rows = 0;
 		b->runs_ms += gs_idx_ms_since(t0);
