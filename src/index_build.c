@@ -584,6 +584,7 @@ gs_idx_collect(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 		}
 	}
 	itup->t_tid = *tid;
+	b->rec_bytes += MAXALIGN(IndexTupleSize(itup));
 	if (unlikely(MAXALIGN(IndexTupleSize(itup)) != b->rec_tlen))
 	{
 		if (b->n == 0)
@@ -630,6 +631,7 @@ gs_idx_collect_payload(GsIdxBuild *b, ItemPointer tid, Datum *values,
 	memcpy(b->arena + isize + 8, payload, len);
 	b->tuples[b->n] = (IndexTuple) b->arena;
 	b->rec_varlen = true;
+	b->rec_bytes += size;
 	b->arena += size;
 	b->arena_left -= size;
 	if (++b->scratch_used >= GS_IDX_SCRATCH_TUPLES)

@@ -143,10 +143,12 @@ typedef struct GsIdxBuild
 
 	/*
 	 * Each row's tuple size, MAXALIGN'd, when all rows in memory have the
-	 * same (rec_varlen false): then a run's records need not be sized.
+	 * same (rec_varlen false): then a run's records need not be sized one
+	 * by one to place them.
 	 */
 	Size		rec_tlen;
 	bool		rec_varlen;
+	Size		rec_bytes;		/* their sum (MAXALIGN'd) */
 	double		indtuples;
 
 	/* sorted runs written when memory is full (index_spill.c) */

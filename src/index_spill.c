@@ -308,17 +308,23 @@ typedef struct GsRunSlice
 	int64		off;
 	char	   *buf;
 	int			err;
+	bool		sized;			/* bytes and off are set (see GsRunSync) */
 } GsRunSlice;
 
 /*
- * A run's sort made by the first part of its background write, when no
- * tie-break or check needs the backend (exact keys, no unique check) and
- * the CPU engine sorts: the other parts wait for it.  The keys stay as
- * they were (no GS_SORT_KEYS_OUT): the records take each row's key through
- * perm.
+ * The parts of a run written in the background, in step.  sort: the first
+ * part sorts the run before any writes, when no tie-break or check needs
+ * the backend (exact keys, no unique check) and the CPU engine sorts; the
+ * others wait for it.  The keys then stay as they were (no
+ * GS_SORT_KEYS_OUT): the records take each row's key through perm.
+ * chain: records of several sizes; each part sums its slice's, then takes
+ * its place after the slices before it (their sums), from start on.
  */
-typedef struct GsRunSort
+typedef struct GsRunSync
 {
+	bool		sort;
+	bool		chain;
+	int64		start;
 	GsEngine   *eng;			/* an instance for this thread alone */
 	char	   *keys;
 	size_t		n;
@@ -329,12 +335,12 @@ typedef struct GsRunSort
 	bool		done;			/* under lock: status is set */
 	gs_status	status;
 	char		errbuf[256];
-} GsRunSort;
+} GsRunSync;
 
 typedef struct GsRunJob
 {
 	GsIdxBuild *b;
-	GsRunSort  *sort;			/* the sort to make first, or NULL */
+	GsRunSync  *sync;			/* a background run's, else NULL */
 	/* the rows' arrays (b's own may be another half's meanwhile) */
 	const char *keys;
 	IndexTuple *tuples;
@@ -346,6 +352,22 @@ typedef struct GsRunJob
 
 /* runs of fewer rows are written by the backend alone */
 #define GS_RUN_THREADS_MIN_ROWS		16384
+
+/* wait on rs->cv (lock held) for at most 10 ms: long enough to see stop */
+static void
+gs_run_sync_wait(GsRunSync *rs)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 10 * 1000 * 1000;
+	if (ts.tv_nsec >= 1000 * 1000 * 1000)
+	{
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000 * 1000 * 1000;
+	}
+	(void) pthread_cond_timedwait(&rs->cv, &rs->lock, &ts);
+}
 
 /* the engine's cancel callback on a background part: the task's stop */
 static int
@@ -359,7 +381,7 @@ gs_run_stop(void *arg)
  * Waits wake now and then to see stop.
  */
 static bool
-gs_run_sorted(GsRunSort *rs, int part, volatile bool *stop)
+gs_run_sorted(GsRunSync *rs, int part, volatile bool *stop)
 {
 	bool		ok;
 
@@ -379,19 +401,68 @@ gs_run_sorted(GsRunSort *rs, int part, volatile bool *stop)
 	}
 	pthread_mutex_lock(&rs->lock);
 	while (!rs->done && !*stop)
-	{
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 10 * 1000 * 1000;
-		if (ts.tv_nsec >= 1000 * 1000 * 1000)
-		{
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000 * 1000 * 1000;
-		}
-		(void) pthread_cond_timedwait(&rs->cv, &rs->lock, &ts);
-	}
+		gs_run_sync_wait(rs);
 	ok = rs->done && rs->status == GS_OK;
+	pthread_mutex_unlock(&rs->lock);
+	return ok;
+}
+
+/* the bytes of a slice's records; -1 when stopped */
+static int64
+gs_run_slice_size(GsRunJob *j, GsRunSlice *sl, volatile bool *stop)
+{
+	GsIdxBuild *b = j->b;
+	int64		sum = 0;
+	size_t		i;
+
+	for (i = sl->from; i < sl->to; i++)
+	{
+		if ((i & 4095) == 0 && *stop)
+			return -1;
+		if (i + 2 * GS_SPILL_PREFETCH < sl->to)
+			__builtin_prefetch(&j->tuples[j->perm[i + 2 * GS_SPILL_PREFETCH]]);
+		if (i + GS_SPILL_PREFETCH < sl->to)
+			__builtin_prefetch(j->tuples[j->perm[i + GS_SPILL_PREFETCH]]);
+		sum += GS_RUN_HDR + b->keybytes +
+			MAXALIGN(gs_idx_row_size(b, j->tuples[j->perm[i]]));
+	}
+	return sum;
+}
+
+/*
+ * A background part may write: the run is sorted, and the slice's place
+ * known (sl->off); false when stopped or the sort failed.
+ */
+static bool
+gs_run_ready(GsRunJob *j, int part, volatile bool *stop)
+{
+	GsRunSync  *rs = j->sync;
+	GsRunSlice *sl = &j->slices[part];
+	int64		sum;
+	int64		off;
+	int			t;
+	bool		ok = true;
+
+	if (rs->sort && !gs_run_sorted(rs, part, stop))
+		return false;
+	if (!rs->chain)
+		return true;
+	sum = gs_run_slice_size(j, sl, stop);
+	if (sum < 0)
+		return false;
+	pthread_mutex_lock(&rs->lock);
+	sl->bytes = sum;
+	sl->sized = true;
+	pthread_cond_broadcast(&rs->cv);
+	off = rs->start;
+	for (t = 0; t < part && ok; t++)
+	{
+		while (!j->slices[t].sized && !*stop)
+			gs_run_sync_wait(rs);
+		ok = j->slices[t].sized;
+		off += j->slices[t].bytes;
+	}
+	sl->off = off;
 	pthread_mutex_unlock(&rs->lock);
 	return ok;
 }
@@ -403,13 +474,21 @@ gs_run_part(void *arg, int part, int nparts, volatile bool *stop)
 	GsIdxBuild *b = j->b;
 	GsRunSlice *sl = &j->slices[part];
 	Size		used = 0;
-	int64		off = sl->off;
-	int64		sum = 0;
-	bool		by_perm = j->sort != NULL;
+	int64		off;
+	bool		by_perm = j->sync != NULL && j->sync->sort;
 	size_t		i;
 
-	if (by_perm && !j->sizing && !gs_run_sorted(j->sort, part, stop))
+	if (j->sizing)
+	{
+		int64		sum = gs_run_slice_size(j, sl, stop);
+
+		if (sum >= 0)
+			sl->bytes = sum;
 		return;
+	}
+	if (j->sync != NULL && !gs_run_ready(j, part, stop))
+		return;
+	off = sl->off;
 	for (i = sl->from; i < sl->to; i++)
 	{
 		IndexTuple	itup;
@@ -430,11 +509,6 @@ gs_run_part(void *arg, int part, int nparts, volatile bool *stop)
 		}
 		itup = j->tuples[j->perm[i]];
 		tsize = gs_idx_row_size(b, itup);
-		if (j->sizing)
-		{
-			sum += GS_RUN_HDR + b->keybytes + MAXALIGN(tsize);
-			continue;
-		}
 		hdr = (uint32) tsize | ((uint32) j->flags[j->perm[i]] << GS_RUN_FLAGS_SHIFT);
 		len = gs_rec_len(b, hdr);
 		if (used + len > GS_RUN_BUFFER)
@@ -457,9 +531,7 @@ gs_run_part(void *arg, int part, int nparts, volatile bool *stop)
 				   MAXALIGN(tsize) - tsize);
 		used += len;
 	}
-	if (j->sizing)
-		sl->bytes = sum;
-	else if (used > 0)
+	if (used > 0)
 		sl->err = gs_temp_pwrite(b->file, sl->buf, used, off);
 }
 
@@ -485,7 +557,7 @@ gs_idx_write_run_threads(GsIdxBuild *b, const uint32 *perm)
 		slices[t].buf = palloc(GS_RUN_BUFFER);
 	}
 	job.b = b;
-	job.sort = NULL;
+	job.sync = NULL;
 	job.keys = b->keys;
 	job.tuples = b->tuples;
 	job.flags = b->flags;
@@ -535,7 +607,7 @@ gs_idx_write_run_threads(GsIdxBuild *b, const uint32 *perm)
 struct GsRunBg
 {
 	GsRunJob	job;
-	GsRunSort	sort;
+	GsRunSync	sync;
 	GsTask	   *task;
 	int			nparts;
 	GsIdxRun	run;
@@ -544,7 +616,7 @@ struct GsRunBg
 
 /*
  * Start writing the rows in memory (b->n) as a run, in perm's order; sort:
- * the threads sort them first, into perm (see GsRunSort).
+ * the threads sort them first, into perm (see GsRunSync).
  */
 static void
 gs_idx_run_bg_start(GsIdxBuild *b, uint32 *perm, bool sort)
@@ -574,45 +646,39 @@ gs_idx_run_bg_start(GsIdxBuild *b, uint32 *perm, bool sort)
 	bg->job.flags = b->flags;
 	bg->job.perm = perm;
 	bg->job.slices = slices;
-	bg->job.sort = NULL;
+	bg->job.sync = &bg->sync;
+	bg->sync.sort = sort;
+	bg->sync.chain = b->rec_varlen;
 	if (sort)
 	{
-		GsRunSort  *rs = &bg->sort;
+		bg->sync.eng = gs_engine_cpu_thread();
+		bg->sync.keys = b->keys;
+		bg->sync.n = b->n;
+		bg->sync.keybytes = b->keybytes;
+		bg->sync.perm = perm;
+	}
+	pthread_mutex_init(&bg->sync.lock, NULL);
+	pthread_cond_init(&bg->sync.cv, NULL);
 
-		rs->eng = gs_engine_cpu_thread();
-		rs->keys = b->keys;
-		rs->n = b->n;
-		rs->keybytes = b->keybytes;
-		rs->perm = perm;
-		pthread_mutex_init(&rs->lock, NULL);
-		pthread_cond_init(&rs->cv, NULL);
-		bg->job.sort = rs;
-	}
-
-	/* the records' sizes: all alike, or summed by threads meanwhile */
-	if (b->rec_varlen)
-	{
-		Assert(!sort);
-		bg->job.sizing = true;
-		while (!gs_parallel(gs_run_part, &bg->job, nparts))
-			;
-	}
-	else
-	{
-		for (t = 0; t < nparts; t++)
-			slices[t].bytes = (int64) (slices[t].to - slices[t].from) *
-				(GS_RUN_HDR + b->keybytes + b->rec_tlen);
-	}
-	for (t = 0; t < nparts; t++)
-		total += slices[t].bytes;
+	/* the records' bytes do not depend on their order */
+	total = (int64) b->n * (GS_RUN_HDR + b->keybytes) + b->rec_bytes;
 	start = gs_temp_extend(b->file, total);
 	bg->run.offset = start;
 	bg->run.bytes = total;
 	bg->run.nrows = b->n;
-	for (t = 0; t < nparts; t++)
+	bg->sync.start = start;
+
+	/* records of one size: each slice's place is known now */
+	if (!b->rec_varlen)
 	{
-		slices[t].off = start;
-		start += slices[t].bytes;
+		for (t = 0; t < nparts; t++)
+		{
+			slices[t].bytes = (int64) (slices[t].to - slices[t].from) *
+				(GS_RUN_HDR + b->keybytes + b->rec_tlen);
+			slices[t].off = start;
+			slices[t].sized = true;
+			start += slices[t].bytes;
+		}
 	}
 
 	bg->job.sizing = false;
@@ -627,27 +693,35 @@ gs_idx_run_bg_finish(GsIdxBuild *b)
 	GsRunBg    *bg = b->bg;
 	int			t;
 	int			err = 0;
+	int64		sum = 0;
 
 	if (bg == NULL)
 		return;
 	/* writing a slice again after an interrupt writes the same bytes */
 	while (!gs_task_wait(bg->task))
 	{
-		bg->sort.done = false;
+		bg->sync.done = false;
+		if (bg->sync.chain)
+		{
+			for (t = 0; t < bg->nparts; t++)
+				bg->job.slices[t].sized = false;
+		}
 		bg->task = gs_task_start(b->cxt, gs_run_part, &bg->job, bg->nparts);
 	}
 	b->bg = NULL;
-	if (bg->job.sort != NULL)
-	{
-		pthread_cond_destroy(&bg->sort.cv);
-		pthread_mutex_destroy(&bg->sort.lock);
-		if (bg->sort.status != GS_OK)
-			ereport(ERROR,
-					(errcode(bg->sort.status == GS_ERR_NOMEM ?
-							 ERRCODE_OUT_OF_MEMORY : ERRCODE_INTERNAL_ERROR),
-					 errmsg("gpusort: the sort of a run failed: %s",
-							bg->sort.errbuf)));
-	}
+	pthread_cond_destroy(&bg->sync.cv);
+	pthread_mutex_destroy(&bg->sync.lock);
+	if (bg->sync.sort && bg->sync.status != GS_OK)
+		ereport(ERROR,
+				(errcode(bg->sync.status == GS_ERR_NOMEM ?
+						 ERRCODE_OUT_OF_MEMORY : ERRCODE_INTERNAL_ERROR),
+				 errmsg("gpusort: the sort of a run failed: %s",
+						bg->sync.errbuf)));
+	for (t = 0; t < bg->nparts; t++)
+		sum += bg->job.slices[t].bytes;
+	if (sum != bg->run.bytes)
+		elog(ERROR, "gpusort: a run of %lld bytes was placed for %lld",
+			 (long long) sum, (long long) bg->run.bytes);
 	for (t = 0; t < bg->nparts; t++)
 	{
 		if (bg->job.slices[t].err != 0 && err == 0)
@@ -849,7 +923,7 @@ gs_idx_spill_run(GsIdxBuild *b)
 		 * placed without a pass over the sorted rows.
 		 */
 		bg_sort = !b->eng->is_gpu && b->exact && !b->anylossy &&
-			!b->isunique && !b->rec_varlen;
+			!b->isunique;
 		if (bg_sort)
 			perm = (uint32 *) palloc_extended(b->n * sizeof(uint32),
 											  MCXT_ALLOC_HUGE);
@@ -880,6 +954,7 @@ gs_idx_spill_run(GsIdxBuild *b)
 	b->n = 0;
 	b->rec_tlen = 0;
 	b->rec_varlen = false;
+	b->rec_bytes = 0;
 	b->runs_lossy |= b->anylossy;
 	b->anylossy = false;
 	gs_idx_spill_resize(b, arena_bytes, nrows);
