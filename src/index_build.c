@@ -1104,7 +1104,14 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	if (indexInfo->ii_ParallelWorkers > 0 && !indexInfo->ii_Concurrent)
 		par = gs_idx_parallel_begin(&b, indexInfo,
 									indexInfo->ii_ParallelWorkers, &share);
-	b.overlap_ok = (par == NULL);
+	/*
+	 * Runs written while the scan goes on are half as long: twice as many
+	 * for the final merge.  Keys that need tie-breaks are merged by the
+	 * backend itself, through the comparators, where twice the runs cost
+	 * about what the overlap saves: those builds write their runs as
+	 * before.
+	 */
+	b.overlap_ok = (par == NULL && b.exact);
 	gs_idx_setup_share(&b, indexInfo->ii_Predicate != NIL, share,
 					   (double) share / ((Size) maintenance_work_mem * 1024));
 	if (par != NULL)
