@@ -1,9 +1,10 @@
 --
 -- A cancel in the middle of an out-of-core btree build and of CLUSTER's
--- sort: during the merge of the sorted runs, and during the writing of the
--- btree pages (maintenance_work_mem = 1MB: many runs on disk).  After the
--- cancel there is no index and no temporary file, the table is unchanged,
--- and the next build works and equals PostgreSQL's.
+-- sort: while a run is written in the background, during the merge of the
+-- sorted runs, and during the writing of the btree pages
+-- (maintenance_work_mem = 1MB: many runs on disk).  After the cancel there
+-- is no index and no temporary file, the table is unchanged, and the next
+-- build works and equals PostgreSQL's.
 --
 -- gpusort.index_fault makes the cancel pending at a fixed point, as if the
 -- user had sent it then; the next CHECK_FOR_INTERRUPTS raises it, so each
@@ -46,6 +47,20 @@ CREATE UNIQUE INDEX gsk_id ON gsk (id DESC);
 RESET gpusort.index_fault;
 SELECT to_regclass('gsk_id') AS no_index, gsk_temp_files();
 SELECT * FROM gs_build('CREATE UNIQUE INDEX %I ON gsk (id DESC)', 'gsk_id');
+
+-- a run sorted and written by threads while the scan goes on (records of
+-- one size, and of several): the cancel comes from the scan's next check,
+-- the threads are stopped and joined
+SET gpusort.index_fault = 'cancel_in_run';
+CREATE INDEX gsk_ai ON gsk (a);
+CREATE INDEX gsk_c ON gsk (a) INCLUDE (c);
+RESET gpusort.index_fault;
+SELECT to_regclass('gsk_ai') AS no_index, to_regclass('gsk_c') AS no_index,
+	   gsk_temp_files();
+SELECT * FROM gs_build('CREATE INDEX %I ON gsk (a)', 'gsk_ai');
+SELECT * FROM gs_build('CREATE INDEX %I ON gsk (a) INCLUDE (c)', 'gsk_c');
+SELECT gsk_temp_files();
+DROP INDEX gsk_ai, gsk_c;
 
 -- REINDEX: the old index stays, unchanged
 SELECT md5(string_agg(get_raw_page('gsk_id', b)::text, '' ORDER BY b)) AS before

@@ -86,6 +86,35 @@ gs_engine_cpu(void)
 	return &cpu_engine;
 }
 
+/*
+ * A CPU engine instance of its own for sorts that a thread of the backend's
+ * makes (an instance is used by one thread at a time): created here, in the
+ * backend, and kept for the process's life as gs_engine_cpu's is.
+ */
+GsEngine *
+gs_engine_cpu_thread(void)
+{
+	static GsEngine thread_engine;
+	static bool thread_ready = false;
+
+	if (!thread_ready)
+	{
+		GsEngine   *cpu = gs_engine_cpu();
+		char		errbuf[GS_ERRBUF_SIZE];
+
+		thread_engine = *cpu;
+		errbuf[0] = '\0';
+		if (cpu->ops->create(&thread_engine.eng, errbuf,
+							 sizeof(errbuf)) != GS_OK)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("could not start the gpusort CPU engine"),
+					 errdetail("%s", errbuf)));
+		thread_ready = true;
+	}
+	return &thread_engine;
+}
+
 /* the library's path: "$libdir/x" means pkglibdir/x.so */
 char *
 gs_cuda_library_path(void)

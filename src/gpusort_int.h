@@ -52,6 +52,8 @@ typedef struct GsEngine
 
 /* the CPU engine; never fails */
 extern GsEngine *gs_engine_cpu(void);
+/* a CPU engine for sorts made on one thread that calls nothing of ours */
+extern GsEngine *gs_engine_cpu_thread(void);
 
 /*
  * The engine a sort of about nrows rows should use under the current

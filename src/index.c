@@ -102,6 +102,7 @@ static const struct config_enum_entry index_fault_options[] = {
 	{"none", GS_INDEX_FAULT_NONE, false},
 	{"cancel_in_merge", GS_INDEX_FAULT_CANCEL_IN_MERGE, false},
 	{"cancel_in_write", GS_INDEX_FAULT_CANCEL_IN_WRITE, false},
+	{"cancel_in_run", GS_INDEX_FAULT_CANCEL_IN_RUN, false},
 	{NULL, 0, false}
 };
 

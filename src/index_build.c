@@ -584,6 +584,14 @@ gs_idx_collect(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 		}
 	}
 	itup->t_tid = *tid;
+	b->rec_bytes += MAXALIGN(IndexTupleSize(itup));
+	if (unlikely(MAXALIGN(IndexTupleSize(itup)) != b->rec_tlen))
+	{
+		if (b->n == 0)
+			b->rec_tlen = MAXALIGN(IndexTupleSize(itup));
+		else
+			b->rec_varlen = true;
+	}
 
 	lossy = gs_idx_encode(b, values, isnull, tid,
 						  (uint64 *) (b->keys + b->n * b->keybytes));
@@ -622,6 +630,8 @@ gs_idx_collect_payload(GsIdxBuild *b, ItemPointer tid, Datum *values,
 	memcpy(b->arena + isize, &len, sizeof(len));
 	memcpy(b->arena + isize + 8, payload, len);
 	b->tuples[b->n] = (IndexTuple) b->arena;
+	b->rec_varlen = true;
+	b->rec_bytes += size;
 	b->arena += size;
 	b->arena_left -= size;
 	if (++b->scratch_used >= GS_IDX_SCRATCH_TUPLES)
@@ -853,6 +863,12 @@ gs_idx_setup_share(GsIdxBuild *b, bool partial, Size mem, double fraction)
 	}
 	else
 	{
+		/* runs ahead: the scan fills half the memory while one is written */
+		if (b->overlap_ok)
+		{
+			b->overlap = true;
+			b->mem_limit /= 2;
+		}
 		b->cap = (b->mem_limit - Min(b->mem_limit / 2, b->arena_block)) /
 			rowbytes;
 		b->cap = Min(Max(b->cap, GS_IDX_MIN_ROWS), GS_MAX_ROWS);
@@ -1088,6 +1104,14 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	if (indexInfo->ii_ParallelWorkers > 0 && !indexInfo->ii_Concurrent)
 		par = gs_idx_parallel_begin(&b, indexInfo,
 									indexInfo->ii_ParallelWorkers, &share);
+	/*
+	 * Runs written while the scan goes on are half as long: twice as many
+	 * for the final merge.  Keys that need tie-breaks are merged by the
+	 * backend itself, through the comparators, where twice the runs cost
+	 * about what the overlap saves: those builds write their runs as
+	 * before.
+	 */
+	b.overlap_ok = (par == NULL && b.exact);
 	gs_idx_setup_share(&b, indexInfo->ii_Predicate != NIL, share,
 					   (double) share / ((Size) maintenance_work_mem * 1024));
 	if (par != NULL)
@@ -1099,6 +1123,7 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 		*reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
 											gs_idx_collect, &b, NULL);
 	gs_idx_prefault_wait(&b);
+	gs_idx_run_bg_finish(&b);
 	scan_ms = gs_idx_ms_since(t0);
 	{
 		const int	progress_index[] = {

@@ -56,6 +56,27 @@ typedef struct GsIdxRun
 	size_t		nrows;
 } GsIdxRun;
 
+/*
+ * The rows' memory of one half of maintenance_work_mem, when runs are
+ * written in the background (GsIdxBuild.overlap): the scan fills one half
+ * while the other's run is written.  The fields are GsIdxBuild's own of
+ * the same names, swapped in and out.
+ */
+typedef struct GsIdxSet
+{
+	char	   *keys;
+	IndexTuple *tuples;
+	uint8	   *flags;
+	size_t		cap;
+	char	  **blocks;
+	char	  **blocks_raw;
+	int			nblocks;
+	int			blocks_cap;
+	MemoryContext arenacxt;
+} GsIdxSet;
+
+typedef struct GsRunBg GsRunBg;
+
 typedef struct GsIdxBuild
 {
 	Relation	heap;
@@ -119,6 +140,15 @@ typedef struct GsIdxBuild
 	bool		runs_lossy;		/* of the rows in runs written */
 	bool		keys_sorted;	/* keys[] in sorted order after the sort */
 	bool		overflow;		/* too many rows, or too little memory */
+
+	/*
+	 * Each row's tuple size, MAXALIGN'd, when all rows in memory have the
+	 * same (rec_varlen false): then a run's records need not be sized one
+	 * by one to place them.
+	 */
+	Size		rec_tlen;
+	bool		rec_varlen;
+	Size		rec_bytes;		/* their sum (MAXALIGN'd) */
 	double		indtuples;
 
 	/* sorted runs written when memory is full (index_spill.c) */
@@ -128,6 +158,17 @@ typedef struct GsIdxBuild
 	int			nruns;
 	int			maxruns;
 	int			nruns_written;	/* runs the scan wrote */
+
+	/*
+	 * overlap_ok: a serial build, whose scan may go on while a run is
+	 * written.  overlap: it does; mem_limit is half of the memory, the
+	 * other half is other, whose run bg writes (NULL when none is
+	 * pending).
+	 */
+	bool		overlap_ok;
+	bool		overlap;
+	GsIdxSet	other;
+	GsRunBg    *bg;
 	int			npasses;		/* merge passes before the final one */
 	int			nstreams;		/* threads of the final merge, or 0 */
 	int			nruns_merged;	/* runs when the merges began */
@@ -284,6 +325,8 @@ extern bool gs_idx_key_has_null(GsIdxBuild *b, IndexTuple itup);
 /* sort the rows in memory into a run in the temporary file; empty b */
 extern void gs_idx_spill_run(GsIdxBuild *b);
 
+/* the run written in the background, if any, is complete and listed */
+extern void gs_idx_run_bg_finish(GsIdxBuild *b);
 /* sort the rows in memory and write them as a run (b keeps them) */
 extern void gs_idx_run_write(GsIdxBuild *b);
 
@@ -345,6 +388,7 @@ extern bool gs_index_wanted(void);
 #define GS_INDEX_FAULT_NONE				0
 #define GS_INDEX_FAULT_CANCEL_IN_MERGE	1	/* a merge of runs starts */
 #define GS_INDEX_FAULT_CANCEL_IN_WRITE	2	/* a btree page is finished */
+#define GS_INDEX_FAULT_CANCEL_IN_RUN	3	/* a run's background write starts */
 extern int	gs_index_fault;
 extern void gs_index_fault_point(int fault);
 

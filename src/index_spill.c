@@ -38,6 +38,9 @@
  */
 #include "postgres.h"
 
+#include <pthread.h>
+#include <time.h>
+
 #include "access/nbtree.h"
 #include "commands/progress.h"
 #include "miscadmin.h"
@@ -305,11 +308,43 @@ typedef struct GsRunSlice
 	int64		off;
 	char	   *buf;
 	int			err;
+	bool		sized;			/* bytes and off are set (see GsRunSync) */
 } GsRunSlice;
+
+/*
+ * The parts of a run written in the background, in step.  sort: the first
+ * part sorts the run before any writes, when no tie-break or check needs
+ * the backend (exact keys, no unique check) and the CPU engine sorts; the
+ * others wait for it.  The keys then stay as they were (no
+ * GS_SORT_KEYS_OUT): the records take each row's key through perm.
+ * chain: records of several sizes; each part sums its slice's, then takes
+ * its place after the slices before it (their sums), from start on.
+ */
+typedef struct GsRunSync
+{
+	bool		sort;
+	bool		chain;
+	int64		start;
+	GsEngine   *eng;			/* an instance for this thread alone */
+	char	   *keys;
+	size_t		n;
+	int			keybytes;
+	uint32	   *perm;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	bool		done;			/* under lock: status is set */
+	gs_status	status;
+	char		errbuf[256];
+} GsRunSync;
 
 typedef struct GsRunJob
 {
 	GsIdxBuild *b;
+	GsRunSync  *sync;			/* a background run's, else NULL */
+	/* the rows' arrays (b's own may be another half's meanwhile) */
+	const char *keys;
+	IndexTuple *tuples;
+	const uint8 *flags;
 	const uint32 *perm;
 	GsRunSlice *slices;
 	bool		sizing;
@@ -318,6 +353,120 @@ typedef struct GsRunJob
 /* runs of fewer rows are written by the backend alone */
 #define GS_RUN_THREADS_MIN_ROWS		16384
 
+/* wait on rs->cv (lock held) for at most 10 ms: long enough to see stop */
+static void
+gs_run_sync_wait(GsRunSync *rs)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 10 * 1000 * 1000;
+	if (ts.tv_nsec >= 1000 * 1000 * 1000)
+	{
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000 * 1000 * 1000;
+	}
+	(void) pthread_cond_timedwait(&rs->cv, &rs->lock, &ts);
+}
+
+/* the engine's cancel callback on a background part: the task's stop */
+static int
+gs_run_stop(void *arg)
+{
+	return *(volatile bool *) arg;
+}
+
+/*
+ * Part 0 sorts the run, the others wait for it; true when it is sorted.
+ * Waits wake now and then to see stop.
+ */
+static bool
+gs_run_sorted(GsRunSync *rs, int part, volatile bool *stop)
+{
+	bool		ok;
+
+	if (part == 0)
+	{
+		gs_status	st;
+
+		st = rs->eng->ops->sort(rs->eng->eng, rs->keys, rs->n, rs->keybytes,
+								rs->perm, 0, gs_run_stop, (void *) stop,
+								NULL, rs->errbuf, sizeof(rs->errbuf));
+		pthread_mutex_lock(&rs->lock);
+		rs->status = st;
+		rs->done = true;
+		pthread_cond_broadcast(&rs->cv);
+		pthread_mutex_unlock(&rs->lock);
+		return st == GS_OK;
+	}
+	pthread_mutex_lock(&rs->lock);
+	while (!rs->done && !*stop)
+		gs_run_sync_wait(rs);
+	ok = rs->done && rs->status == GS_OK;
+	pthread_mutex_unlock(&rs->lock);
+	return ok;
+}
+
+/* the bytes of a slice's records; -1 when stopped */
+static int64
+gs_run_slice_size(GsRunJob *j, GsRunSlice *sl, volatile bool *stop)
+{
+	GsIdxBuild *b = j->b;
+	int64		sum = 0;
+	size_t		i;
+
+	for (i = sl->from; i < sl->to; i++)
+	{
+		if ((i & 4095) == 0 && *stop)
+			return -1;
+		if (i + 2 * GS_SPILL_PREFETCH < sl->to)
+			__builtin_prefetch(&j->tuples[j->perm[i + 2 * GS_SPILL_PREFETCH]]);
+		if (i + GS_SPILL_PREFETCH < sl->to)
+			__builtin_prefetch(j->tuples[j->perm[i + GS_SPILL_PREFETCH]]);
+		sum += GS_RUN_HDR + b->keybytes +
+			MAXALIGN(gs_idx_row_size(b, j->tuples[j->perm[i]]));
+	}
+	return sum;
+}
+
+/*
+ * A background part may write: the run is sorted, and the slice's place
+ * known (sl->off); false when stopped or the sort failed.
+ */
+static bool
+gs_run_ready(GsRunJob *j, int part, volatile bool *stop)
+{
+	GsRunSync  *rs = j->sync;
+	GsRunSlice *sl = &j->slices[part];
+	int64		sum;
+	int64		off;
+	int			t;
+	bool		ok = true;
+
+	if (rs->sort && !gs_run_sorted(rs, part, stop))
+		return false;
+	if (!rs->chain)
+		return true;
+	sum = gs_run_slice_size(j, sl, stop);
+	if (sum < 0)
+		return false;
+	pthread_mutex_lock(&rs->lock);
+	sl->bytes = sum;
+	sl->sized = true;
+	pthread_cond_broadcast(&rs->cv);
+	off = rs->start;
+	for (t = 0; t < part && ok; t++)
+	{
+		while (!j->slices[t].sized && !*stop)
+			gs_run_sync_wait(rs);
+		ok = j->slices[t].sized;
+		off += j->slices[t].bytes;
+	}
+	sl->off = off;
+	pthread_mutex_unlock(&rs->lock);
+	return ok;
+}
+
 static void
 gs_run_part(void *arg, int part, int nparts, volatile bool *stop)
 {
@@ -325,10 +474,21 @@ gs_run_part(void *arg, int part, int nparts, volatile bool *stop)
 	GsIdxBuild *b = j->b;
 	GsRunSlice *sl = &j->slices[part];
 	Size		used = 0;
-	int64		off = sl->off;
-	int64		sum = 0;
+	int64		off;
+	bool		by_perm = j->sync != NULL && j->sync->sort;
 	size_t		i;
 
+	if (j->sizing)
+	{
+		int64		sum = gs_run_slice_size(j, sl, stop);
+
+		if (sum >= 0)
+			sl->bytes = sum;
+		return;
+	}
+	if (j->sync != NULL && !gs_run_ready(j, part, stop))
+		return;
+	off = sl->off;
 	for (i = sl->from; i < sl->to; i++)
 	{
 		IndexTuple	itup;
@@ -340,17 +500,16 @@ gs_run_part(void *arg, int part, int nparts, volatile bool *stop)
 		if ((i & 4095) == 0 && *stop)
 			return;
 		if (i + 2 * GS_SPILL_PREFETCH < sl->to)
-			__builtin_prefetch(&b->tuples[j->perm[i + 2 * GS_SPILL_PREFETCH]]);
+			__builtin_prefetch(&j->tuples[j->perm[i + 2 * GS_SPILL_PREFETCH]]);
 		if (i + GS_SPILL_PREFETCH < sl->to)
-			__builtin_prefetch(b->tuples[j->perm[i + GS_SPILL_PREFETCH]]);
-		itup = b->tuples[j->perm[i]];
-		tsize = gs_idx_row_size(b, itup);
-		if (j->sizing)
 		{
-			sum += GS_RUN_HDR + b->keybytes + MAXALIGN(tsize);
-			continue;
+			__builtin_prefetch(j->tuples[j->perm[i + GS_SPILL_PREFETCH]]);
+			if (by_perm)
+				__builtin_prefetch(j->keys + (size_t) j->perm[i + GS_SPILL_PREFETCH] * b->keybytes);
 		}
-		hdr = (uint32) tsize | ((uint32) b->flags[j->perm[i]] << GS_RUN_FLAGS_SHIFT);
+		itup = j->tuples[j->perm[i]];
+		tsize = gs_idx_row_size(b, itup);
+		hdr = (uint32) tsize | ((uint32) j->flags[j->perm[i]] << GS_RUN_FLAGS_SHIFT);
 		len = gs_rec_len(b, hdr);
 		if (used + len > GS_RUN_BUFFER)
 		{
@@ -363,16 +522,16 @@ gs_run_part(void *arg, int part, int nparts, volatile bool *stop)
 		p = sl->buf + used;
 		memcpy(p, &hdr, sizeof(hdr));
 		memset(p + sizeof(hdr), 0, GS_RUN_HDR - sizeof(hdr));
-		memcpy(p + GS_RUN_HDR, b->keys + i * b->keybytes, b->keybytes);
+		memcpy(p + GS_RUN_HDR,
+			   j->keys + (by_perm ? (size_t) j->perm[i] : i) * b->keybytes,
+			   b->keybytes);
 		memcpy(p + GS_RUN_HDR + b->keybytes, itup, tsize);
 		if (MAXALIGN(tsize) > tsize)
 			memset(p + GS_RUN_HDR + b->keybytes + tsize, 0,
 				   MAXALIGN(tsize) - tsize);
 		used += len;
 	}
-	if (j->sizing)
-		sl->bytes = sum;
-	else if (used > 0)
+	if (used > 0)
 		sl->err = gs_temp_pwrite(b->file, sl->buf, used, off);
 }
 
@@ -398,6 +557,10 @@ gs_idx_write_run_threads(GsIdxBuild *b, const uint32 *perm)
 		slices[t].buf = palloc(GS_RUN_BUFFER);
 	}
 	job.b = b;
+	job.sync = NULL;
+	job.keys = b->keys;
+	job.tuples = b->tuples;
+	job.flags = b->flags;
 	job.perm = perm;
 	job.slices = slices;
 
@@ -431,6 +594,244 @@ gs_idx_write_run_threads(GsIdxBuild *b, const uint32 *perm)
 	run.nrows = b->n;
 	gs_idx_add_run(b, &run);
 	return true;
+}
+
+/*
+ * A run written in the background, by threads that format the sorted rows
+ * of one half of the memory and write them, while the scan fills the other
+ * half.  Its place in the file is taken before they start (so a
+ * temp_file_limit error comes from the backend, and the file grows only
+ * there).  The task lives in a child of the build's context: an error
+ * stops and joins its threads before the rows' memory and the file go.
+ */
+struct GsRunBg
+{
+	GsRunJob	job;
+	GsRunSync	sync;
+	GsTask	   *task;
+	int			nparts;
+	GsIdxRun	run;
+	uint32	   *perm;
+};
+
+/*
+ * Start writing the rows in memory (b->n) as a run, in perm's order; sort:
+ * the threads sort them first, into perm (see GsRunSync).
+ */
+static void
+gs_idx_run_bg_start(GsIdxBuild *b, uint32 *perm, bool sort)
+{
+	GsRunBg    *bg = (GsRunBg *) palloc0(sizeof(GsRunBg));
+	GsRunSlice *slices;
+	int			nparts = Min(Max(gpusort_cpu_threads, 1), 64);
+	int64		total = 0;
+	int64		start;
+	int			t;
+
+	Assert(b->bg == NULL);
+	if (b->n < GS_RUN_THREADS_MIN_ROWS)
+		nparts = 1;
+	slices = (GsRunSlice *) palloc0(nparts * sizeof(GsRunSlice));
+	for (t = 0; t < nparts; t++)
+	{
+		slices[t].from = b->n * t / nparts;
+		slices[t].to = b->n * (t + 1) / nparts;
+		slices[t].buf = palloc(GS_RUN_BUFFER);
+	}
+	bg->nparts = nparts;
+	bg->perm = perm;
+	bg->job.b = b;
+	bg->job.keys = b->keys;
+	bg->job.tuples = b->tuples;
+	bg->job.flags = b->flags;
+	bg->job.perm = perm;
+	bg->job.slices = slices;
+	bg->job.sync = &bg->sync;
+	bg->sync.sort = sort;
+	bg->sync.chain = b->rec_varlen;
+	if (sort)
+	{
+		bg->sync.eng = gs_engine_cpu_thread();
+		bg->sync.keys = b->keys;
+		bg->sync.n = b->n;
+		bg->sync.keybytes = b->keybytes;
+		bg->sync.perm = perm;
+	}
+	pthread_mutex_init(&bg->sync.lock, NULL);
+	pthread_cond_init(&bg->sync.cv, NULL);
+
+	/* the records' bytes do not depend on their order */
+	total = (int64) b->n * (GS_RUN_HDR + b->keybytes) + b->rec_bytes;
+	start = gs_temp_extend(b->file, total);
+	bg->run.offset = start;
+	bg->run.bytes = total;
+	bg->run.nrows = b->n;
+	bg->sync.start = start;
+
+	/* records of one size: each slice's place is known now */
+	if (!b->rec_varlen)
+	{
+		for (t = 0; t < nparts; t++)
+		{
+			slices[t].bytes = (int64) (slices[t].to - slices[t].from) *
+				(GS_RUN_HDR + b->keybytes + b->rec_tlen);
+			slices[t].off = start;
+			slices[t].sized = true;
+			start += slices[t].bytes;
+		}
+	}
+
+	bg->job.sizing = false;
+	bg->task = gs_task_start(b->cxt, gs_run_part, &bg->job, nparts);
+	b->bg = bg;
+	gs_index_fault_point(GS_INDEX_FAULT_CANCEL_IN_RUN);
+}
+
+void
+gs_idx_run_bg_finish(GsIdxBuild *b)
+{
+	GsRunBg    *bg = b->bg;
+	int			t;
+	int			err = 0;
+	int64		sum = 0;
+
+	if (bg == NULL)
+		return;
+	/* writing a slice again after an interrupt writes the same bytes */
+	while (!gs_task_wait(bg->task))
+	{
+		bg->sync.done = false;
+		if (bg->sync.chain)
+		{
+			for (t = 0; t < bg->nparts; t++)
+				bg->job.slices[t].sized = false;
+		}
+		bg->task = gs_task_start(b->cxt, gs_run_part, &bg->job, bg->nparts);
+	}
+	b->bg = NULL;
+	pthread_cond_destroy(&bg->sync.cv);
+	pthread_mutex_destroy(&bg->sync.lock);
+	if (bg->sync.sort && bg->sync.status != GS_OK)
+		ereport(ERROR,
+				(errcode(bg->sync.status == GS_ERR_NOMEM ?
+						 ERRCODE_OUT_OF_MEMORY : ERRCODE_INTERNAL_ERROR),
+				 errmsg("gpusort: the sort of a run failed: %s",
+						bg->sync.errbuf)));
+	for (t = 0; t < bg->nparts; t++)
+		sum += bg->job.slices[t].bytes;
+	if (sum != bg->run.bytes)
+		elog(ERROR, "gpusort: a run of %lld bytes was placed for %lld",
+			 (long long) sum, (long long) bg->run.bytes);
+	for (t = 0; t < bg->nparts; t++)
+	{
+		if (bg->job.slices[t].err != 0 && err == 0)
+			err = bg->job.slices[t].err;
+		pfree(bg->job.slices[t].buf);
+	}
+	if (err != 0)
+		gs_temp_error(b->file, err, true);
+	gs_idx_add_run(b, &bg->run);
+	b->nruns_written++;
+	pfree(bg->job.slices);
+	pfree(bg->perm);
+	pfree(bg);
+}
+
+/* swap the rows' memory with the other half's, free now */
+static void
+gs_idx_set_swap(GsIdxBuild *b)
+{
+	GsIdxSet	cur;
+
+	cur.keys = b->keys;
+	cur.tuples = b->tuples;
+	cur.flags = b->flags;
+	cur.cap = b->cap;
+	cur.blocks = b->blocks;
+	cur.blocks_raw = b->blocks_raw;
+	cur.nblocks = b->nblocks;
+	cur.blocks_cap = b->blocks_cap;
+	cur.arenacxt = b->arenacxt;
+
+	b->keys = b->other.keys;
+	b->tuples = b->other.tuples;
+	b->flags = b->other.flags;
+	b->cap = b->other.cap;
+	b->blocks = b->other.blocks;
+	b->blocks_raw = b->other.blocks_raw;
+	b->nblocks = b->other.nblocks;
+	b->blocks_cap = b->other.blocks_cap;
+	b->arenacxt = b->other.arenacxt;
+	b->other = cur;
+
+	/* the first time, the other half has no arrays yet */
+	if (b->keys == NULL)
+	{
+		b->cap = cur.cap;
+		b->keys = gs_keybuf_alloc(b->eng, b->cap * b->keybytes, b->cxt);
+		b->tuples = (IndexTuple *) MemoryContextAllocExtended(b->cxt,
+															  b->cap * sizeof(IndexTuple),
+															  MCXT_ALLOC_HUGE);
+		b->flags = (uint8 *) MemoryContextAllocExtended(b->cxt, b->cap,
+														MCXT_ALLOC_HUGE);
+		gs_advise_huge(b->tuples, b->cap * sizeof(IndexTuple));
+		if (!b->eng->is_gpu)
+			gs_advise_huge(b->keys, b->cap * b->keybytes);
+	}
+	if (b->arenacxt == NULL)
+		b->arenacxt = AllocSetContextCreate(b->cxt, "gpusort index tuples",
+											ALLOCSET_DEFAULT_SIZES);
+}
+
+/*
+ * From now on runs are written in the background, each of half the memory:
+ * the arena blocks kept so far are shared out between the halves.
+ */
+static void
+gs_idx_overlap_begin(GsIdxBuild *b)
+{
+	int			keep = (b->nblocks + 1) / 2;
+	int			i;
+
+	gs_idx_prefault_wait(b);
+	b->overlap = true;
+	b->mem_limit /= 2;
+	b->other.blocks_cap = Max(16, b->nblocks - keep);
+	b->other.blocks = MemoryContextAlloc(b->cxt,
+										 b->other.blocks_cap * sizeof(char *));
+	b->other.blocks_raw = MemoryContextAlloc(b->cxt,
+											 b->other.blocks_cap * sizeof(char *));
+	for (i = keep; i < b->nblocks; i++)
+	{
+		b->other.blocks[i - keep] = b->blocks[i];
+		b->other.blocks_raw[i - keep] = b->blocks_raw[i];
+	}
+	b->other.nblocks = b->nblocks - keep;
+	b->nblocks = keep;
+}
+
+/* the other half's memory goes: the scan and its runs are over */
+static void
+gs_idx_overlap_end(GsIdxBuild *b)
+{
+	int			i;
+
+	gs_idx_run_bg_finish(b);
+	for (i = 0; i < b->other.nblocks; i++)
+		pfree(b->other.blocks_raw[i]);
+	b->other.nblocks = 0;
+	if (b->other.keys != NULL)
+	{
+		gs_keybuf_free(b->eng, b->other.keys);
+		pfree(b->other.tuples);
+		pfree(b->other.flags);
+		b->other.keys = NULL;
+		b->other.tuples = NULL;
+		b->other.flags = NULL;
+	}
+	if (b->other.arenacxt != NULL)
+		MemoryContextDelete(b->other.arenacxt);
+	b->other.arenacxt = NULL;
 }
 
 void
@@ -500,7 +901,47 @@ gs_idx_spill_run(GsIdxBuild *b)
 	Size		arena_bytes = b->mem_arena - b->arena_left;
 	size_t		nrows = b->n;
 
-	gs_idx_run_write(b);
+	if (b->overlap)
+	{
+		instr_time	t0;
+		uint32	   *perm;
+
+		/*
+		 * Sort this half's rows; once the other half's run is written,
+		 * write this one in the background and let the scan fill the other
+		 */
+		bool		bg_sort;
+
+		INSTR_TIME_SET_CURRENT(t0);
+		if (b->file == NULL)
+			b->file = gs_temp_create(b->cxt);
+
+		/*
+		 * The threads sort too when the engine's order is final and the
+		 * CPU engine's: a GPU engine is reached through the service,
+		 * which only the backend may call.  Records of one size are
+		 * placed without a pass over the sorted rows.
+		 */
+		bg_sort = !b->eng->is_gpu && b->exact && !b->anylossy &&
+			!b->isunique;
+		if (bg_sort)
+			perm = (uint32 *) palloc_extended(b->n * sizeof(uint32),
+											  MCXT_ALLOC_HUGE);
+		else
+			perm = gs_idx_sort(b, true);
+		gs_idx_run_bg_finish(b);
+		gs_idx_prefault_wait(b);
+		gs_idx_run_bg_start(b, perm, bg_sort);
+		gs_idx_set_swap(b);
+		b->prefault_rows = 0;
+		b->runs_ms += gs_idx_ms_since(t0);
+	}
+	else
+	{
+		gs_idx_run_write(b);
+		if (b->overlap_ok)
+			gs_idx_overlap_begin(b);
+	}
 
 	/* the memory is free for the next run; it reuses the arena's blocks */
 	MemoryContextReset(b->arenacxt);
@@ -511,6 +952,9 @@ gs_idx_spill_run(GsIdxBuild *b)
 	MemoryContextReset(b->scratch);
 	b->scratch_used = 0;
 	b->n = 0;
+	b->rec_tlen = 0;
+	b->rec_varlen = false;
+	b->rec_bytes = 0;
 	b->runs_lossy |= b->anylossy;
 	b->anylossy = false;
 	gs_idx_spill_resize(b, arena_bytes, nrows);
@@ -1176,6 +1620,8 @@ gs_idx_spill_build(GsIdxBuild *b)
 	/* the rows still in memory are the last run; free what they took */
 	if (b->n > 0)
 		gs_idx_spill_run(b);
+	if (b->overlap)
+		gs_idx_overlap_end(b);
 	b->nruns_merged = b->nruns;
 	if (b->file == NULL)
 		b->file = gs_temp_create(b->cxt);
