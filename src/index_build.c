@@ -144,6 +144,18 @@ gs_idx_tuple_width(GsIdxBuild *b)
 	return MAXALIGN(width) + (b->payload ? 8 + b->payload_width : 0);
 }
 
+/* are all key columns fixed-width, so that no key is ever encoded lossily? */
+static bool
+gs_idx_keys_fixed_width(GsIdxBuild *b)
+{
+	int			i;
+
+	for (i = 0; i < b->nkeyatts; i++)
+		if (TupleDescAttr(b->itupdesc, i)->attlen <= 0)
+			return false;
+	return true;
+}
+
 /*
  * Tuples formed in place when every column is fixed-width (no TOAST, no
  * varlena), and small enough that index_form_tuple could never refuse one
@@ -863,8 +875,13 @@ gs_idx_setup_share(GsIdxBuild *b, bool partial, Size mem, double fraction)
 	}
 	else
 	{
-		/* runs ahead: the scan fills half the memory while one is written */
-		if (b->overlap_ok)
+		/*
+		 * Runs ahead: the scan fills half the memory while one is written.
+		 * A variable-width key may come out lossy, and then the backend
+		 * merges the runs itself: such a build waits for its first run to
+		 * show it has none.
+		 */
+		if (b->overlap_ok && gs_idx_keys_fixed_width(b))
 		{
 			b->overlap = true;
 			b->mem_limit /= 2;

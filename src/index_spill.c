@@ -939,7 +939,8 @@ gs_idx_spill_run(GsIdxBuild *b)
 	else
 	{
 		gs_idx_run_write(b);
-		if (b->overlap_ok)
+		/* a lossy run: the backend will merge the runs, fewer is better */
+		if (b->overlap_ok && !b->anylossy && !b->runs_lossy)
 			gs_idx_overlap_begin(b);
 	}
 
