@@ -490,7 +490,8 @@ gs_index_init(void)
 	DefineCustomEnumVariable("gpusort.index_fault",
 							 "Injects a query cancel into gpusort's index builds and CLUSTER sorts, for tests.",
 							 "\"cancel_in_merge\" cancels once a merge of sorted runs on disk starts, "
-							 "\"cancel_in_write\" once the btree page writer finishes a page.",
+							 "\"cancel_in_write\" once the btree page writer finishes a page, "
+							 "\"cancel_in_run\" once a run is being sorted and written in the background.",
 							 &gs_index_fault,
 							 GS_INDEX_FAULT_NONE,
 							 index_fault_options,

@@ -1312,12 +1312,13 @@ gs_merge_final(GsIdxBuild *b, const GsIdxRun *runs, int n, Size bufsize)
 
 /*
  * The final merge on threads, when the keys alone order the rows (exact
- * keys, no lossy row): each of a few streams (spill.c) merges a group of
- * the runs on a thread of its own, reading the file and copying rows into
- * blocks, and the backend merges the streams' rows into the page writer.
- * The backend's share of a row is then a comparison or two and the page
- * writer's work, where a merge of tens of runs costs it several times
- * that.  Memory: half of it reads the runs, half holds the blocks.
+ * keys, no lossy row): each of a few streams (spill_stream.c) merges a
+ * group of the runs on a thread of its own, reading the file and copying
+ * rows into blocks; from three threads on a cascade merges the streams
+ * into one, else the backend merges them.  The backend's share of a row is
+ * then the page writer's work and at most a comparison or two, where a
+ * merge of tens of runs costs it several times that.  Memory: half of it
+ * reads the runs, half holds the blocks.
  */
 static size_t
 gs_idx_row_len(const char *row, int key_bytes)
