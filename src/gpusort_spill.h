@@ -51,6 +51,29 @@ gs_key_word0(const char *key, int key_bytes)
 }
 
 /*
+ * Compare the words of two keys after the first (the merge compares the
+ * first words itself, see gs_key_word0); only keys wider than 8 bytes have
+ * such words.  Words are native uint64, most significant first.
+ */
+static inline int
+gs_key_cmp_rest(const char *a, const char *b, int key_bytes)
+{
+	int			w;
+
+	for (w = 8; w < key_bytes; w += 8)
+	{
+		uint64		x;
+		uint64		y;
+
+		memcpy(&x, a + w, 8);
+		memcpy(&y, b + w, 8);
+		if (x != y)
+			return x < y ? -1 : 1;
+	}
+	return 0;
+}
+
+/*
  * Loser trees over n inputs (the merges of sort_merge.c and
  * spill_stream.c): node 1 is the root, inputs are the leaves n .. 2n-1,
  * tree[node] holds the loser of the match at node.  gs_loser_tree_build plays every match and returns

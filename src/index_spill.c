@@ -262,6 +262,21 @@ gs_idx_add_run(GsIdxBuild *b, const GsIdxRun *run)
 	b->runs[b->nruns++] = *run;
 }
 
+/* the rows' arrays, for b->cap rows (huge pages where the kernel has them) */
+static void
+gs_idx_alloc_arrays(GsIdxBuild *b)
+{
+	b->keys = gs_keybuf_alloc(b->eng, b->cap * b->keybytes, b->cxt);
+	b->tuples = (IndexTuple *) MemoryContextAllocExtended(b->cxt,
+														  b->cap * sizeof(IndexTuple),
+														  MCXT_ALLOC_HUGE);
+	b->flags = (uint8 *) MemoryContextAllocExtended(b->cxt, b->cap,
+													MCXT_ALLOC_HUGE);
+	gs_advise_huge(b->tuples, b->cap * sizeof(IndexTuple));
+	if (!b->eng->is_gpu)
+		gs_advise_huge(b->keys, b->cap * b->keybytes);
+}
+
 /* the rows' size in memory that the next run's arrays should be made for */
 static void
 gs_idx_spill_resize(GsIdxBuild *b, Size arena_bytes, size_t nrows)
@@ -281,15 +296,7 @@ gs_idx_spill_resize(GsIdxBuild *b, Size arena_bytes, size_t nrows)
 		pfree(b->tuples);
 		pfree(b->flags);
 		b->cap = newcap;
-		b->keys = gs_keybuf_alloc(b->eng, b->cap * b->keybytes, b->cxt);
-		b->tuples = (IndexTuple *) MemoryContextAllocExtended(b->cxt,
-															  b->cap * sizeof(IndexTuple),
-															  MCXT_ALLOC_HUGE);
-		b->flags = (uint8 *) MemoryContextAllocExtended(b->cxt, b->cap,
-														MCXT_ALLOC_HUGE);
-		gs_advise_huge(b->tuples, b->cap * sizeof(IndexTuple));
-		if (!b->eng->is_gpu)
-			gs_advise_huge(b->keys, b->cap * b->keybytes);
+		gs_idx_alloc_arrays(b);
 	}
 }
 
@@ -768,15 +775,7 @@ gs_idx_set_swap(GsIdxBuild *b)
 	if (b->keys == NULL)
 	{
 		b->cap = cur.cap;
-		b->keys = gs_keybuf_alloc(b->eng, b->cap * b->keybytes, b->cxt);
-		b->tuples = (IndexTuple *) MemoryContextAllocExtended(b->cxt,
-															  b->cap * sizeof(IndexTuple),
-															  MCXT_ALLOC_HUGE);
-		b->flags = (uint8 *) MemoryContextAllocExtended(b->cxt, b->cap,
-														MCXT_ALLOC_HUGE);
-		gs_advise_huge(b->tuples, b->cap * sizeof(IndexTuple));
-		if (!b->eng->is_gpu)
-			gs_advise_huge(b->keys, b->cap * b->keybytes);
+		gs_idx_alloc_arrays(b);
 	}
 	if (b->arenacxt == NULL)
 		b->arenacxt = AllocSetContextCreate(b->cxt, "gpusort index tuples",

@@ -384,29 +384,6 @@ gs_elapsed_ms(instr_time start)
 	return INSTR_TIME_GET_MILLISEC(now);
 }
 
-/*
- * Compare the words of two keys after the first (the merge compares the
- * first words itself, see gs_key_word0); only keys wider than 8 bytes have
- * such words.  Words are native uint64, most significant first.
- */
-static inline int
-gs_key_cmp_rest(const char *a, const char *b, int key_bytes)
-{
-	int			w;
-
-	for (w = 8; w < key_bytes; w += 8)
-	{
-		uint64		x;
-		uint64		y;
-
-		memcpy(&x, a + w, 8);
-		memcpy(&y, b + w, 8);
-		if (x != y)
-			return x < y ? -1 : 1;
-	}
-	return 0;
-}
-
 static inline bool
 gs_lossy_bit(const uint64 *bits, size_t row)
 {

@@ -192,22 +192,16 @@ gs_reader_before(GsStream *st, int a, int b)
 {
 	GsReader   *ra = &st->readers[a];
 	GsReader   *rb = &st->readers[b];
-	int			w;
+	int			c;
 
 	if (ra->k0 != rb->k0)
 		return ra->k0 < rb->k0;
 	if (ra->eof || rb->eof)
 		return rb->eof && !ra->eof;
-	for (w = 8; w < st->key_bytes; w += 8)
-	{
-		uint64		x;
-		uint64		y;
-
-		memcpy(&x, ra->buf + ra->rpos + st->hdr + w, 8);
-		memcpy(&y, rb->buf + rb->rpos + st->hdr + w, 8);
-		if (x != y)
-			return x < y;
-	}
+	c = gs_key_cmp_rest(ra->buf + ra->rpos + st->hdr,
+						rb->buf + rb->rpos + st->hdr, st->key_bytes);
+	if (c != 0)
+		return c < 0;
 	return a < b;
 }
 
@@ -461,22 +455,15 @@ gs_cascade_before(GsStream *st, int a, int b)
 {
 	const char *ra = st->inrec[a];
 	const char *rb = st->inrec[b];
-	int			w;
+	int			c;
 
 	if (st->ink0[a] != st->ink0[b])
 		return st->ink0[a] < st->ink0[b];
 	if (ra == NULL || rb == NULL)
 		return rb == NULL && ra != NULL;
-	for (w = 8; w < st->key_bytes; w += 8)
-	{
-		uint64		x;
-		uint64		y;
-
-		memcpy(&x, ra + st->keyoff + w, 8);
-		memcpy(&y, rb + st->keyoff + w, 8);
-		if (x != y)
-			return x < y;
-	}
+	c = gs_key_cmp_rest(ra + st->keyoff, rb + st->keyoff, st->key_bytes);
+	if (c != 0)
+		return c < 0;
 	/* equal rows in the order of the inputs, as the backend's merge does */
 	return a < b;
 }
