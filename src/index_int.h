@@ -330,14 +330,19 @@ extern void gs_idx_run_bg_finish(GsIdxBuild *b);
 /* sort the rows in memory and write them as a run (b keeps them) */
 extern void gs_idx_run_write(GsIdxBuild *b);
 
+/* add a run to b's list */
+extern void gs_idx_add_run(GsIdxBuild *b, const GsIdxRun *run);
+
+/* the scan is over: the last run, then the rows' memory goes */
+extern void gs_idx_spill_finish(GsIdxBuild *b);
+
+/* index_merge.c */
+
 /*
  * Merge b's runs into one (a parallel build's participant, before the
  * leader's final merge), in passes within b->mem_limit.
  */
 extern void gs_idx_spill_reduce(GsIdxBuild *b);
-
-/* add a run to b's list */
-extern void gs_idx_add_run(GsIdxBuild *b, const GsIdxRun *run);
 
 /* write the index from the runs: merge passes, then the final merge */
 extern void gs_idx_spill_build(GsIdxBuild *b);
