@@ -369,3 +369,20 @@ SELECT gs_digest('SELECT * FROM gs_small ORDER BY id') =
 SELECT * FROM gs_check('SELECT * FROM gs_small ORDER BY k, id');
 SELECT * FROM gs_check_dirs('gs_small', 'k');
 SELECT * FROM gs_check_cols('gs_small', ARRAY['k', 't']);
+
+-- the GpuSort node of q's plan, run with EXPLAIN ANALYZE (JSON): the first
+-- one down the first child of each node above it; NULL if there is none
+CREATE FUNCTION gs_gpusort_node(q text) RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	j jsonb;
+BEGIN
+	EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) ' || q INTO j;
+	j := j->0->'Plan';
+	WHILE j IS NOT NULL AND
+		j->>'Custom Plan Provider' IS DISTINCT FROM 'GpuSort' LOOP
+		j := j->'Plans'->0;
+	END LOOP;
+	RETURN j;
+END
+$fn$;

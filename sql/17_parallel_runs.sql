@@ -41,11 +41,7 @@ DECLARE
 	j jsonb;
 	l jsonb;
 BEGIN
-	EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) ' || q INTO j;
-	j := j->0->'Plan';
-	WHILE j->>'Custom Plan Provider' IS DISTINCT FROM 'GpuSort' LOOP
-		j := j->'Plans'->0;
-	END LOOP;
+	j := gs_gpusort_node(q);
 	l := j->'Plans'->0;
 	launched := (l->>'Workers Launched')::int;
 	workers_wrote_runs := (l->>'Leader Runs')::int >= 0 AND

@@ -18,11 +18,7 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
 	j jsonb;
 BEGIN
-	EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) ' || q INTO j;
-	j := j->0->'Plan';
-	WHILE j->>'Custom Plan Provider' IS DISTINCT FROM 'GpuSort' LOOP
-		j := j->'Plans'->0;
-	END LOOP;
+	j := gs_gpusort_node(q);
 	runs := (j->>'GpuSort Runs')::int;
 	merge_threads := (j->>'GpuSort Merge Threads')::int;
 END
