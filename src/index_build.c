@@ -1137,8 +1137,8 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 		*reltuples = gs_idx_parallel_scan(par, &b, indexInfo);
 	}
 	else
-		*reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
-											gs_idx_collect, &b, NULL);
+		*reltuples = gs_idx_heap_scan(heap, index, indexInfo, true,
+									  gs_idx_collect, &b, NULL);
 	gs_idx_prefault_wait(&b);
 	gs_idx_run_bg_finish(&b);
 	scan_ms = gs_idx_ms_since(t0);

@@ -7,6 +7,7 @@
  * index.c        GUC, the hooks that hand a btree build to gpusort
  * index_build.c  the ambuild: heap scan, normalized keys, sort, checks
  * index_write.c  writes the sorted index tuples as btree pages
+ * index_scan.c   the heap scan, page by page with the next one prefetched
  * index_parallel.c  the heap scan spread over parallel workers
  * index_spill.c  builds beyond maintenance_work_mem: sorted runs in a
  *                temporary file, merged into the page writer
@@ -24,6 +25,7 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/itup.h"
+#include "access/tableam.h"
 #include "access/tupmacs.h"
 #include "nodes/execnodes.h"
 #include "portability/instr_time.h"
@@ -346,6 +348,13 @@ extern void gs_idx_spill_reduce(GsIdxBuild *b);
 
 /* write the index from the runs: merge passes, then the final merge */
 extern void gs_idx_spill_build(GsIdxBuild *b);
+
+/* index_scan.c */
+extern bool gs_index_page_scan;
+extern double gs_idx_heap_scan(Relation heap, Relation index,
+							   IndexInfo *indexInfo, bool progress,
+							   IndexBuildCallback callback, void *state,
+							   ParallelTableScanDesc pscan);
 
 /* index_cluster.c: CLUSTER's table sort */
 extern void gs_cluster_patch(Relation rel);

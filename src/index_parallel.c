@@ -305,11 +305,9 @@ gs_idx_parallel_scan(GsIdxParallel *p, GsIdxBuild *b, IndexInfo *indexInfo)
 	/* the leader scans its share too, as a serial build would */
 	if (parallel_leader_participation)
 	{
-		TableScanDesc scan;
-
-		scan = table_beginscan_parallel(b->heap, GsIdxSharedScan(p->shared));
-		reltuples = table_index_build_scan(b->heap, b->index, indexInfo, true,
-										   true, gs_idx_collect, b, scan);
+		reltuples = gs_idx_heap_scan(b->heap, b->index, indexInfo, true,
+									 gs_idx_collect, b,
+									 GsIdxSharedScan(p->shared));
 
 		/* a leader that wrote runs merges them into one, as workers do */
 		if (b->nruns > 0)
@@ -813,7 +811,6 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 	Relation	heap;
 	Relation	index;
 	IndexInfo  *indexInfo;
-	TableScanDesc scan;
 	GsIdxWorker w;
 	GsIdxBuild *b = &w.b;
 	double		reltuples;
@@ -863,9 +860,9 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 	w.block_size = MAXALIGN(Min(GS_PIDX_MAX_BLOCK,
 								Max(sh->share / 16, GS_PIDX_MIN_BLOCK)));
 
-	scan = table_beginscan_parallel(heap, GsIdxSharedScan(sh));
-	reltuples = table_index_build_scan(heap, index, indexInfo, true, false,
-									   gs_pidx_worker_collect, &w, scan);
+	reltuples = gs_idx_heap_scan(heap, index, indexInfo, false,
+								 gs_pidx_worker_collect, &w,
+								 GsIdxSharedScan(sh));
 	gs_populate_wait(&w.prefault_task);
 
 	/*
