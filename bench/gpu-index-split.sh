@@ -62,6 +62,7 @@ t() {
 		PostgreSQL) extra="SET gpusort.enabled = off" ;;
 		*) extra="SET gpusort.index_page_scan = $v; SET client_min_messages = debug2" ;;
 	esac
+	echo "$v $c: before: $(grep -E '^(Dirty|Writeback):' /proc/meminfo | tr -s ' ' | tr '\n' ' ')" >>"$OUT/splits.txt"
 	s=$(date +%s%N)
 	pgsql -q -c "$extra; $set" -c "$q" >/dev/null 2>"$OUT/stmt.err"
 	e=$(( ($(date +%s%N) - s) / 1000000 ))
@@ -71,7 +72,7 @@ t() {
 	say "$v $c: $e ms"
 }
 
-t warm idx8_1g
+t on idx8_1g
 for c in $CASES; do
 	if [ "$c" = reindex3 ]; then
 		pgsql -q -c "DROP INDEX IF EXISTS g50_s" -c "SET maintenance_work_mem = '1GB'" \

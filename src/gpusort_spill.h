@@ -14,6 +14,7 @@
 
 #include "postgres.h"
 
+#include "lib/stringinfo.h"
 #include "utils/palloc.h"
 
 #include "gpusort_compat.h"
@@ -215,5 +216,6 @@ extern GsStream *gs_stream_cascade(MemoryContext cxt, GsStream **inputs,
 extern const char *gs_stream_next(GsStream *st);
 extern const char *gs_stream_next_block(GsStream *st, size_t *len);
 extern double gs_stream_wait_ms(GsStream *st);
+extern void gs_stream_report(GsStream *st, StringInfo buf);
 
 #endif							/* GPUSORT_SPILL_H */

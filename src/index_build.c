@@ -28,6 +28,8 @@
  */
 #include "postgres.h"
 
+#include <sys/resource.h>
+
 #include "access/nbtree.h"
 #include "access/tableam.h"
 #include "catalog/catalog.h"
@@ -1081,6 +1083,20 @@ gs_idx_write_sorted(GsIdxBuild *b)
 		gs_btw_finish(w);
 }
 
+/* this thread's CPU time (user and system) so far, in ms; 0 if unknown */
+static double
+gs_idx_thread_cpu_ms(void)
+{
+#ifdef RUSAGE_THREAD
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_THREAD, &ru) == 0)
+		return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000.0 +
+			(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000.0;
+#endif
+	return 0;
+}
+
 /*
  * Build the index.  Returns false, with nothing written, when it had to
  * give up (then btbuild builds it); *reltuples gets the heap tuple count.
@@ -1105,6 +1121,8 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	double		runs_ms;
 	double		reduce_ms;
 	double		end_ms;
+	double		cpu0;
+	double		end_cpu_ms;
 	char	   *wreport = NULL;
 
 	if (!gs_idx_init(&b, heap, index, indexInfo))
@@ -1169,6 +1187,7 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	runs_ms = b.runs_ms;
 
 	INSTR_TIME_SET_CURRENT(t0);
+	cpu0 = gs_idx_thread_cpu_ms();
 	if (b.nruns > 0)
 	{
 		/* runs on disk: merge them into the index, with all the memory */
@@ -1180,6 +1199,7 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	else
 		gs_idx_write_sorted(&b);
 	end_ms = gs_idx_ms_since(t0);
+	end_cpu_ms = gs_idx_thread_cpu_ms() - cpu0;
 
 	if (par != NULL)
 	{
@@ -1195,17 +1215,20 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 		ereport(DEBUG2,
 				(errmsg_internal("gpusort index \"%s\": %.0f rows, %d-byte keys%s; "
 								 "scan %.1f ms with %d workers; the leader wrote %d runs in %.1f ms (sort %.1f ms)%s%s%s%s; "
-								 "%d runs merged: %d merge passes %.1f ms, final merge and write %.1f ms (%d merge threads)",
+								 "%d runs merged: %d merge passes %.1f ms, final merge and write %.1f ms (%d merge threads; the leader waited %.1f ms for them%s%s; its CPU %.1f ms, page writes %.1f ms)",
 								 RelationGetRelationName(index), b.indtuples,
 								 b.keybytes, b.exact ? "" : " (tie-breaks)",
 								 scan_ms, nworkers, b.nruns_written,
 								 b.runs_ms, b.sort_ms,
-								 reduce_ms > 0 ? psprintf(" and merged its own into one in %.1f ms", reduce_ms) : "",
+								 reduce_ms > 0 ? psprintf(" and merged its own in %.1f ms", reduce_ms) : "",
 								 wreport ? "; " : "", wreport ? wreport : "",
 								 nworkers > 0 ? psprintf("; workers' runs collected in %.1f ms", collect_ms) : "",
 								 b.nruns_merged, b.npasses, passes_ms,
 								 end_ms - passes_ms - late_runs_ms,
-								 b.nstreams)));
+								 b.nstreams, b.final_wait_ms,
+								 b.final_report ? "; " : "",
+								 b.final_report ? b.final_report : "",
+								 end_cpu_ms, b.write_ms)));
 	}
 	else
 		ereport(DEBUG2,

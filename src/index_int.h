@@ -174,6 +174,9 @@ typedef struct GsIdxBuild
 	int			npasses;		/* merge passes before the final one */
 	int			nstreams;		/* threads of the final merge, or 0 */
 	int			nruns_merged;	/* runs when the merges began */
+	double		final_wait_ms;	/* the backend's wait for merge threads */
+	char	   *final_report;	/* their own times (DEBUG2), or NULL */
+	double		write_ms;		/* the page writer's WAL and smgr calls */
 
 	/* time spent, in ms: sorting (engine and tie-breaks), writing runs */
 	double		sort_ms;
@@ -341,10 +344,12 @@ extern void gs_idx_spill_finish(GsIdxBuild *b);
 /* index_merge.c */
 
 /*
- * Merge b's runs into one (a parallel build's participant, before the
- * leader's final merge), in passes within b->mem_limit.
+ * Merge b's runs down to at most maxruns (a parallel build's participant,
+ * before the leader's final merge), in passes within b->mem_limit.
  */
-extern void gs_idx_spill_reduce(GsIdxBuild *b);
+extern void gs_idx_spill_reduce(GsIdxBuild *b, int maxruns);
+extern int	gs_idx_final_fanin(GsIdxBuild *b, Size mem);
+extern int	gs_idx_reduce_budget(GsIdxBuild *b, int nparticipants);
 
 /* write the index from the runs: merge passes, then the final merge */
 extern void gs_idx_spill_build(GsIdxBuild *b);
@@ -434,5 +439,6 @@ extern void gs_btw_tuples_transient(GsBtWriter *w);
 
 /* write the last pages of every level and the metapage; sync */
 extern void gs_btw_finish(GsBtWriter *w);
+extern double gs_btw_write_ms(GsBtWriter *w);
 
 #endif							/* GPUSORT_INDEX_INT_H */

@@ -388,7 +388,10 @@ static void
 gs_final_end(GsFinal *f)
 {
 	if (f->w != NULL)
+	{
 		gs_btw_finish(f->w);
+		f->b->write_ms = gs_btw_write_ms(f->w);
+	}
 }
 
 /* the final merge of runs[0 .. n-1], in the backend alone */
@@ -655,9 +658,55 @@ gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 	gs_final_end(&f);
 	if (f.count != rows)
 		elog(ERROR, "gpusort: the index merge lost rows");
+	for (i = 0; i < ns; i++)
+	{
+		b->final_wait_ms += gs_stream_wait_ms(sm.st[i]);
+		if (message_level_is_interesting(DEBUG2))
+		{
+			StringInfoData buf;
+
+			initStringInfo(&buf);
+			gs_stream_report(sm.st[i], &buf);
+			b->final_report = MemoryContextStrdup(oldcxt, buf.data);
+		}
+	}
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextDelete(cxt);
 	return true;
+}
+
+/*
+ * The most runs the final merge takes without a merge pass before it, for
+ * mem bytes.  A read buffer per run and one for the output; when the keys
+ * alone order the rows the merge runs on threads (gs_merge_final_streams),
+ * whose readers take half of the memory in buffers of 32 kB or more.
+ */
+int
+gs_idx_final_fanin(GsIdxBuild *b, Size mem)
+{
+	int			fanin;
+
+	if (b->exact)
+		fanin = (int) Min(mem / 2 / GS_RUN_BUFFER_MIN,
+						  (Size) GS_MERGE_MAX_FANIN) - 1;
+	else
+		fanin = (int) Min(mem / GS_RUN_BUFFER, (Size) GS_MERGE_MAX_FANIN) - 1;
+	return Max(fanin, GS_MERGE_MIN_FANIN);
+}
+
+/*
+ * A parallel participant's share of that: when the keys alone order the
+ * rows, each of nparticipants may leave this many runs to the final merge,
+ * which merges them on threads; otherwise one, as the final merge of
+ * tie-broken keys is the backend's alone.
+ */
+int
+gs_idx_reduce_budget(GsIdxBuild *b, int nparticipants)
+{
+	if (!b->exact)
+		return 1;
+	return Max(1, gs_idx_final_fanin(b, (Size) maintenance_work_mem * 1024) /
+			   Max(nparticipants, 1));
 }
 
 /* one merge pass: groups of at most fanin runs, each into one run */
@@ -686,13 +735,14 @@ gs_merge_pass(GsIdxBuild *b, int fanin, Size bufsize)
 }
 
 void
-gs_idx_spill_reduce(GsIdxBuild *b)
+gs_idx_spill_reduce(GsIdxBuild *b, int maxruns)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(b->cxt);
 	instr_time	t0;
 
+	maxruns = Max(maxruns, 1);
 	INSTR_TIME_SET_CURRENT(t0);
-	while (b->nruns > 1)
+	while (b->nruns > maxruns)
 	{
 		Size		bufsize;
 		int			fanin;
@@ -703,6 +753,8 @@ gs_idx_spill_reduce(GsIdxBuild *b)
 									GS_RUN_BUFFER));
 		fanin = (int) Min(b->mem_limit / bufsize, (Size) GS_MERGE_MAX_FANIN) - 1;
 		fanin = Max(fanin, GS_MERGE_MIN_FANIN);
+		/* no more merging than it takes to get down to maxruns */
+		fanin = Min(fanin, Max(2, (b->nruns + maxruns - 1) / maxruns));
 		gs_merge_pass(b, fanin, bufsize);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -721,9 +773,7 @@ gs_idx_spill_build(GsIdxBuild *b)
 
 	gs_idx_spill_finish(b);
 
-	/* fan-in from memory: a read buffer per run, one for the output */
-	fanin = (int) Min(mem / GS_RUN_BUFFER, (Size) GS_MERGE_MAX_FANIN) - 1;
-	fanin = Max(fanin, GS_MERGE_MIN_FANIN);
+	fanin = gs_idx_final_fanin(b, mem);
 	bufsize = Max(GS_RUN_BUFFER_MIN, mem / (fanin + 1));
 	bufsize = Min(bufsize, GS_RUN_BUFFER);
 	bufsize = MAXALIGN_DOWN(bufsize);

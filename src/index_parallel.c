@@ -309,14 +309,14 @@ gs_idx_parallel_scan(GsIdxParallel *p, GsIdxBuild *b, IndexInfo *indexInfo)
 									 gs_idx_collect, b,
 									 GsIdxSharedScan(p->shared));
 
-		/* a leader that wrote runs merges them into one, as workers do */
+		/* a leader that wrote runs merges them down, as workers do */
 		if (b->nruns > 0)
 		{
 			if (b->n > 0)
 				gs_idx_spill_run(b);
 			/* the merge's buffers take the memory the arena held */
 			gs_idx_arena_free(b);
-			gs_idx_spill_reduce(b);
+			gs_idx_spill_reduce(b, gs_idx_reduce_budget(b, p->shared->nslots + 1));
 		}
 	}
 
@@ -553,9 +553,9 @@ gs_idx_parallel_report(GsIdxParallel *p)
 			appendStringInfo(&s, "; worker %d: %.0f rows in %.1f ms, kept in memory",
 							 i, slot->rows, slot->scan_ms);
 		else
-			appendStringInfo(&s, "; worker %d: %.0f rows in %.1f ms, %d runs written in %.1f ms and merged into one in %.1f ms",
+			appendStringInfo(&s, "; worker %d: %.0f rows in %.1f ms, %d runs written in %.1f ms, merged into %d in %.1f ms",
 							 i, slot->rows, slot->scan_ms, slot->nwritten,
-							 slot->runs_ms, slot->merge_ms);
+							 slot->runs_ms, slot->nruns, slot->merge_ms);
 	}
 	return s.data;
 }
@@ -883,8 +883,8 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 			dsa_free(w.area, w.first);
 			w.first = next;
 		}
-		if (b->nruns > 1)
-			gs_idx_spill_reduce(b);
+		gs_idx_spill_reduce(b, gs_idx_reduce_budget(b, sh->nslots +
+													(parallel_leader_participation ? 1 : 0)));
 
 		dp = dsa_allocate(w.area, b->nruns * sizeof(GsIdxRun));
 		memcpy(dsa_get_address(w.area, dp), b->runs,

@@ -82,6 +82,7 @@ struct GsBtWriter
 								 * it (no posting list started yet) */
 
 	int64		ndone;			/* tuples added, for progress */
+	instr_time	write_time;		/* in WAL and smgr calls */
 };
 
 static void gs_btw_level_add(GsBtWriter *w, GsBtLevel *lv, IndexTuple itup,
@@ -121,7 +122,10 @@ static void
 gs_btw_write_page(GsBtWriter *w, Page page, BlockNumber blkno)
 {
 	SMgrRelation smgr;
+	instr_time	t0;
+	instr_time	t1;
 
+	INSTR_TIME_SET_CURRENT(t0);
 	if (w->use_wal)
 		log_newpage(GS_REL_PHYSICAL(w->index), MAIN_FORKNUM, blkno, page, true);
 
@@ -146,6 +150,8 @@ gs_btw_write_page(GsBtWriter *w, Page page, BlockNumber blkno)
 	}
 	else
 		smgrwrite(smgr, MAIN_FORKNUM, blkno, (char *) page, true);
+	INSTR_TIME_SET_CURRENT(t1);
+	INSTR_TIME_ACCUM_DIFF(w->write_time, t1, t0);
 
 	if (w->spare == NULL)
 		w->spare = page;
@@ -526,6 +532,13 @@ gs_btw_add(GsBtWriter *w, IndexTuple itup, bool maybe_dup)
 	if (++w->ndone % GS_BTW_PROGRESS_EVERY == 0)
 		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE,
 									 w->ndone);
+}
+
+/* time spent writing pages (WAL and smgr), in ms */
+double
+gs_btw_write_ms(GsBtWriter *w)
+{
+	return INSTR_TIME_GET_MILLISEC(w->write_time);
 }
 
 void

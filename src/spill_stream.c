@@ -116,12 +116,32 @@ struct GsStream
 	dlist_node	node;			/* in live_streams */
 	MemoryContextCallback cb;
 
+	/*
+	 * The thread's own time, in ns, read once it is done: reading the file,
+	 * giving its space back, waiting for a free block (the reader is
+	 * slower), and a cascade's waiting for its inputs' blocks.
+	 */
+	uint64		t_read;
+	uint64		t_discard;
+	uint64		t_full;
+	uint64		t_inputs;
+
 	/* the backend's side */
 	double		wait_ms;		/* time it waited for blocks */
 	int			cblk;			/* block being read */
 	bool		holding;		/* cblk is full and being read */
 	size_t		cpos;
 };
+
+/* a thread's clock, in ns */
+static inline uint64
+gs_stream_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 /*
  * Move a reader to its next row, which ends up whole in its buffer: 0, or
@@ -139,9 +159,12 @@ gs_reader_next(GsStream *st, GsReader *r)
 	r->rowlen = 0;
 	if (r->left == 0)
 	{
+		uint64		t0 = gs_stream_ns();
+
 		r->eof = true;
 		r->k0 = PG_UINT64_MAX;
 		r->given_back = gs_temp_discard(st->file, r->given_back, r->end, true);
+		st->t_discard += gs_stream_ns() - t0;
 		return 0;
 	}
 	r->left--;
@@ -153,19 +176,25 @@ gs_reader_next(GsStream *st, GsReader *r)
 			size_t		have = r->rlen - r->rpos;
 			size_t		want = Min((int64) (r->size - have), r->end - r->pos);
 			int			err;
+			uint64		t0;
+			uint64		t1;
 
 			if (have + want < need)
 				return -1;
 			memmove(r->buf, r->buf + r->rpos, have);
+			t0 = gs_stream_ns();
 			err = gs_temp_pread(st->file, r->buf + have, want, r->pos);
 			if (err)
 				return err;
 			r->pos += want;
 			r->rpos = 0;
 			r->rlen = have + want;
+			t1 = gs_stream_ns();
 			/* everything before the buffer's bytes has been read */
 			r->given_back = gs_temp_discard(st->file, r->given_back,
 											r->pos - r->rlen, false);
+			st->t_read += t1 - t0;
+			st->t_discard += gs_stream_ns() - t1;
 		}
 		if (pass == 0)
 		{
@@ -257,8 +286,14 @@ gs_stream_wait_free(GsStream *st)
 	bool		stop;
 
 	pthread_mutex_lock(&st->lock);
-	while (st->nfull == STREAM_BLOCKS && !st->stop)
-		pthread_cond_wait(&st->cv, &st->lock);
+	if (st->nfull == STREAM_BLOCKS && !st->stop)
+	{
+		uint64		t0 = gs_stream_ns();
+
+		while (st->nfull == STREAM_BLOCKS && !st->stop)
+			pthread_cond_wait(&st->cv, &st->lock);
+		st->t_full += gs_stream_ns() - t0;
+	}
 	stop = st->stop;
 	pthread_mutex_unlock(&st->lock);
 	return !stop;
@@ -435,8 +470,14 @@ gs_cascade_input_next(GsStream *in, int *err)
 		if (likely(rec != NULL))
 			return rec;
 		pthread_mutex_lock(&in->lock);
-		while (in->nfull == 0 && !in->done && !in->stop)
-			pthread_cond_wait(&in->cv, &in->lock);
+		if (in->nfull == 0 && !in->done && !in->stop)
+		{
+			uint64		t0 = gs_stream_ns();
+
+			while (in->nfull == 0 && !in->done && !in->stop)
+				pthread_cond_wait(&in->cv, &in->lock);
+			in->owner->t_inputs += gs_stream_ns() - t0;
+		}
 		if (in->stop)
 			*err = CASCADE_STOPPED;
 		else if (in->nfull > 0)
@@ -874,6 +915,33 @@ gs_stream_at_exit(int code, Datum arg)
 	/* stopping an input stops its cascade too: not an iteration */
 	while (!dlist_is_empty(&live_streams))
 		gs_stream_stop(dlist_head_element(GsStream, node, &live_streams));
+}
+
+/*
+ * Append where a finished stream's thread spent its time (and, for a
+ * cascade, its inputs'): "read/discard/blocked[/inputs] ms".
+ */
+void
+gs_stream_report(GsStream *st, StringInfo buf)
+{
+	int			i;
+
+	appendStringInfo(buf, "%s read %.0f, discard %.0f, blocked %.0f",
+					 st->ninputs > 0 ? "cascade" : "stream",
+					 st->t_read / 1e6, st->t_discard / 1e6, st->t_full / 1e6);
+	if (st->ninputs > 0)
+	{
+		appendStringInfo(buf, ", inputs %.0f ms [", st->t_inputs / 1e6);
+		for (i = 0; i < st->ninputs; i++)
+		{
+			if (i > 0)
+				appendStringInfoString(buf, "; ");
+			gs_stream_report(st->inputs[i], buf);
+		}
+		appendStringInfoChar(buf, ']');
+	}
+	else
+		appendStringInfoString(buf, " ms");
 }
 
 /* how long the backend waited for this stream's thread, in ms */
