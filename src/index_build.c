@@ -1076,8 +1076,10 @@ gs_idx_write_sorted(GsIdxBuild *b)
 					   b->colwords * sizeof(uint64)) == 0;
 		if (b->sink != NULL)
 			b->sink(b->sink_arg, sorted[i]);
+		else if (maybe_dup)
+			gs_btw_add(w, sorted[i], true);
 		else
-			gs_btw_add(w, sorted[i], maybe_dup);
+			gs_btw_add_distinct(w, sorted[i]);
 	}
 	if (w != NULL)
 		gs_btw_finish(w);

@@ -436,6 +436,8 @@ extern void gs_btw_add(GsBtWriter *w, IndexTuple itup, bool maybe_dup);
  * read buffers): the writer copies what it keeps.
  */
 extern void gs_btw_tuples_transient(GsBtWriter *w);
+extern void gs_btw_add_distinct(GsBtWriter *w, IndexTuple itup);
+extern void gs_btw_settle(GsBtWriter *w);
 
 /* write the last pages of every level and the metapage; sync */
 extern void gs_btw_finish(GsBtWriter *w);

@@ -630,6 +630,47 @@ gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 	tree[0] = gs_loser_tree_build(tree, ns, gs_stream_before_cb, &sm);
 
 	gs_final_begin(b, &f);
+	if (ns == 1 && b->sink == NULL && !b->isunique)
+	{
+		/*
+		 * One stream (the cascade's) and no unique check: its blocks are
+		 * walked in place, and a tuple whose key columns differ from the
+		 * one before it goes to the page writer's short path.
+		 */
+		GsStreamIn *in = &sm.in[0];
+
+		while (in->rec != NULL)
+		{
+			const char *rec;
+			const uint64 *prev = f.first ? NULL : f.prevkey;
+
+			for (rec = in->rec; rec < in->end;
+				 rec += gs_idx_row_len(rec, b->keybytes))
+			{
+				const uint64 *key = gs_rec_key(rec);
+				IndexTuple	itup = gs_rec_tuple(b, (char *) rec);
+
+				__builtin_prefetch(rec + GS_STREAM_PREFETCH);
+				if (likely(prev == NULL ||
+						   !gs_words_equal(prev, key, b->colwords)))
+					gs_btw_add_distinct(f.w, itup);
+				else
+					gs_btw_add(f.w, itup, true);
+				prev = key;
+				f.count++;
+			}
+			/* the block goes back to the stream: keep what outlives it */
+			gs_btw_settle(f.w);
+			if (prev != NULL && prev != f.prevkey)
+			{
+				memcpy(f.prevkey, prev, b->colwords * sizeof(uint64));
+				f.first = false;
+			}
+			CHECK_FOR_INTERRUPTS();
+			in->rec = NULL;
+			gs_stream_in_next(&sm, 0);
+		}
+	}
 	for (;;)
 	{
 		int			w = tree[0];

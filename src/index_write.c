@@ -488,6 +488,87 @@ gs_btw_begin(Relation heap, Relation index, bool isunique)
 }
 
 /*
+ * The pending tuple of gs_btw_add_distinct lies where the caller's tuples
+ * do, which need not outlive the call: copied now, when the caller said
+ * its tuples are transient (gs_btw_tuples_transient).
+ */
+void
+gs_btw_settle(GsBtWriter *w)
+{
+	if (w->lone != NULL && w->basecopy != NULL && w->lone != w->basecopy)
+		gs_btw_pend(w, w->lone);
+}
+
+/*
+ * A leaf item appended to the open leaf page when it plainly fits: not one
+ * of the page's first two items, the last item no posting list, room for
+ * it with a heap TID to spare and the page above its fill target (so that
+ * gs_btw_level_add would neither close the page nor do anything else);
+ * else gs_btw_level_add.
+ */
+static inline void
+gs_btw_leaf_add(GsBtWriter *w, IndexTuple itup)
+{
+	GsBtLevel  *lv = w->leaf;
+	PageHeader	phdr = (PageHeader) lv->page;
+	Size		itemsz = MAXALIGN(IndexTupleSize(itup));
+	int			freespace = (int) phdr->pd_upper - (int) phdr->pd_lower -
+		(int) sizeof(ItemIdData);
+
+	if (likely(lv->lastoff > P_FIRSTKEY && lv->lastextra == 0 &&
+			   itemsz <= 64 &&
+			   freespace >= (int) (itemsz + MAXALIGN(sizeof(ItemPointerData))) &&
+			   freespace >= (int) lv->target_free))
+	{
+		LocationIndex upper = phdr->pd_upper - (LocationIndex) itemsz;
+		OffsetNumber off = OffsetNumberNext(lv->lastoff);
+		ItemIdData	lp;
+
+		gs_btw_copy_item((char *) lv->page + upper, (const char *) itup,
+						 itemsz);
+		lp.lp_off = upper;
+		lp.lp_flags = LP_NORMAL;
+		lp.lp_len = itemsz;
+		*PageGetItemId(lv->page, off) = lp;
+		phdr->pd_lower += sizeof(ItemIdData);
+		phdr->pd_upper = upper;
+		lv->lastoff = off;
+		return;
+	}
+	gs_btw_level_add(w, lv, itup, 0);
+}
+
+/*
+ * Add the next tuple, whose key columns differ from the one before it (no
+ * posting list can take it): gs_btw_add(w, itup, false) on its short path,
+ * for the merges that know where keys change.  With deduplication the
+ * tuple is kept pending, where it lies, and goes to the page when the next
+ * one comes: when the caller's tuples are transient it must call
+ * gs_btw_settle before the memory they lie in is reused.
+ */
+void
+gs_btw_add_distinct(GsBtWriter *w, IndexTuple itup)
+{
+	if (unlikely(w->leaf == NULL || (w->dedup && w->dstate->nitems > 0)))
+	{
+		gs_btw_add(w, itup, false);
+		return;
+	}
+	if (w->dedup)
+	{
+		if (w->lone != NULL)
+			gs_btw_leaf_add(w, w->lone);
+		w->lone = itup;
+	}
+	else
+		gs_btw_leaf_add(w, itup);
+
+	if (++w->ndone % GS_BTW_PROGRESS_EVERY == 0)
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE,
+									 w->ndone);
+}
+
+/*
  * Add the next tuple.  itup must stay valid until the next call and, if it
  * becomes the base of a posting list, until that list is written, unless
  * gs_btw_tuples_transient was called (then the writer keeps a copy).
@@ -497,6 +578,8 @@ gs_btw_add(GsBtWriter *w, IndexTuple itup, bool maybe_dup)
 {
 	if (w->leaf == NULL)
 		w->leaf = gs_btw_level_start(w, 0);
+	/* a posting list may start from the pending tuple: it must stay */
+	gs_btw_settle(w);
 
 	if (!w->dedup)
 		gs_btw_level_add(w, w->leaf, itup, 0);
