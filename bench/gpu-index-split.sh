@@ -3,11 +3,17 @@
 # bench/gpu-env.sh), each case as PostgreSQL's build, then gpusort's with
 # its own page-by-page heap scan (gpusort.index_page_scan on), then with
 # PostgreSQL's scan (off), in that order, with every DEBUG2 line of
-# gpusort's builds kept: where the time goes.
+# gpusort's builds kept: where the time goes.  The ORDER BY cases of #16
+# (ext: int8 with work_mem 64MB, mem: int8 in memory, text: md5 text in
+# memory, all with 8 workers allowed on both sides) can be added to CASES;
+# their EXPLAIN ANALYZE (gpusort's, after its runs) goes to $OUT/explain.txt.
 #   run  command="OUT=$OUT bash bench/gpu-index-split.sh"  carry=[".gpu"]
-# Results: $OUT/split.md (table), $OUT/splits.txt (DEBUG2 lines), $OUT/env.txt.
-# Env: ROWS (default 50000000), CASES (default all, in this order:
+# Results: $OUT/split.md (table), $OUT/splits.txt (DEBUG2 lines), $OUT/env.txt,
+# $OUT/explain.txt, $OUT/logs.txt (setup logs), $OUT/errors.txt (if any).
+# Env: ROWS (default 50000000), CASES (default, in this order:
 # idx8_64 idx8_1g idx0_64 idx0_1g reindex3), VARIANTS (default "on off"),
+# RUNS (gpusort's runs of each variant, default 1; the table shows the
+# median, the lower of two),
 # DEADLINE seconds after which no statement starts (default 480).
 set -uo pipefail
 T0=$(date +%s)
@@ -17,6 +23,7 @@ ROWS=${ROWS:-50000000}
 DEADLINE=${DEADLINE:-480}
 CASES=${CASES:-idx8_64 idx8_1g idx0_64 idx0_1g reindex3}
 VARIANTS=${VARIANTS:-on off}
+RUNS=${RUNS:-1}
 OUT=${OUT:-/tmp/gpu-index-split}
 mkdir -p "$OUT"
 
@@ -45,7 +52,11 @@ pgsql -qc "CREATE EXTENSION IF NOT EXISTS gpusort"
 say "built; $(tail -1 "$OUT/env.txt")"
 
 CI="DROP INDEX IF EXISTS g50_s; CREATE INDEX g50_s ON g50(k)"
+PAR="SET max_parallel_workers_per_gather = 8; SET max_parallel_workers = 8; SET gpusort.parallel_load_mem = '64GB'"
 declare -A CASE=(
+	[ext]="$PAR; SET work_mem = '64MB'|SELECT * FROM g50 ORDER BY k OFFSET $ROWS"
+	[mem]="$PAR; SET work_mem = '16GB'|SELECT * FROM g50 ORDER BY k OFFSET $ROWS"
+	[text]="$PAR; SET work_mem = '16GB'|SELECT * FROM g50 ORDER BY t OFFSET $ROWS"
 	[idx8_64]="SET max_parallel_maintenance_workers = 8; SET maintenance_work_mem = '64MB'|$CI"
 	[idx8_1g]="SET max_parallel_maintenance_workers = 8; SET maintenance_work_mem = '1GB'|$CI"
 	[idx0_64]="SET max_parallel_maintenance_workers = 0; SET maintenance_work_mem = '64MB'|$CI"
@@ -68,11 +79,20 @@ t() {
 	e=$(( ($(date +%s%N) - s) / 1000000 ))
 	grep -q ERROR "$OUT/stmt.err" && { e="ERR"; cat "$OUT/stmt.err" >>"$OUT/errors.txt"; }
 	grep -h "gpusort index\|built by" "$OUT/stmt.err" | sed "s/^/$v $c: /" >>"$OUT/splits.txt"
-	RES[$v,$c]=$e
+	RES[$v,$c]+="$e "
 	say "$v $c: $e ms"
 }
 
+# EXPLAIN ANALYZE of an ORDER BY case, gpusort's: the time split
+explain() {
+	local c=$1 set=${CASE[$1]%%|*} q=${CASE[$1]#*|}
+	[ "$(left)" -gt 0 ] || return
+	{ echo "== $c"; pgsql -c "$set" -c "EXPLAIN (ANALYZE, TIMING OFF) $q"; } >>"$OUT/explain.txt" 2>&1
+}
+med() { printf '%s\n' "$@" | grep -E '^[0-9]+$' | sort -n | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print "-"}'; }
+
 t on idx8_1g
+RES[on,idx8_1g]=""
 for c in $CASES; do
 	if [ "$c" = reindex3 ]; then
 		pgsql -q -c "DROP INDEX IF EXISTS g50_s" -c "SET maintenance_work_mem = '1GB'" \
@@ -81,22 +101,31 @@ for c in $CASES; do
 			-c "CREATE INDEX IF NOT EXISTS g50_r3 ON g50 (id, k)"
 	fi
 	t PostgreSQL "$c"
-	for v in $VARIANTS; do t "$v" "$c"; done
+	for ((r = 0; r < RUNS; r++)); do
+		for v in $VARIANTS; do t "$v" "$c"; done
+	done
+	case $c in ext|mem|text) explain "$c" ;; esac
 done
 
 {
 	echo "| case | PostgreSQL ms | $(for v in $VARIANTS; do printf 'page_scan=%s ms | ' "$v"; done)$(for v in $VARIANTS; do printf '%s speedup | ' "$v"; done)"
 	echo "| --- | ---: |$(for v in $VARIANTS; do printf ' ---: | ---: |'; done)"
 	for c in $CASES; do
-		p=${RES[PostgreSQL,$c]:-}
+		# shellcheck disable=SC2086
+		p=$(med ${RES[PostgreSQL,$c]:-})
 		printf '| %s | %s | ' "$c" "$p"
-		for v in $VARIANTS; do printf '%s | ' "${RES[$v,$c]:-}"; done
+		for v in $VARIANTS; do printf '%s (%s) | ' "$(med ${RES[$v,$c]:-})" "${RES[$v,$c]:-}"; done
 		for v in $VARIANTS; do
-			awk -v p="$p" -v x="${RES[$v,$c]:-}" 'BEGIN {if (p+0 > 0 && x+0 > 0) printf "%.2fx | ", p / x; else printf "- | "}'
+			# shellcheck disable=SC2086
+			awk -v p="$p" -v x="$(med ${RES[$v,$c]:-})" 'BEGIN {if (p+0 > 0 && x+0 > 0) printf "%.2fx | ", p / x; else printf "- | "}'
 		done
 		echo
 	done
 } >"$OUT/split.md"
 cat "$OUT/split.md"
 cat "$OUT/env.txt"
+grep -hE "^==|GpuSort|Workers|Load|Merge|Sort Time|Rows Copied|Execution" "$OUT"/explain.txt 2>/dev/null | head -40
+# at most 8 files come back from the GPU machine: the logs in one
+for f in pgup build data; do echo "== $f.log"; cat "$OUT/$f.log"; done >"$OUT/logs.txt" 2>&1
+rm -f "$OUT/pgup.log" "$OUT/build.log" "$OUT/data.log" "$OUT/stmt.err"
 say done

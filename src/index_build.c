@@ -1154,6 +1154,7 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	if (par != NULL)
 	{
 		nworkers = gs_idx_parallel_nworkers(par);
+		b.merge_threads = nworkers + 1;
 		*reltuples = gs_idx_parallel_scan(par, &b, indexInfo);
 	}
 	else

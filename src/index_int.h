@@ -173,6 +173,9 @@ typedef struct GsIdxBuild
 	GsRunBg    *bg;
 	int			npasses;		/* merge passes before the final one */
 	int			nstreams;		/* threads of the final merge, or 0 */
+	int			merge_threads;	/* threads the final merge may take beyond
+								 * gpusort.cpu_threads: a parallel build's
+								 * participants, whose cores are free by then */
 	int			nruns_merged;	/* runs when the merges began */
 	double		final_wait_ms;	/* the backend's wait for merge threads */
 	char	   *final_report;	/* their own times (DEBUG2), or NULL */

@@ -528,13 +528,13 @@ gs_stream_before_cb(void *arg, int a, int bb)
  * file and the parsing of its records off the backend.
  */
 static int
-gs_merge_nstreams(int n)
+gs_merge_nstreams(int n, int threads)
 {
 	int			ns = n / GS_STREAM_MIN_RUNS;
 
 	if (ns < 2)
 		ns = n;
-	ns = Min(ns, gpusort_cpu_threads);
+	ns = Min(ns, threads);
 	return Min(ns, 16);
 }
 
@@ -550,6 +550,7 @@ gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 	size_t		block_size;
 	int		   *tree;
 	int			ns;
+	int			threads;
 	bool		cascade;
 	int			i;
 
@@ -558,7 +559,8 @@ gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 		return false;
 	for (i = 0; i < n; i++)
 		rows += runs[i].nrows;
-	ns = gs_merge_nstreams(n);
+	threads = Max(gpusort_cpu_threads, b->merge_threads);
+	ns = gs_merge_nstreams(n, threads);
 	if (ns < 2)
 		return false;
 
@@ -568,9 +570,9 @@ gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 	 * entirely, which is left with the pages, the final phase's
 	 * bottleneck.  A stream fewer is well worth that.
 	 */
-	cascade = gpusort_cpu_threads >= 3;
+	cascade = threads >= 3;
 	if (cascade)
-		ns = Min(ns, gpusort_cpu_threads - 1);
+		ns = Min(ns, threads - 1);
 
 	read_size = Max(GS_RUN_BUFFER_MIN, mem / 2 / n);
 	read_size = MAXALIGN_DOWN(Min(read_size, GS_RUN_BUFFER));
@@ -764,8 +766,12 @@ gs_merge_pass(GsIdxBuild *b, int fanin, Size bufsize)
 		/* groups of nearly equal sizes */
 		int			end = (int) (((int64) b->nruns * (g + 1)) / ngroups);
 
-		out[g] = gs_merge_pass_group(b, b->runs + start, end - start,
-									 bufsize);
+		/* a run alone in its group stays as it is */
+		if (end - start == 1)
+			out[g] = b->runs[start];
+		else
+			out[g] = gs_merge_pass_group(b, b->runs + start, end - start,
+										 bufsize);
 		start = end;
 	}
 	pfree(b->runs);

@@ -457,11 +457,11 @@ gs_stream_take(GsStream *st)
 #define CASCADE_STOPPED		(-2)
 
 /*
- * A cascade's thread takes an input's next record: NULL at its end, or,
+ * A cascade's thread (st) takes an input's next record: NULL at its end, or,
  * with *err set, on its failure or stop.
  */
 static const char *
-gs_cascade_input_next(GsStream *in, int *err)
+gs_cascade_input_next(GsStream *st, GsStream *in, int *err)
 {
 	for (;;)
 	{
@@ -476,7 +476,7 @@ gs_cascade_input_next(GsStream *in, int *err)
 
 			while (in->nfull == 0 && !in->done && !in->stop)
 				pthread_cond_wait(&in->cv, &in->lock);
-			in->owner->t_inputs += gs_stream_ns() - t0;
+			st->t_inputs += gs_stream_ns() - t0;
 		}
 		if (in->stop)
 			*err = CASCADE_STOPPED;
@@ -524,7 +524,7 @@ gs_cascade_advance(GsStream *st, int i)
 
 	if (unlikely(rec == NULL))
 	{
-		rec = gs_cascade_input_next(st->inputs[i], &err);
+		rec = gs_cascade_input_next(st, st->inputs[i], &err);
 		if (err)
 		{
 			gs_stream_finish(st, err);
