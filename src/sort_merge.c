@@ -619,15 +619,12 @@ gs_merge_chunk_rows(GsSortState *s, uint32 *rows, uint32 *keyidx)
 /*
  * The final merge on threads (see the top of the file), or NULL where it
  * can't be: keys that need PostgreSQL's comparators for ties, a single
- * thread allowed, or rows too large for a stream's blocks.  After a
- * parallel load it takes as many stream threads as processes loaded the
- * rows, where gpusort.cpu_threads is lower: their cores are idle by then.
+ * thread allowed, or rows too large for a stream's blocks.
  */
 GsMerge *
 gs_merge_streams(GsSortState *s)
 {
-	int			nstreams = Min(Max(gpusort_cpu_threads, s->bulk_threads),
-							   Min(s->nruns, 16));
+	int			nstreams = Min(gpusort_cpu_threads, s->nruns);
 	size_t		block;
 	size_t		readsize;
 	GsStream  **streams;
