@@ -11,7 +11,9 @@
 # Results: $OUT/split.md (table), $OUT/splits.txt (DEBUG2 lines), $OUT/env.txt,
 # $OUT/explain.txt, $OUT/logs.txt (setup logs), $OUT/errors.txt (if any).
 # Env: ROWS (default 50000000), CASES (default, in this order:
-# idx8_64 idx8_1g idx0_64 idx0_1g reindex3), VARIANTS (default "on off"),
+# idx8_64 idx8_1g idx0_64 idx0_1g reindex3; also cluster: CLUSTER of a
+# copy of g50 by a 1GB-built index on k, made again before each run),
+# VARIANTS (default "on off"),
 # RUNS (gpusort's runs of each variant, default 1; the table shows the
 # median, the lower of two), FIRST (gpusort: its runs of a case before
 # PostgreSQL's rather than after, which leaves them the memory a big
@@ -64,6 +66,11 @@ declare -A CASE=(
 	[idx0_64]="SET max_parallel_maintenance_workers = 0; SET maintenance_work_mem = '64MB'|$CI"
 	[idx0_1g]="SET max_parallel_maintenance_workers = 0; SET maintenance_work_mem = '1GB'|$CI"
 	[reindex3]="SET maintenance_work_mem = '1GB'|REINDEX TABLE g50"
+	[cluster]="SET maintenance_work_mem = '1GB'|CLUSTER gc50 USING gc50_k"
+)
+# made again, untimed, before each timed run of a case
+declare -A PREP=(
+	[cluster]="DROP TABLE IF EXISTS gc50; CREATE UNLOGGED TABLE gc50 AS SELECT * FROM g50; SET maintenance_work_mem = '1GB'; CREATE INDEX gc50_k ON gc50 (k); VACUUM ANALYZE gc50"
 )
 declare -A RES
 
@@ -75,6 +82,8 @@ t() {
 		PostgreSQL) extra="SET gpusort.enabled = off" ;;
 		*) extra="SET gpusort.index_page_scan = $v; SET client_min_messages = debug2" ;;
 	esac
+	# one statement at a time: VACUUM cannot run in the implicit transaction of -c
+	[ -n "${PREP[$c]:-}" ] && pgsql -q >/dev/null 2>>"$OUT/errors.txt" <<<"${PREP[$c]};"
 	echo "$v $c: before: $(grep -E '^(Dirty|Writeback):' /proc/meminfo | tr -s ' ' | tr '\n' ' ')" >>"$OUT/splits.txt"
 	s=$(date +%s%N)
 	pgsql -q -c "$extra; $set" -c "$q" >/dev/null 2>"$OUT/stmt.err"

@@ -46,7 +46,9 @@ for ((r = 0; r < PERF_RUNS; r++)); do
 	say "unprofiled run: $(( ($(date +%s%N) - s) / 1000000 )) ms"
 done
 
-pgsql -q -c "$PERF_SET; SET client_min_messages = debug2" -c "$PERF_SQL" >"$OUT/stmt.txt" 2>&1 &
+# untimed statements first, one at a time (PERF_PREP)
+[ -n "${PERF_PREP:-}" ] && pgsql -q >/dev/null 2>&1 <<<"$PERF_PREP;"
+pgsql -q -c "$PERF_SET; SET client_min_messages = debug2; SET gpusort.log_index_builds = on" -c "$PERF_SQL" >"$OUT/stmt.txt" 2>&1 &
 stmt=$!
 for i in $(seq 1 50); do
 	pid=$(pgsql -Atc "SELECT pid FROM pg_stat_activity WHERE query LIKE '%pg_sleep(1)%' AND pid <> pg_backend_pid()" | head -1)
