@@ -72,3 +72,21 @@ VACUUM ANALYZE g50;
 ALTER TABLE g50 SET (parallel_workers = 8);
 SQL
 }
+
+# The single-tree scripts' setup (bench/gpu-index-split.sh, gpu-perf.sh):
+# the table loaded while this tree builds (logs in $OUT), then installed,
+# the server restarted with GS_AB_SETTINGS and the extension created;
+# exits the calling script when that fails.
+gs_bench_setup()
+{
+	local datapid
+	(gs_ab_data >"$OUT/data.log" 2>&1) &
+	datapid=$!
+	(timeout 300 make -j12 PG_CONFIG="$PG_CONFIG" with_llvm=no all >"$OUT/build.log" 2>&1)
+	ls gpusort.so >/dev/null || { tail -20 "$OUT/build.log"; exit 1; }
+	wait $datapid
+	make PG_CONFIG="$PG_CONFIG" with_llvm=no install >/dev/null 2>&1 || { echo "install failed"; exit 1; }
+	# shellcheck disable=SC2086
+	pg_restart $GS_AB_SETTINGS || exit 1
+	pgsql -qc "CREATE EXTENSION IF NOT EXISTS gpusort"
+}

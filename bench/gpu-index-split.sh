@@ -37,15 +37,7 @@ source .gpu/pg-up.sh .gpu/debs >"$OUT/pgup.log" 2>&1
 source bench/gpu-env.sh
 
 say "build and data, at once"
-(gs_ab_data >"$OUT/data.log" 2>&1) &
-datapid=$!
-(timeout 300 make -j12 PG_CONFIG="$PG_CONFIG" with_llvm=no all >"$OUT/build.log" 2>&1)
-ls gpusort.so >/dev/null || { tail -20 "$OUT/build.log"; exit 1; }
-wait $datapid
-make PG_CONFIG="$PG_CONFIG" with_llvm=no install >/dev/null 2>&1 || { echo "install failed"; exit 1; }
-# shellcheck disable=SC2086
-pg_restart $GS_AB_SETTINGS || exit 1
-pgsql -qc "CREATE EXTENSION IF NOT EXISTS gpusort"
+gs_bench_setup
 {
 	nproc
 	grep -i huge /proc/meminfo
@@ -126,6 +118,7 @@ done
 		# shellcheck disable=SC2086
 		p=$(med ${RES[PostgreSQL,$c]:-})
 		printf '| %s | %s | ' "$c" "$p"
+		# shellcheck disable=SC2086
 		for v in $VARIANTS; do printf '%s (%s) | ' "$(med ${RES[$v,$c]:-})" "${RES[$v,$c]:-}"; done
 		for v in $VARIANTS; do
 			# shellcheck disable=SC2086
@@ -140,4 +133,4 @@ grep -hE "^==|GpuSort|Workers|Load|Merge|Sort Time|Rows Copied|Execution" "$OUT"
 # at most 8 files come back from the GPU machine: the logs in one
 for f in pgup build data; do echo "== $f.log"; cat "$OUT/$f.log"; done >"$OUT/logs.txt" 2>&1
 rm -f "$OUT/pgup.log" "$OUT/build.log" "$OUT/data.log" "$OUT/stmt.err"
-say done
+say "done"

@@ -29,15 +29,7 @@ PERF --version || { echo "perf does not run here"; exit 1; }
 source .gpu/pg-up.sh .gpu/debs >"$OUT/pgup.log" 2>&1
 # shellcheck disable=SC1091
 source bench/gpu-env.sh
-(gs_ab_data >"$OUT/data.log" 2>&1) &
-datapid=$!
-(timeout 300 make -j12 PG_CONFIG="$PG_CONFIG" with_llvm=no all >"$OUT/build.log" 2>&1)
-ls gpusort.so >/dev/null || { tail -20 "$OUT/build.log"; exit 1; }
-wait $datapid
-make PG_CONFIG="$PG_CONFIG" with_llvm=no install >/dev/null 2>&1 || { echo "install failed"; exit 1; }
-# shellcheck disable=SC2086
-pg_restart $GS_AB_SETTINGS || exit 1
-pgsql -qc "CREATE EXTENSION IF NOT EXISTS gpusort"
+gs_bench_setup
 say "built and loaded"
 
 for ((r = 0; r < PERF_RUNS; r++)); do
@@ -50,7 +42,7 @@ done
 [ -n "${PERF_PREP:-}" ] && pgsql -q >/dev/null 2>&1 <<<"$PERF_PREP;"
 pgsql -q -c "$PERF_SET; SET client_min_messages = debug2; SET gpusort.log_index_builds = on" -c "$PERF_SQL" >"$OUT/stmt.txt" 2>&1 &
 stmt=$!
-for i in $(seq 1 50); do
+for _ in $(seq 1 50); do
 	pid=$(pgsql -Atc "SELECT pid FROM pg_stat_activity WHERE query LIKE '%pg_sleep(1)%' AND pid <> pg_backend_pid()" | head -1)
 	[ -n "$pid" ] && break
 	sleep 0.05
@@ -76,4 +68,4 @@ done >"$OUT/perf-annotate.txt"
 rm -f "$OUT/perf.data"
 grep -o "final merge and write.*" "$OUT/stmt.txt" | sed 's/\[.*\]//'
 head -40 "$OUT/perf-main.txt"
-say done
+say "done"

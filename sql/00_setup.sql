@@ -270,12 +270,14 @@ LANGUAGE sql AS $fn$
 	SELECT differ FROM gs_index_check(idx)
 $fn$;
 
--- Build the index with gpusort (its LOG line shows who built it): ddl with
--- the name idx for its %I; then gs_index_check(idx, ddl).
-CREATE FUNCTION gs_build(ddl text, idx text, OUT size_diff int, OUT differ int)
+-- Build the index with gpusort (its LOG line shows who built it; msgs: the
+-- client_min_messages of the build, debug1 to see its heap scan's line):
+-- ddl with the name idx for its %I; then gs_index_check(idx, ddl).
+CREATE FUNCTION gs_build(ddl text, idx text, msgs text DEFAULT 'log',
+						 OUT size_diff int, OUT differ int)
 LANGUAGE plpgsql AS $fn$
 BEGIN
-	PERFORM set_config('client_min_messages', 'log', true);
+	PERFORM set_config('client_min_messages', msgs, true);
 	EXECUTE format(ddl, idx);
 	PERFORM set_config('client_min_messages', 'notice', true);
 	SELECT c.size_diff, c.differ INTO size_diff, differ

@@ -16,18 +16,6 @@ SET max_parallel_maintenance_workers = 0;
 SET gpusort.index_build = on;
 SET gpusort.index_page_scan = on;
 
--- the scan's line for a build, and the build's check
-CREATE FUNCTION gs_scan_build(ddl text, idx text, OUT size_diff int, OUT differ int)
-LANGUAGE plpgsql AS $fn$
-BEGIN
-	PERFORM set_config('client_min_messages', 'debug1', true);
-	EXECUTE format(ddl, idx);
-	PERFORM set_config('client_min_messages', 'notice', true);
-	SELECT c.size_diff, c.differ INTO size_diff, differ
-	FROM gs_index_check(idx::regclass, ddl) c;
-END
-$fn$;
-
 -- 1. all-visible pages: every page through gpusort's loop
 CREATE TABLE gss (id int4, k int8, t text, pad text)
 	WITH (autovacuum_enabled = off, fillfactor = 90);
@@ -37,20 +25,20 @@ SELECT i, (i * 2654435761::int8) % 100003 - 50000,
 	   repeat('p', i % 40)
 FROM generate_series(1, 20000) i;
 VACUUM (FREEZE) gss;
-SELECT * FROM gs_scan_build('CREATE INDEX %I ON gss (k)', 'gss_k');
-SELECT * FROM gs_scan_build('CREATE INDEX %I ON gss (t COLLATE "C", id)', 'gss_t');
+SELECT * FROM gs_build('CREATE INDEX %I ON gss (k)', 'gss_k', 'debug1');
+SELECT * FROM gs_build('CREATE INDEX %I ON gss (t COLLATE "C", id)', 'gss_t', 'debug1');
 -- INCLUDE columns and a NULL-heavy column come from the heap as well
-SELECT * FROM gs_scan_build('CREATE INDEX %I ON gss (id) INCLUDE (t, k)', 'gss_inc');
+SELECT * FROM gs_build('CREATE INDEX %I ON gss (id) INCLUDE (t, k)', 'gss_inc', 'debug1');
 
 -- 2. HOT chains: the pages that hold one go to PostgreSQL's scan
 UPDATE gss SET pad = pad || 'x' WHERE id % 500 = 0;
-SELECT * FROM gs_scan_build('CREATE INDEX %I ON gss (k)', 'gss_k2');
+SELECT * FROM gs_build('CREATE INDEX %I ON gss (k)', 'gss_k2', 'debug1');
 -- VACUUM leaves redirects behind: those pages stay PostgreSQL's
 VACUUM gss;
-SELECT * FROM gs_scan_build('CREATE INDEX %I ON gss (k)', 'gss_k3');
+SELECT * FROM gs_build('CREATE INDEX %I ON gss (k)', 'gss_k3', 'debug1');
 -- dead tuples of a DELETE: PostgreSQL's scan leaves them out
 DELETE FROM gss WHERE id BETWEEN 15001 AND 15400;
-SELECT * FROM gs_scan_build('CREATE UNIQUE INDEX %I ON gss (id)', 'gss_id');
+SELECT * FROM gs_build('CREATE UNIQUE INDEX %I ON gss (id)', 'gss_id', 'debug1');
 SELECT * FROM gs_same('SELECT id FROM gss ORDER BY id');
 
 -- 3. in one transaction: rows this transaction inserted are indexed as
@@ -58,13 +46,13 @@ SELECT * FROM gs_same('SELECT id FROM gss ORDER BY id');
 BEGIN;
 CREATE TABLE gsx (id int4, k int8) WITH (autovacuum_enabled = off);
 INSERT INTO gsx SELECT i, i % 701 FROM generate_series(1, 30000) i;
-SELECT * FROM gs_scan_build('CREATE INDEX %I ON gsx (k)', 'gsx_k');
+SELECT * FROM gs_build('CREATE INDEX %I ON gsx (k)', 'gsx_k', 'debug1');
 DELETE FROM gsx WHERE id > 29000;
-SELECT * FROM gs_scan_build('CREATE INDEX %I ON gsx (k, id)', 'gsx_kid');
+SELECT * FROM gs_build('CREATE INDEX %I ON gsx (k, id)', 'gsx_kid', 'debug1');
 COMMIT;
 -- committed, never vacuumed (no page all-visible): live rows are checked
 -- one by one, the deleted ones' pages go to PostgreSQL's scan
-SELECT * FROM gs_scan_build('CREATE INDEX %I ON gsx (id)', 'gsx_id');
+SELECT * FROM gs_build('CREATE INDEX %I ON gsx (id)', 'gsx_id', 'debug1');
 SELECT * FROM gs_same('SELECT k, id FROM gsx ORDER BY k, id');
 
 -- a table whose pages nearly all hold HOT chains: after 64 such pages the
@@ -73,7 +61,7 @@ CREATE TABLE gsh (id int4, k int8, pad text)
 	WITH (autovacuum_enabled = off, fillfactor = 50);
 INSERT INTO gsh SELECT i, i % 1009, 'p' FROM generate_series(1, 40000) i;
 UPDATE gsh SET pad = 'q' WHERE id % 10 = 0;
-SELECT * FROM gs_scan_build('CREATE INDEX %I ON gsh (k)', 'gsh_k');
+SELECT * FROM gs_build('CREATE INDEX %I ON gsh (k)', 'gsh_k', 'debug1');
 DROP TABLE gsh;
 
 -- 4. keys stored out of line (TOAST): detoasted from the pinned page
@@ -86,15 +74,15 @@ VACUUM gsl;
 SELECT count(*) > 0 AS toasted FROM pg_class c
 WHERE c.oid = (SELECT reltoastrelid FROM pg_class WHERE relname = 'gsl')
   AND pg_relation_size(c.oid) > 0;
-SELECT * FROM gs_scan_build('CREATE INDEX %I ON gsl (s COLLATE "C")', 'gsl_s');
+SELECT * FROM gs_build('CREATE INDEX %I ON gsl (s COLLATE "C")', 'gsl_s', 'debug1');
 
 -- 5. what the loop never takes: expressions and predicates
-SELECT * FROM gs_scan_build('CREATE INDEX %I ON gss ((k * 2))', 'gss_expr');
-SELECT * FROM gs_scan_build('CREATE INDEX %I ON gss (k) WHERE id > 7000', 'gss_part');
+SELECT * FROM gs_build('CREATE INDEX %I ON gss ((k * 2))', 'gss_expr', 'debug1');
+SELECT * FROM gs_build('CREATE INDEX %I ON gss (k) WHERE id > 7000', 'gss_part', 'debug1');
 
 -- 6. off: PostgreSQL's scan for every page, the same index
 SET gpusort.index_page_scan = off;
-SELECT * FROM gs_scan_build('CREATE INDEX %I ON gss (k)', 'gss_k4');
+SELECT * FROM gs_build('CREATE INDEX %I ON gss (k)', 'gss_k4', 'debug1');
 RESET gpusort.index_page_scan;
 
 -- 7. parallel: the workers share the table's pages, each with the loop
@@ -111,4 +99,3 @@ RESET min_parallel_table_scan_size;
 RESET parallel_setup_cost;
 
 DROP TABLE gss, gsx, gsl;
-DROP FUNCTION gs_scan_build(text, text);

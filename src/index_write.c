@@ -305,6 +305,32 @@ gs_btw_copy_item(char *dst, const char *src, Size size)
 }
 
 /*
+ * Append a leaf item of itemsz bytes (room checked by the caller) after the
+ * page's last item: its maxaligned bytes go below pd_upper and a line
+ * pointer is added, as PageAddItem would place them.
+ */
+static inline void
+gs_btw_append(GsBtLevel *lv, IndexTuple itup, Size itemsz)
+{
+	PageHeader	phdr = (PageHeader) lv->page;
+	LocationIndex upper = phdr->pd_upper - (LocationIndex) itemsz;
+	OffsetNumber off = OffsetNumberNext(lv->lastoff);
+	ItemIdData	lp;
+
+	/* the line pointer array ends at off - 1: off is appended */
+	Assert(PageGetMaxOffsetNumber(lv->page) == off - 1);
+	gs_btw_copy_item((char *) lv->page + upper, (const char *) itup, itemsz);
+	/* the line pointer is formed whole, then stored */
+	lp.lp_off = upper;
+	lp.lp_flags = LP_NORMAL;
+	lp.lp_len = itemsz;
+	*PageGetItemId(lv->page, off) = lp;
+	phdr->pd_lower += sizeof(ItemIdData);
+	phdr->pd_upper = upper;
+	lv->lastoff = off;
+}
+
+/*
  * Add itup to level lv.  truncextra: bytes of itup that suffix truncation
  * would remove (its posting list), counted as free when deciding whether
  * the page is full.
@@ -364,27 +390,16 @@ gs_btw_level_add(GsBtWriter *w, GsBtLevel *lv, IndexTuple itup,
 	off = OffsetNumberNext(lv->lastoff);
 	if (leaf)
 	{
-		LocationIndex upper = phdr->pd_upper - (LocationIndex) itemsz;
-		ItemIdData	lp;
-
-		/* the line pointer array ends at off - 1: off is appended */
-		Assert(PageGetMaxOffsetNumber(lv->page) == off - 1);
 		if (unlikely((int) phdr->pd_upper - (int) itemsz <
 					 (int) (phdr->pd_lower + sizeof(ItemIdData))))
 			elog(ERROR, "failed to add item to index page");
-		gs_btw_copy_item((char *) lv->page + upper, (const char *) itup,
-						 itemsz);
-		/* the line pointer is formed whole, then stored */
-		lp.lp_off = upper;
-		lp.lp_flags = LP_NORMAL;
-		lp.lp_len = itemsz;
-		*PageGetItemId(lv->page, off) = lp;
-		phdr->pd_lower += sizeof(ItemIdData);
-		phdr->pd_upper = upper;
+		gs_btw_append(lv, itup, itemsz);
 	}
 	else
+	{
 		gs_btw_put_item(lv->page, itup, itemsz, off, off == P_FIRSTKEY);
-	lv->lastoff = off;
+		lv->lastoff = off;
+	}
 }
 
 /* the pending posting list (or single tuple) goes to the leaf level */
@@ -520,19 +535,7 @@ gs_btw_leaf_add(GsBtWriter *w, IndexTuple itup)
 			   freespace >= (int) (itemsz + MAXALIGN(sizeof(ItemPointerData))) &&
 			   freespace >= (int) lv->target_free))
 	{
-		LocationIndex upper = phdr->pd_upper - (LocationIndex) itemsz;
-		OffsetNumber off = OffsetNumberNext(lv->lastoff);
-		ItemIdData	lp;
-
-		gs_btw_copy_item((char *) lv->page + upper, (const char *) itup,
-						 itemsz);
-		lp.lp_off = upper;
-		lp.lp_flags = LP_NORMAL;
-		lp.lp_len = itemsz;
-		*PageGetItemId(lv->page, off) = lp;
-		phdr->pd_lower += sizeof(ItemIdData);
-		phdr->pd_upper = upper;
-		lv->lastoff = off;
+		gs_btw_append(lv, itup, itemsz);
 		return;
 	}
 	gs_btw_level_add(w, lv, itup, 0);
