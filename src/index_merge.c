@@ -788,6 +788,12 @@ gs_idx_spill_reduce(GsIdxBuild *b, int maxruns)
 	instr_time	t0;
 
 	maxruns = Max(maxruns, 1);
+	/* nothing to merge: no time to report (the DEBUG2 line leaves it out) */
+	if (b->nruns <= maxruns)
+	{
+		MemoryContextSwitchTo(oldcxt);
+		return;
+	}
 	INSTR_TIME_SET_CURRENT(t0);
 	while (b->nruns > maxruns)
 	{

@@ -530,6 +530,7 @@ gs_btw_leaf_add(GsBtWriter *w, IndexTuple itup)
 	int			freespace = (int) phdr->pd_upper - (int) phdr->pd_lower -
 		(int) sizeof(ItemIdData);
 
+	/* (small items only: no need of the too-large-item check) */
 	if (likely(lv->lastoff > P_FIRSTKEY && lv->lastextra == 0 &&
 			   itemsz <= 64 &&
 			   freespace >= (int) (itemsz + MAXALIGN(sizeof(ItemPointerData))) &&
