@@ -481,6 +481,9 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 	IndexInfo  *indexInfo;
 	GsIdxBuild	b;
 	GsClusterWrite cw;
+	instr_time	t0;
+	double		scan_ms = 0;
+	double		end_ms;
 
 	/* the entry is the heap AM's again, whatever happens next */
 	OldHeap->rd_tableam = gs_heap_am;
@@ -506,10 +509,13 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 		b.payload_width = GS_CLUSTER_TID_BYTES +
 			MAXALIGN(SizeofHeapTupleHeader +
 					 get_rel_data_width(OldHeap, NULL));
+		b.overlap_ok = b.exact;
 		gs_idx_setup(&b, false);
 
+		INSTR_TIME_SET_CURRENT(t0);
 		why = gs_cluster_scan(OldHeap, indexInfo, &b, !use_sort, OldestXmin,
 							  num_tuples, tups_vacuumed, tups_recently_dead);
+		scan_ms = gs_idx_ms_since(t0);
 		if (why != NULL)
 		{
 			/* nothing written: drop the rows, let PostgreSQL start over */
@@ -559,6 +565,7 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 	/* sort, then write in order (the sink sets the write phase) */
 	pgstat_progress_update_param(PROGRESS_CLUSTER_PHASE,
 								 PROGRESS_CLUSTER_PHASE_SORT_TUPLES);
+	INSTR_TIME_SET_CURRENT(t0);
 	if (b.file != NULL)
 		gs_idx_spill_build(&b);
 	else
@@ -567,6 +574,17 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 		pgstat_progress_update_param(PROGRESS_CLUSTER_PHASE,
 									 PROGRESS_CLUSTER_PHASE_WRITE_NEW_HEAP);
 	end_heap_rewrite(cw.rwstate);
+	end_ms = gs_idx_ms_since(t0);
+
+	ereport(DEBUG2,
+			(errmsg_internal("gpusort cluster \"%s\": %.0f rows, %d-byte keys%s; "
+							 "scan %.1f ms, %d runs written in %.1f ms (sort %.1f ms); "
+							 "%d merge passes %.1f ms; sort or final merge and write %.1f ms",
+							 RelationGetRelationName(OldHeap), b.indtuples,
+							 b.keybytes, b.exact ? "" : " (tie-breaks)",
+							 scan_ms, b.nruns_written, b.runs_ms, b.sort_ms,
+							 b.npasses, b.passes_ms,
+							 end_ms - b.passes_ms)));
 
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextDelete(cxt);
