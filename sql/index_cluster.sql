@@ -80,6 +80,31 @@ SET gpusort.enabled = on;
 RESET client_min_messages;
 SELECT gsc_heap('gsc1') = gsc_heap('gsc2') AS same_heap;
 
+-- parallel workers scan with the leader: the same heaps, in runs on disk
+-- and in memory
+ALTER TABLE gsc1 SET (parallel_workers = 2);
+SET maintenance_work_mem = '1MB';
+SET client_min_messages = log;
+CLUSTER gsc1 USING gsc1_k;
+SET gpusort.enabled = off;
+CLUSTER gsc2 USING gsc2_k;
+SET gpusort.enabled = on;
+RESET client_min_messages;
+SELECT gsc_heap('gsc1') = gsc_heap('gsc2') AS same_heap,
+	   (SELECT reltuples FROM pg_class WHERE relname = 'gsc1') =
+	   (SELECT reltuples FROM pg_class WHERE relname = 'gsc2') AS same_reltuples;
+SET maintenance_work_mem = '64MB';
+SET client_min_messages = log;
+CLUSTER gsc1 USING gsc1_e;
+SET gpusort.enabled = off;
+CLUSTER gsc2 USING gsc2_e;
+SET gpusort.enabled = on;
+RESET client_min_messages;
+SELECT gsc_heap('gsc1') = gsc_heap('gsc2') AS same_heap;
+SELECT bt_index_parent_check('gsc1_k', true, true),
+	   bt_index_parent_check('gsc1_e', true, true);
+ALTER TABLE gsc1 RESET (parallel_workers);
+
 -- PostgreSQL's planner chooses the index scan: gpusort sorts instead
 -- (sql/index_cluster_scan.sql compares the heaps), unless ANALYZE found
 -- the heap in index order already
@@ -112,6 +137,22 @@ RESET statement_timeout;
 RESET gsc.sleep;
 SELECT count(*) FROM pg_ls_tmpdir() WHERE name LIKE '%.gpusort.%';
 SELECT gsc_heap('gsc1') = :'before' AS unchanged;
+-- the same with parallel workers (one of them may be the one asleep)
+ALTER FUNCTION gsc_slow(int) PARALLEL SAFE;
+ALTER TABLE gsc1 SET (parallel_workers = 2);
+SET gsc.sleep = on;
+SET statement_timeout = '1s';
+CLUSTER gsc1 USING gsc1_slow;
+RESET statement_timeout;
+RESET gsc.sleep;
+SELECT count(*) FROM pg_ls_tmpdir() WHERE name LIKE '%.gpusort.%';
+SELECT gsc_heap('gsc1') = :'before' AS unchanged;
+-- and the next one works
+SET client_min_messages = log;
+CLUSTER gsc1 USING gsc1_slow;
+RESET client_min_messages;
+SELECT (SELECT array_agg(id ORDER BY ctid) FROM gsc1) =
+	   (SELECT array_agg(id ORDER BY id) FROM gsc1) AS in_order;
 
 DROP TABLE gsc1, gsc2;
 DROP FUNCTION gsc_make(text);

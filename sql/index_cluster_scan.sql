@@ -123,6 +123,22 @@ SET client_min_messages = log;
 SELECT * FROM gscs_cluster('a');
 RESET client_min_messages;
 
+-- parallel workers scan with the leader (the table's parallel_workers
+-- plans them at any size): the same heaps, in memory and in runs on disk
+ALTER TABLE gscs1 SET (parallel_workers = 2);
+SET max_parallel_maintenance_workers = 2;
+SET client_min_messages = log;
+SELECT gscs_touch(8);
+SELECT * FROM gscs_cluster('ba');
+SELECT gscs_touch(8);
+SELECT * FROM gscs_cluster('c');
+SET maintenance_work_mem = '1MB';
+SELECT gscs_touch(9);
+SELECT * FROM gscs_cluster('bd');
+SET maintenance_work_mem = '64MB';
+RESET client_min_messages;
+SELECT bt_index_parent_check('gscs1_bd', true, true);
+
 -- updated in CLUSTER's own transaction: the old versions of HOT chains
 -- are kept too (their deleter is in progress), and PostgreSQL's index scan
 -- returns all of a chain at its one index entry; gpusort leaves the copy
@@ -136,6 +152,13 @@ BEGIN
 END $$;
 SET client_min_messages = log;
 SELECT * FROM gscs_touch_cluster('c');
+-- the same with parallel workers: a participant gives up, all do (the
+-- table has grown: cheaper random reads keep the index scan PostgreSQL's
+-- choice)
+SET random_page_cost = 1;
+SELECT * FROM gscs_touch_cluster('ba');
+SET random_page_cost = 4;
+SET max_parallel_maintenance_workers = 0;
 RESET client_min_messages;
 DROP FUNCTION gscs_touch_cluster(text);
 

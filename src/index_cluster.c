@@ -94,6 +94,7 @@
 #include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "optimizer/optimizer.h"
 #include "optimizer/plancat.h"
 #include "pgstat.h"
 #include "storage/bufmgr.h"
@@ -118,6 +119,9 @@
  * heap in order all but exactly keeps the index scan.
  */
 #define GS_CLUSTER_CORRELATED	0.999
+
+/* a parallel participant adds to the shared progress count this often */
+#define GS_CLUSTER_PROGRESS_EVERY	1024
 
 /* a row's payload: the heap tuple's TID, padded, then the tuple */
 #define GS_CLUSTER_TID_BYTES	MAXALIGN(sizeof(ItemPointerData))
@@ -283,17 +287,48 @@ gs_cluster_keep_index_scan(Relation OldHeap, Relation OldIndex)
 	return NULL;
 }
 
+/* why a parallel participant stops early (the reason is another's) */
+static const char gs_cluster_other_gave_up[] = "another participant gave up";
+
+void
+gs_cluster_shared_init(GsClusterShared *sh)
+{
+	pg_atomic_init_u64(&sh->scanned, 0);
+	pg_atomic_init_u32(&sh->gave_up, 0);
+	SpinLockInit(&sh->mutex);
+	memset(&sh->counts, 0, sizeof(sh->counts));
+	sh->why[0] = '\0';
+}
+
+/* this participant's part of a parallel scan is over: into sh */
+static void
+gs_cluster_scan_done(GsClusterShared *sh, const GsClusterCounts *counts,
+					 uint64 unreported, const char *why)
+{
+	pg_atomic_fetch_add_u64(&sh->scanned, unreported);
+	SpinLockAcquire(&sh->mutex);
+	sh->counts.num_tuples += counts->num_tuples;
+	sh->counts.tups_vacuumed += counts->tups_vacuumed;
+	sh->counts.tups_recently_dead += counts->tups_recently_dead;
+	if (why != NULL && sh->why[0] == '\0')
+		strlcpy(sh->why, why, sizeof(sh->why));
+	SpinLockRelease(&sh->mutex);
+	if (why != NULL)
+		pg_atomic_write_u32(&sh->gave_up, 1);
+}
+
 /*
- * The scan: collects the kept tuples into b, counts as the heap AM does.
+ * The scan: gives each kept tuple to collect, counts as the heap AM does.
  * follow_index: PostgreSQL would follow the index, so the order must be
  * its (see the header).  Returns NULL, or why the rows cannot give the
  * index scan's order (then nothing is written yet).
  */
-static const char *
-gs_cluster_scan(Relation OldHeap, IndexInfo *indexInfo, GsIdxBuild *b,
+const char *
+gs_cluster_scan(Relation OldHeap, IndexInfo *indexInfo,
+				GsClusterCollect collect, void *arg,
+				ParallelTableScanDesc pscan, GsClusterShared *sh,
 				bool follow_index, TransactionId OldestXmin,
-				double *num_tuples, double *tups_vacuumed,
-				double *tups_recently_dead)
+				GsClusterCounts *counts, bool progress)
 {
 	EState	   *estate;
 	ExprContext *econtext;
@@ -309,6 +344,7 @@ gs_cluster_scan(Relation OldHeap, IndexInfo *indexInfo, GsIdxBuild *b,
 	bool		is_system_catalog = IsSystemRelation(OldHeap);
 	char	   *row = NULL;
 	uint32		rowcap = 0;
+	uint64		unreported = 0;
 	const char *why = NULL;
 
 	/* index expressions are evaluated over the scan's slot */
@@ -318,21 +354,14 @@ gs_cluster_scan(Relation OldHeap, IndexInfo *indexInfo, GsIdxBuild *b,
 	hslot = (BufferHeapTupleTableSlot *) slot;
 	econtext->ecxt_scantuple = slot;
 
-	{
-		const int	index[] = {
-			PROGRESS_CLUSTER_PHASE,
-			PROGRESS_CLUSTER_INDEX_RELID
-		};
-		int64		vals[2];
-
-		vals[0] = PROGRESS_CLUSTER_PHASE_SEQ_SCAN_HEAP;
-		vals[1] = InvalidOid;
-		pgstat_progress_update_multi_param(2, index, vals);
-	}
-	scan = table_beginscan(OldHeap, SnapshotAny, 0, NULL);
+	if (pscan != NULL)
+		scan = table_beginscan_parallel(OldHeap, pscan);
+	else
+		scan = table_beginscan(OldHeap, SnapshotAny, 0, NULL);
 	hscan = (HeapScanDesc) scan;
-	pgstat_progress_update_param(PROGRESS_CLUSTER_TOTAL_HEAP_BLKS,
-								 hscan->rs_nblocks);
+	if (progress)
+		pgstat_progress_update_param(PROGRESS_CLUSTER_TOTAL_HEAP_BLKS,
+									 hscan->rs_nblocks);
 
 	for (;;)
 	{
@@ -346,19 +375,31 @@ gs_cluster_scan(Relation OldHeap, IndexInfo *indexInfo, GsIdxBuild *b,
 		if (!table_scan_getnextslot(scan, ForwardScanDirection, slot))
 		{
 			/* every block counts as scanned, even empty trailing ones */
-			pgstat_progress_update_param(PROGRESS_CLUSTER_HEAP_BLKS_SCANNED,
-										 hscan->rs_nblocks);
+			if (progress)
+				pgstat_progress_update_param(PROGRESS_CLUSTER_HEAP_BLKS_SCANNED,
+											 hscan->rs_nblocks);
 			break;
 		}
-		/* blocks scanned so far, counted from where the scan started */
 		if (prev_cblock != hscan->rs_cblock)
 		{
-			pgstat_progress_update_param(PROGRESS_CLUSTER_HEAP_BLKS_SCANNED,
-										 (hscan->rs_cblock +
-										  hscan->rs_nblocks -
-										  hscan->rs_startblock) %
-										 hscan->rs_nblocks + 1);
 			prev_cblock = hscan->rs_cblock;
+			/* another participant gave up: so does this one */
+			if (sh != NULL && pg_atomic_read_u32(&sh->gave_up) != 0)
+			{
+				why = gs_cluster_other_gave_up;
+				break;
+			}
+			/* blocks scanned so far, counted from where the scan started */
+			if (progress && pscan == NULL)
+				pgstat_progress_update_param(PROGRESS_CLUSTER_HEAP_BLKS_SCANNED,
+											 (hscan->rs_cblock +
+											  hscan->rs_nblocks -
+											  hscan->rs_startblock) %
+											 hscan->rs_nblocks + 1);
+			else if (progress)
+				pgstat_progress_update_param(PROGRESS_CLUSTER_HEAP_BLKS_SCANNED,
+											 Min(pg_atomic_read_u64(&((ParallelBlockTableScanDesc) pscan)->phs_nallocated),
+												 hscan->rs_nblocks));
 		}
 
 		tuple = ExecFetchSlotHeapTuple(slot, false, NULL);
@@ -378,7 +419,7 @@ gs_cluster_scan(Relation OldHeap, IndexInfo *indexInfo, GsIdxBuild *b,
 				isdead = true;
 				break;
 			case HEAPTUPLE_RECENTLY_DEAD:
-				*tups_recently_dead += 1;
+				counts->tups_recently_dead += 1;
 				isdead = false;
 				break;
 			case HEAPTUPLE_LIVE:
@@ -389,7 +430,8 @@ gs_cluster_scan(Relation OldHeap, IndexInfo *indexInfo, GsIdxBuild *b,
 				/*
 				 * Under our exclusive lock only our own transaction can
 				 * have inserted it (catalogs release their locks early);
-				 * copied as live either way.
+				 * copied as live either way.  (A parallel worker shares
+				 * the leader's transaction.)
 				 */
 				if (!is_system_catalog &&
 					!TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data)))
@@ -403,7 +445,7 @@ gs_cluster_scan(Relation OldHeap, IndexInfo *indexInfo, GsIdxBuild *b,
 					!TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetUpdateXid(tuple->t_data)))
 					elog(WARNING, "concurrent delete in progress within table \"%s\"",
 						 RelationGetRelationName(OldHeap));
-				*tups_recently_dead += 1;
+				counts->tups_recently_dead += 1;
 				isdead = false;
 				break;
 			default:
@@ -436,11 +478,11 @@ gs_cluster_scan(Relation OldHeap, IndexInfo *indexInfo, GsIdxBuild *b,
 
 		if (isdead)
 		{
-			*tups_vacuumed += 1;
+			counts->tups_vacuumed += 1;
 			continue;
 		}
 
-		*num_tuples += 1;
+		counts->num_tuples += 1;
 
 		/* the row's payload: the tuple's own TID, then the tuple */
 		len = GS_CLUSTER_TID_BYTES + tuple->t_len;
@@ -456,14 +498,125 @@ gs_cluster_scan(Relation OldHeap, IndexInfo *indexInfo, GsIdxBuild *b,
 
 		ResetExprContext(econtext);
 		FormIndexDatum(indexInfo, slot, estate, values, isnull);
-		gs_idx_collect_payload(b, &sort_tid, values, isnull, row, len);
+		collect(arg, &sort_tid, values, isnull, row, len);
+
 		/* counted once the row is in, as PostgreSQL counts after its put */
-		pgstat_progress_update_param(PROGRESS_CLUSTER_HEAP_TUPLES_SCANNED,
-									 (int64) *num_tuples);
+		if (sh == NULL)
+		{
+			if (progress)
+				pgstat_progress_update_param(PROGRESS_CLUSTER_HEAP_TUPLES_SCANNED,
+											 (int64) counts->num_tuples);
+		}
+		else if (++unreported == GS_CLUSTER_PROGRESS_EVERY)
+		{
+			uint64		all;
+
+			all = pg_atomic_add_fetch_u64(&sh->scanned, unreported);
+			unreported = 0;
+			if (progress)
+				pgstat_progress_update_param(PROGRESS_CLUSTER_HEAP_TUPLES_SCANNED,
+											 (int64) all);
+		}
 	}
 	table_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
 	FreeExecutorState(estate);
+	if (sh != NULL)
+		gs_cluster_scan_done(sh, counts, unreported,
+							 why == gs_cluster_other_gave_up ? NULL : why);
+	return why;
+}
+
+/* the leader's rows go into its own build */
+static void
+gs_cluster_collect(void *arg, ItemPointer sort_tid, Datum *values,
+				   bool *isnull, const void *row, uint32 len)
+{
+	gs_idx_collect_payload((GsIdxBuild *) arg, sort_tid, values, isnull,
+						   row, len);
+}
+
+/*
+ * The scan, serial or with parallel workers, into b (set up here); then
+ * the rows are all in b, in memory or as runs.  Returns NULL, or why not
+ * (nothing kept then).
+ */
+static const char *
+gs_cluster_collect_rows(Relation OldHeap, Relation OldIndex,
+						IndexInfo *indexInfo, GsIdxBuild *b, bool follow_index,
+						TransactionId OldestXmin, GsClusterCounts *counts,
+						int *nworkers, char **wreport)
+{
+	GsIdxParallel *par = NULL;
+	Size		mem = (Size) maintenance_work_mem * 1024;
+	Size		share = mem;
+	const char *why;
+	int			planned;
+
+	{
+		const int	index[] = {
+			PROGRESS_CLUSTER_PHASE,
+			PROGRESS_CLUSTER_INDEX_RELID
+		};
+		int64		vals[2];
+
+		vals[0] = PROGRESS_CLUSTER_PHASE_SEQ_SCAN_HEAP;
+		vals[1] = InvalidOid;
+		pgstat_progress_update_multi_param(2, index, vals);
+	}
+
+	/*
+	 * Workers as PostgreSQL would plan them for building this index (its
+	 * max_parallel_maintenance_workers, the table's size or parallel_workers,
+	 * the index expressions' parallel safety, 32MB of memory each).
+	 */
+	planned = plan_create_index_workers(RelationGetRelid(OldHeap),
+										RelationGetRelid(OldIndex));
+	if (planned > 0)
+		par = gs_idx_parallel_begin_cluster(b, indexInfo, planned, &share,
+											follow_index, OldestXmin);
+	b->overlap_ok = (par == NULL && b->exact);
+	gs_idx_setup_share(b, false, share, (double) share / mem);
+
+	memset(counts, 0, sizeof(*counts));
+	if (par != NULL)
+		why = gs_idx_parallel_scan_cluster(par, b, indexInfo,
+										   gs_cluster_collect, b, counts);
+	else
+		why = gs_cluster_scan(OldHeap, indexInfo, gs_cluster_collect, b,
+							  NULL, NULL, follow_index, OldestXmin, counts,
+							  true);
+	gs_idx_prefault_wait(b);
+	gs_idx_run_bg_finish(b);
+
+	*nworkers = 0;
+	*wreport = NULL;
+	if (par != NULL)
+	{
+		*nworkers = gs_idx_parallel_nworkers(par);
+		if (why == NULL)
+		{
+			pgstat_progress_update_param(PROGRESS_CLUSTER_HEAP_TUPLES_SCANNED,
+										 (int64) counts->num_tuples);
+			/* the workers' rows: into memory, or as runs */
+			if (!gs_idx_parallel_spilled(par, b))
+				gs_idx_parallel_gather(par, b);
+			else
+			{
+				if (b->n > 0)
+					gs_idx_spill_run(b);
+				gs_idx_parallel_runs(par, b);
+			}
+			*wreport = gs_idx_parallel_report(par);
+			/* the merge takes all the memory, as a serial build's */
+			b->mem_limit = mem;
+			/* rows the workers left stay in shared memory until the end */
+			b->parallel = par;
+			gs_idx_parallel_leave(par);
+		}
+		else
+			gs_idx_parallel_end(par);
+	}
 	return why;
 }
 
@@ -481,9 +634,12 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 	IndexInfo  *indexInfo;
 	GsIdxBuild	b;
 	GsClusterWrite cw;
+	GsClusterCounts counts;
 	instr_time	t0;
 	double		scan_ms = 0;
 	double		end_ms;
+	int			nworkers = 0;
+	char	   *wreport = NULL;
 
 	/* the entry is the heap AM's again, whatever happens next */
 	OldHeap->rd_tableam = gs_heap_am;
@@ -509,12 +665,11 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 		b.payload_width = GS_CLUSTER_TID_BYTES +
 			MAXALIGN(SizeofHeapTupleHeader +
 					 get_rel_data_width(OldHeap, NULL));
-		b.overlap_ok = b.exact;
-		gs_idx_setup(&b, false);
 
 		INSTR_TIME_SET_CURRENT(t0);
-		why = gs_cluster_scan(OldHeap, indexInfo, &b, !use_sort, OldestXmin,
-							  num_tuples, tups_vacuumed, tups_recently_dead);
+		why = gs_cluster_collect_rows(OldHeap, OldIndex, indexInfo, &b,
+									  !use_sort, OldestXmin, &counts,
+									  &nworkers, &wreport);
 		scan_ms = gs_idx_ms_since(t0);
 		if (why != NULL)
 		{
@@ -528,9 +683,6 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 
 			if (b.file != NULL)
 				gs_temp_close(b.file);
-			*num_tuples = 0;
-			*tups_vacuumed = 0;
-			*tups_recently_dead = 0;
 			/* its index scan sets none of the block counts */
 			pgstat_progress_update_multi_param(3, index, zeros);
 		}
@@ -549,6 +701,9 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 											  tups_recently_dead);
 		return;
 	}
+	*num_tuples = counts.num_tuples;
+	*tups_vacuumed = counts.tups_vacuumed;
+	*tups_recently_dead = counts.tups_recently_dead;
 
 	memset(&cw, 0, sizeof(cw));
 	cw.old_heap = OldHeap;
@@ -566,8 +721,11 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 	pgstat_progress_update_param(PROGRESS_CLUSTER_PHASE,
 								 PROGRESS_CLUSTER_PHASE_SORT_TUPLES);
 	INSTR_TIME_SET_CURRENT(t0);
-	if (b.file != NULL)
+	if (b.nruns > 0)
+	{
+		b.npasses = 0;
 		gs_idx_spill_build(&b);
+	}
 	else
 		gs_idx_write_sorted(&b);
 	if (cw.written == 0)
@@ -575,14 +733,18 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 									 PROGRESS_CLUSTER_PHASE_WRITE_NEW_HEAP);
 	end_heap_rewrite(cw.rwstate);
 	end_ms = gs_idx_ms_since(t0);
+	if (b.parallel != NULL)
+		gs_idx_parallel_end(b.parallel);
 
 	ereport(DEBUG2,
 			(errmsg_internal("gpusort cluster \"%s\": %.0f rows, %d-byte keys%s; "
-							 "scan %.1f ms, %d runs written in %.1f ms (sort %.1f ms); "
+							 "scan %.1f ms with %d workers, %d runs written in %.1f ms (sort %.1f ms)%s%s; "
 							 "%d merge passes %.1f ms; sort or final merge and write %.1f ms",
 							 RelationGetRelationName(OldHeap), b.indtuples,
 							 b.keybytes, b.exact ? "" : " (tie-breaks)",
-							 scan_ms, b.nruns_written, b.runs_ms, b.sort_ms,
+							 scan_ms, nworkers, b.nruns_written, b.runs_ms,
+							 b.sort_ms,
+							 wreport ? "; " : "", wreport ? wreport : "",
 							 b.npasses, b.passes_ms,
 							 end_ms - b.passes_ms)));
 
@@ -590,9 +752,11 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 	MemoryContextDelete(cxt);
 
 	ereport(GS_CLUSTER_REPORT_LEVEL,
-			(errmsg_internal("table \"%s\" sorted by gpusort%s%s",
+			(errmsg_internal("table \"%s\" sorted by gpusort%s%s%s",
 							 RelationGetRelationName(OldHeap),
 							 use_sort ? "" : " instead of PostgreSQL's index scan",
-							 b.nruns_written > 0 ?
-							 " (sorted in runs on disk)" : "")));
+							 b.nruns > 0 || b.nruns_written > 0 ?
+							 " (sorted in runs on disk)" : "",
+							 nworkers > 0 ?
+							 psprintf(" with %d parallel workers", nworkers) : "")));
 }

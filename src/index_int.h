@@ -28,6 +28,8 @@
 #include "access/tableam.h"
 #include "access/tupmacs.h"
 #include "nodes/execnodes.h"
+#include "port/atomics.h"
+#include "storage/spin.h"
 #include "portability/instr_time.h"
 #include "storage/fd.h"
 #include "utils/sortsupport.h"
@@ -195,6 +197,9 @@ typedef struct GsIdxBuild
 	 */
 	bool		payload;
 	Size		payload_width;	/* its estimated size, for sizing */
+
+	/* a parallel scan whose workers' rows are still in shared memory */
+	struct GsIdxParallel *parallel;
 
 	/* where the sorted tuples go instead of a btree (CLUSTER), or NULL */
 	void		(*sink) (void *arg, IndexTuple itup);
@@ -367,6 +372,48 @@ extern double gs_idx_heap_scan(Relation heap, Relation index,
 /* index_cluster.c: CLUSTER's table sort */
 extern void gs_cluster_patch(Relation rel);
 
+/* what CLUSTER's scan counts, as the heap AM's copy counts it */
+typedef struct GsClusterCounts
+{
+	double		num_tuples;
+	double		tups_vacuumed;
+	double		tups_recently_dead;
+} GsClusterCounts;
+
+/* where CLUSTER's scan puts a kept tuple: the row (its TID, the tuple) */
+typedef void (*GsClusterCollect) (void *arg, ItemPointer sort_tid,
+								  Datum *values, bool *isnull,
+								  const void *row, uint32 len);
+
+/* the reason of why a CLUSTER scan gave up, in shared memory */
+#define GS_CLUSTER_WHY_LEN	128
+
+/* a parallel CLUSTER scan's participants, in shared memory */
+typedef struct GsClusterShared
+{
+	pg_atomic_uint64 scanned;	/* tuples kept so far, for progress */
+	pg_atomic_uint32 gave_up;	/* why is set: the others stop */
+	slock_t		mutex;
+	GsClusterCounts counts;		/* every participant's, under mutex */
+	char		why[GS_CLUSTER_WHY_LEN];	/* under mutex */
+} GsClusterShared;
+
+extern void gs_cluster_shared_init(GsClusterShared *sh);
+
+/*
+ * One participant's share of CLUSTER's scan: all of it when pscan is NULL,
+ * else with the others' shared (sh, where its counts are added at its end).
+ * progress: report to pg_stat_progress_cluster (the leader).  Returns NULL,
+ * or why the rows cannot give the index scan's order (when another
+ * participant found it: the reason in sh).
+ */
+extern const char *gs_cluster_scan(Relation OldHeap, IndexInfo *indexInfo,
+								   GsClusterCollect collect, void *arg,
+								   ParallelTableScanDesc pscan,
+								   GsClusterShared *sh, bool follow_index,
+								   TransactionId OldestXmin,
+								   GsClusterCounts *counts, bool progress);
+
 /* index_parallel.c: parallel workers scan, collect and write runs */
 typedef struct GsIdxParallel GsIdxParallel;
 
@@ -378,11 +425,34 @@ extern GsIdxParallel *gs_idx_parallel_begin(GsIdxBuild *b, IndexInfo *indexInfo,
 											int nworkers, Size *share);
 
 /*
+ * The same for CLUSTER's scan: the participants keep the tuples HOT chains
+ * and OldestXmin let CLUSTER keep, with the heap tuple as the rows' payload.
+ */
+extern GsIdxParallel *gs_idx_parallel_begin_cluster(GsIdxBuild *b,
+													IndexInfo *indexInfo,
+													int nworkers, Size *share,
+													bool follow_index,
+													TransactionId OldestXmin);
+
+/*
  * The leader's share of the scan (into b), then the workers' end; returns
  * the heap tuples scanned.
  */
 extern double gs_idx_parallel_scan(GsIdxParallel *p, GsIdxBuild *b,
 								   IndexInfo *indexInfo);
+
+/*
+ * CLUSTER: the leader's share of the scan (through collect), then the
+ * workers' end; adds
+ * every participant's counts to *counts; returns NULL or why a
+ * participant's rows cannot give the index scan's order.
+ */
+extern const char *gs_idx_parallel_scan_cluster(GsIdxParallel *p,
+												GsIdxBuild *b,
+												IndexInfo *indexInfo,
+												GsClusterCollect collect,
+												void *arg,
+												GsClusterCounts *counts);
 
 /*
  * true when the build ends with a merge: some participant wrote runs, or
@@ -399,6 +469,13 @@ extern void gs_idx_parallel_runs(GsIdxParallel *p, GsIdxBuild *b);
 /* one line on the workers' part, for the build's DEBUG2 report */
 extern char *gs_idx_parallel_report(GsIdxParallel *p);
 extern int	gs_idx_parallel_nworkers(GsIdxParallel *p);
+
+/*
+ * Leave parallel mode, the workers having ended; the rows they left in
+ * shared memory stay until gs_idx_parallel_end (CLUSTER writes its heap
+ * outside parallel mode: its TOAST may take new OIDs).
+ */
+extern void gs_idx_parallel_leave(GsIdxParallel *p);
 extern void gs_idx_parallel_end(GsIdxParallel *p);
 
 /* index.c */

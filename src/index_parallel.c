@@ -137,6 +137,12 @@ typedef struct GsIdxShared
 	dsa_handle	area;
 	GsTempShared runfile;		/* the leader's file, where every run goes */
 
+	/* CLUSTER's scan (cluster true): its rules */
+	bool		cluster;
+	bool		follow_index;
+	TransactionId oldest_xmin;
+	GsClusterShared cl;
+
 	/* results, under mutex */
 	slock_t		mutex;
 	double		reltuples;
@@ -191,9 +197,10 @@ gs_pidx_entry_size(int keybytes)
  * ---------------------------------------------------------------------
  */
 
-GsIdxParallel *
-gs_idx_parallel_begin(GsIdxBuild *b, IndexInfo *indexInfo, int nworkers,
-					  Size *share)
+static GsIdxParallel *
+gs_pidx_begin(GsIdxBuild *b, IndexInfo *indexInfo, int nworkers,
+			  Size *share, bool cluster, bool follow_index,
+			  TransactionId OldestXmin)
 {
 	ParallelContext *pcxt;
 	GsIdxShared *sh;
@@ -254,6 +261,10 @@ gs_idx_parallel_begin(GsIdxBuild *b, IndexInfo *indexInfo, int nworkers,
 	SpinLockInit(&sh->mutex);
 	sh->reltuples = 0;
 	sh->brokenhotchain = false;
+	sh->cluster = cluster;
+	sh->follow_index = follow_index;
+	sh->oldest_xmin = OldestXmin;
+	gs_cluster_shared_init(&sh->cl);
 	sh->nslots = nworkers;
 	sh->scan_offset = scan_offset;
 	for (i = 0; i < nworkers; i++)
@@ -281,8 +292,10 @@ gs_idx_parallel_begin(GsIdxBuild *b, IndexInfo *indexInfo, int nworkers,
 		DestroyParallelContext(pcxt);
 		ExitParallelMode();
 		ereport(DEBUG1,
-				(errmsg_internal("gpusort index \"%s\": no parallel worker could be launched, building serially",
-								 RelationGetRelationName(b->index))));
+				(errmsg_internal("gpusort %s \"%s\": no parallel worker could be launched, %s serially",
+								 cluster ? "cluster" : "index",
+								 RelationGetRelationName(cluster ? b->heap : b->index),
+								 cluster ? "scanning" : "building")));
 		*share = (Size) maintenance_work_mem * 1024;
 		return NULL;
 	}
@@ -295,30 +308,44 @@ gs_idx_parallel_begin(GsIdxBuild *b, IndexInfo *indexInfo, int nworkers,
 	return p;
 }
 
-double
-gs_idx_parallel_scan(GsIdxParallel *p, GsIdxBuild *b, IndexInfo *indexInfo)
+GsIdxParallel *
+gs_idx_parallel_begin(GsIdxBuild *b, IndexInfo *indexInfo, int nworkers,
+					  Size *share)
+{
+	return gs_pidx_begin(b, indexInfo, nworkers, share, false, false,
+						 InvalidTransactionId);
+}
+
+GsIdxParallel *
+gs_idx_parallel_begin_cluster(GsIdxBuild *b, IndexInfo *indexInfo,
+							  int nworkers, Size *share, bool follow_index,
+							  TransactionId OldestXmin)
+{
+	return gs_pidx_begin(b, indexInfo, nworkers, share, true, follow_index,
+						 OldestXmin);
+}
+
+/* the leader's share is scanned: it merges its runs down, as workers do */
+static void
+gs_pidx_leader_scanned(GsIdxParallel *p, GsIdxBuild *b)
+{
+	if (b->nruns > 0)
+	{
+		if (b->n > 0)
+			gs_idx_spill_run(b);
+		/* the merge's buffers take the memory the arena held */
+		gs_idx_arena_free(b);
+		gs_idx_spill_reduce(b, gs_idx_reduce_budget(b, p->shared->nslots + 1));
+	}
+}
+
+/* the workers' end: their rows counted into b; the heap tuples they saw */
+static double
+gs_pidx_wait(GsIdxParallel *p, GsIdxBuild *b, IndexInfo *indexInfo)
 {
 	double		reltuples = 0;
 	instr_time	t0;
 	int			i;
-
-	/* the leader scans its share too, as a serial build would */
-	if (parallel_leader_participation)
-	{
-		reltuples = gs_idx_heap_scan(b->heap, b->index, indexInfo, true,
-									 gs_idx_collect, b,
-									 GsIdxSharedScan(p->shared));
-
-		/* a leader that wrote runs merges them down, as workers do */
-		if (b->nruns > 0)
-		{
-			if (b->n > 0)
-				gs_idx_spill_run(b);
-			/* the merge's buffers take the memory the arena held */
-			gs_idx_arena_free(b);
-			gs_idx_spill_reduce(b, gs_idx_reduce_budget(b, p->shared->nslots + 1));
-		}
-	}
 
 	/* a worker that failed raises its error here */
 	INSTR_TIME_SET_CURRENT(t0);
@@ -342,6 +369,48 @@ gs_idx_parallel_scan(GsIdxParallel *p, GsIdxBuild *b, IndexInfo *indexInfo)
 		indexInfo->ii_BrokenHotChain = true;
 	SpinLockRelease(&p->shared->mutex);
 	return reltuples;
+}
+
+double
+gs_idx_parallel_scan(GsIdxParallel *p, GsIdxBuild *b, IndexInfo *indexInfo)
+{
+	double		reltuples = 0;
+
+	/* the leader scans its share too, as a serial build would */
+	if (parallel_leader_participation)
+	{
+		reltuples = gs_idx_heap_scan(b->heap, b->index, indexInfo, true,
+									 gs_idx_collect, b,
+									 GsIdxSharedScan(p->shared));
+		gs_pidx_leader_scanned(p, b);
+	}
+	return reltuples + gs_pidx_wait(p, b, indexInfo);
+}
+
+const char *
+gs_idx_parallel_scan_cluster(GsIdxParallel *p, GsIdxBuild *b,
+							 IndexInfo *indexInfo, GsClusterCollect collect,
+							 void *arg, GsClusterCounts *counts)
+{
+	GsIdxShared *sh = p->shared;
+	const char *why = NULL;
+
+	Assert(sh->cluster);
+	if (parallel_leader_participation)
+	{
+		why = gs_cluster_scan(b->heap, indexInfo, collect, arg,
+							  GsIdxSharedScan(sh), &sh->cl, sh->follow_index,
+							  sh->oldest_xmin, counts, true);
+		if (why == NULL)
+			gs_pidx_leader_scanned(p, b);
+	}
+	(void) gs_pidx_wait(p, b, indexInfo);
+
+	/* every participant has added its part */
+	*counts = sh->cl.counts;
+	if (sh->cl.why[0] != '\0')
+		why = pstrdup(sh->cl.why);
+	return why;
 }
 
 bool
@@ -567,11 +636,21 @@ gs_idx_parallel_nworkers(GsIdxParallel *p)
 }
 
 void
+gs_idx_parallel_leave(GsIdxParallel *p)
+{
+	if (p->pcxt == NULL)
+		return;
+	DestroyParallelContext(p->pcxt);
+	p->pcxt = NULL;
+	p->shared = NULL;			/* it was in the context's segment */
+	ExitParallelMode();
+}
+
+void
 gs_idx_parallel_end(GsIdxParallel *p)
 {
 	dsa_detach(p->area);
-	DestroyParallelContext(p->pcxt);
-	ExitParallelMode();
+	gs_idx_parallel_leave(p);
 }
 
 /* ---------------------------------------------------------------------
@@ -803,6 +882,55 @@ gs_pidx_worker_collect(Relation index, ItemPointer tid, Datum *values,
 	b->n++;
 }
 
+/*
+ * CLUSTER's scan in a worker: a kept tuple's row (its index tuple, then
+ * the payload, as gs_idx_collect_payload lays it out) into the blocks
+ */
+static void
+gs_pidx_worker_collect_payload(void *arg, ItemPointer tid, Datum *values,
+							   bool *isnull, const void *payload, uint32 len)
+{
+	GsIdxWorker *w = (GsIdxWorker *) arg;
+	GsIdxBuild *b = &w->b;
+	IndexTuple	itup;
+	Size		isize;
+	Size		size;
+	char	   *dst;
+	char	   *ent;
+	uint32		word;
+	bool		lossy;
+
+	Assert(b->payload);
+	b->indtuples += 1;
+	itup = index_form_tuple_context(b->itupdesc, values, isnull, b->scratch);
+	itup->t_tid = *tid;
+	isize = MAXALIGN(IndexTupleSize(itup));
+	size = MAXALIGN(isize + 8 + len);
+	if (w->cur == NULL || w->tup_end + size + w->esz > w->ent_start)
+		gs_pidx_worker_block(w, size);
+	dst = (char *) w->cur + w->tup_end;
+	memcpy(dst, itup, IndexTupleSize(itup));
+	memcpy(dst + isize, &len, sizeof(len));
+	memcpy(dst + isize + 8, payload, len);
+	if (++b->scratch_used >= GS_IDX_SCRATCH_TUPLES)
+	{
+		MemoryContextReset(b->scratch);
+		b->scratch_used = 0;
+	}
+	word = (uint32) w->tup_end;
+	w->tup_end += size;
+	w->ent_start -= w->esz;
+	ent = (char *) w->cur + w->ent_start;
+
+	lossy = gs_idx_encode(b, values, isnull, tid, (uint64 *) ent);
+	word |= (uint32) (GS_ROW_ALIVE | (lossy ? GS_ROW_LOSSY : 0)) <<
+		GS_PIDX_FLAG_SHIFT;
+	memcpy(ent + b->keybytes, &word, sizeof(uint32));
+	b->anylossy |= lossy;
+	w->cur->nrows++;
+	b->n++;
+}
+
 void
 gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 {
@@ -816,6 +944,7 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 	double		reltuples;
 	char	   *query;
 	instr_time	t0;
+	bool		gave_up = false;
 
 	INSTR_TIME_SET_CURRENT(t0);
 	query = shm_toc_lookup(toc, GS_PIDX_KEY_QUERY_TEXT, true);
@@ -837,6 +966,12 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 	if (!gs_idx_init(b, heap, index, indexInfo) ||
 		b->keybytes != sh->keybytes || b->colbytes != sh->colbytes)
 		elog(ERROR, "index key layout differs in parallel worker");
+	if (sh->cluster)
+	{
+		/* as the leader's (index_cluster.c) */
+		b->isunique = false;
+		b->payload = true;
+	}
 	gs_idx_sortsupport(b);
 	b->mem_limit = sh->share;
 	/* its runs go to the leader's file, placed beside everyone's */
@@ -860,18 +995,38 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 	w.block_size = MAXALIGN(Min(GS_PIDX_MAX_BLOCK,
 								Max(sh->share / 16, GS_PIDX_MIN_BLOCK)));
 
-	reltuples = gs_idx_heap_scan(heap, index, indexInfo, false,
-								 gs_pidx_worker_collect, &w,
-								 GsIdxSharedScan(sh));
+	if (sh->cluster)
+	{
+		GsClusterCounts counts;
+
+		memset(&counts, 0, sizeof(counts));
+		gave_up = gs_cluster_scan(heap, indexInfo,
+								  gs_pidx_worker_collect_payload, &w,
+								  GsIdxSharedScan(sh), &sh->cl,
+								  sh->follow_index, sh->oldest_xmin, &counts,
+								  false) != NULL;
+		reltuples = counts.num_tuples;
+	}
+	else
+		reltuples = gs_idx_heap_scan(heap, index, indexInfo, false,
+									 gs_pidx_worker_collect, &w,
+									 GsIdxSharedScan(sh));
 	gs_populate_wait(&w.prefault_task);
 
 	/*
 	 * Once it wrote a run, its last rows are one too, and it merges its runs
 	 * into one: the leader's final merge then takes a run per participant.
 	 */
-	if (b->nruns > 0 && b->n > 0)
+	if (gave_up)
+	{
+		/* CLUSTER: the leader copies the table another way; no rows */
+		slot->first = InvalidDsaPointer;
+		slot->nrows = 0;
+		b->n = 0;
+	}
+	else if (b->nruns > 0 && b->n > 0)
 		gs_pidx_worker_spill(&w);
-	if (b->nruns > 0)
+	if (b->nruns > 0 && !gave_up)
 	{
 		dsa_pointer dp;
 
@@ -895,7 +1050,7 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 		slot->first = InvalidDsaPointer;
 		slot->nrows = 0;
 	}
-	else
+	else if (!gave_up)
 	{
 		slot->first = w.first;
 		slot->nrows = b->n;
