@@ -12,7 +12,8 @@
 # $OUT/explain.txt, $OUT/logs.txt (setup logs), $OUT/errors.txt (if any).
 # Env: ROWS (default 50000000), CASES (default, in this order:
 # idx8_64 idx8_1g idx0_64 idx0_1g reindex3; also cluster: CLUSTER of a
-# copy of g50 by a 1GB-built index on k, made again before each run),
+# copy of g50 by a 1GB-built index on k, made again before each run, at
+# the default max_parallel_maintenance_workers (2); cluster8: with 8),
 # VARIANTS (default "on off"),
 # RUNS (gpusort's runs of each variant, default 1; the table shows the
 # median, the lower of two), FIRST (gpusort: its runs of a case before
@@ -59,11 +60,13 @@ declare -A CASE=(
 	[idx0_1g]="SET max_parallel_maintenance_workers = 0; SET maintenance_work_mem = '1GB'|$CI"
 	[reindex3]="SET maintenance_work_mem = '1GB'|REINDEX TABLE g50"
 	[cluster]="SET maintenance_work_mem = '1GB'|CLUSTER gc50 USING gc50_k"
+	[cluster8]="SET max_parallel_maintenance_workers = 8; SET maintenance_work_mem = '1GB'|CLUSTER gc50 USING gc50_k"
 )
 # made again, untimed, before each timed run of a case
 declare -A PREP=(
 	[cluster]="DROP TABLE IF EXISTS gc50; CREATE UNLOGGED TABLE gc50 AS SELECT * FROM g50; SET maintenance_work_mem = '1GB'; CREATE INDEX gc50_k ON gc50 (k); VACUUM ANALYZE gc50"
 )
+PREP[cluster8]=${PREP[cluster]}
 declare -A RES
 
 # one timed statement: $1 variant (PostgreSQL, on, off), $2 case
@@ -81,7 +84,7 @@ t() {
 	pgsql -q -c "$extra; $set" -c "$q" >/dev/null 2>"$OUT/stmt.err"
 	e=$(( ($(date +%s%N) - s) / 1000000 ))
 	grep -q ERROR "$OUT/stmt.err" && { e="ERR"; cat "$OUT/stmt.err" >>"$OUT/errors.txt"; }
-	grep -h "gpusort index\|built by" "$OUT/stmt.err" | sed "s/^/$v $c: /" >>"$OUT/splits.txt"
+	grep -h "gpusort index\|built by\|gpusort cluster\|sorted by" "$OUT/stmt.err" | sed "s/^/$v $c: /" >>"$OUT/splits.txt"
 	RES[$v,$c]+="$e "
 	say "$v $c: $e ms"
 }
