@@ -24,6 +24,11 @@
 --                 sort (for the index tests, which create amcheck and
 --                 pageinspect: the functions find theirs when they run)
 --
+--   gs_pages_differ(a, b)
+--                 heap pages of two tables that differ, but for LSN,
+--                 checksum and the tuples' xids and command ids (-1: not as
+--                 many pages): two heaps rewritten by CLUSTER, one by gpusort
+--
 --   gs_error_unquoted(q)
 --                 runs q; its error as "SQLSTATE: message" without double
 --                 quotes (18 quotes parameter names in some messages)
@@ -260,6 +265,36 @@ BEGIN
 								AND backend_xmin IS NOT NULL);
 		PERFORM pg_sleep(0.05);
 	END LOOP;
+END
+$fn$;
+
+-- Heap pages of a and b that differ, beyond their LSN and checksum, in
+-- their header or in any line pointer or tuple (its header, null bitmap,
+-- data), but for the tuples' xmin, xmax and command id: two tables made
+-- the same way in one transaction differ there; -1 when their sizes
+-- differ (pageinspect must be there)
+CREATE FUNCTION gs_pages_differ(a regclass, b regclass) RETURNS int
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	pages bigint := pg_relation_size(a) / 8192;
+	differ int;
+BEGIN
+	IF pages <> pg_relation_size(b) / 8192 THEN
+		RETURN -1;
+	END IF;
+	SELECT count(*) INTO differ
+	FROM generate_series(0, pages - 1) AS blk
+	WHERE (SELECT row(flags, lower, upper, special, pagesize, version, prune_xid)::text
+		   FROM page_header(get_raw_page(a::text, blk))) <>
+		  (SELECT row(flags, lower, upper, special, pagesize, version, prune_xid)::text
+		   FROM page_header(get_raw_page(b::text, blk)))
+	   OR (SELECT string_agg(row(lp, lp_off, lp_flags, lp_len, t_ctid, t_infomask2,
+								 t_infomask, t_hoff, t_bits, t_data)::text, ',' ORDER BY lp)
+		   FROM heap_page_items(get_raw_page(a::text, blk))) IS DISTINCT FROM
+		  (SELECT string_agg(row(lp, lp_off, lp_flags, lp_len, t_ctid, t_infomask2,
+								 t_infomask, t_hoff, t_bits, t_data)::text, ',' ORDER BY lp)
+		   FROM heap_page_items(get_raw_page(b::text, blk)));
+	RETURN differ;
 END
 $fn$;
 

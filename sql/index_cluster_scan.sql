@@ -14,6 +14,7 @@
 LOAD 'gpusort';
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS amcheck;
+CREATE EXTENSION IF NOT EXISTS pageinspect;
 RESET client_min_messages;
 \set SHOW_CONTEXT never
 SET gpusort.log_index_builds = on;
@@ -66,7 +67,8 @@ END $$;
 
 -- CLUSTER gscs1 with gpusort, gscs2 without, by the index named suffix
 CREATE FUNCTION gscs_cluster(suffix text,
-							 OUT same_heap boolean, OUT same_reltuples boolean)
+							 OUT same_heap boolean, OUT same_reltuples boolean,
+							 OUT pages_differ int)
 LANGUAGE plpgsql AS $$
 BEGIN
 	PERFORM gs_quiet();
@@ -78,6 +80,7 @@ BEGIN
 	same_heap := gscs_heap('gscs1') = gscs_heap('gscs2');
 	same_reltuples := (SELECT reltuples FROM pg_class WHERE relname = 'gscs1') =
 		(SELECT reltuples FROM pg_class WHERE relname = 'gscs2');
+	pages_differ := gs_pages_differ('gscs1', 'gscs2');
 END $$;
 
 SELECT gscs_make('gscs1'), gscs_make('gscs2');
@@ -144,11 +147,12 @@ SELECT bt_index_parent_check('gscs1_bd', true, true);
 -- returns all of a chain at its one index entry; gpusort leaves the copy
 -- to it
 CREATE FUNCTION gscs_touch_cluster(suffix text,
-								   OUT same_heap boolean, OUT same_reltuples boolean)
+								   OUT same_heap boolean, OUT same_reltuples boolean,
+								   OUT pages_differ int)
 LANGUAGE plpgsql AS $$
 BEGIN
 	PERFORM gscs_touch(7);
-	SELECT * INTO same_heap, same_reltuples FROM gscs_cluster(suffix);
+	SELECT * INTO same_heap, same_reltuples, pages_differ FROM gscs_cluster(suffix);
 END $$;
 SET client_min_messages = log;
 SELECT * FROM gscs_touch_cluster('c');
