@@ -86,6 +86,12 @@ SET gpusort.index_fault = 'cancel_in_merge';
 CLUSTER gsk USING gsk_a;
 SET gpusort.index_fault = 'cancel_in_write';
 CLUSTER gsk USING gsk_a;
+-- with parallel workers for the table's scan: the merge runs after they
+-- ended, their rows still in shared memory and runs
+ALTER TABLE gsk SET (parallel_workers = 2);
+SET gpusort.index_fault = 'cancel_in_merge';
+CLUSTER gsk USING gsk_a;
+ALTER TABLE gsk RESET (parallel_workers);
 RESET gpusort.index_fault;
 -- (the files counted apart: from PostgreSQL 16 on, the ordered aggregate's
 -- sort below is a plan node, whose own temporary file is open meanwhile)
