@@ -827,6 +827,32 @@ gs_pidx_worker_block(GsIdxWorker *w, Size size)
 		gs_pidx_worker_ahead(w);
 }
 
+/*
+ * The row whose tuple (size bytes) was just placed at the block's free
+ * space: its entry, the key encoded, below the block's other entries
+ */
+static void
+gs_pidx_worker_entry(GsIdxWorker *w, Size size, Datum *values, bool *isnull,
+					 ItemPointer tid, bool alive)
+{
+	GsIdxBuild *b = &w->b;
+	uint32		word = (uint32) w->tup_end;
+	char	   *ent;
+	bool		lossy;
+
+	w->tup_end += size;
+	w->ent_start -= w->esz;
+	ent = (char *) w->cur + w->ent_start;
+
+	lossy = gs_idx_encode(b, values, isnull, tid, (uint64 *) ent);
+	word |= (uint32) ((alive ? GS_ROW_ALIVE : 0) |
+					  (lossy ? GS_ROW_LOSSY : 0)) << GS_PIDX_FLAG_SHIFT;
+	memcpy(ent + b->keybytes, &word, sizeof(uint32));
+	b->anylossy |= lossy;
+	w->cur->nrows++;
+	b->n++;
+}
+
 /* table_index_build_scan callback in a worker */
 static void
 gs_pidx_worker_collect(Relation index, ItemPointer tid, Datum *values,
@@ -836,9 +862,6 @@ gs_pidx_worker_collect(Relation index, ItemPointer tid, Datum *values,
 	GsIdxBuild *b = &w->b;
 	IndexTuple	itup;
 	Size		size;
-	char	   *ent;
-	uint32		word;
-	bool		lossy;
 
 	b->indtuples += 1;
 	if (b->fixed)
@@ -868,18 +891,7 @@ gs_pidx_worker_collect(Relation index, ItemPointer tid, Datum *values,
 			b->scratch_used = 0;
 		}
 	}
-	word = (uint32) w->tup_end;
-	w->tup_end += size;
-	w->ent_start -= w->esz;
-	ent = (char *) w->cur + w->ent_start;
-
-	lossy = gs_idx_encode(b, values, isnull, tid, (uint64 *) ent);
-	word |= (uint32) ((tupleIsAlive ? GS_ROW_ALIVE : 0) |
-					  (lossy ? GS_ROW_LOSSY : 0)) << GS_PIDX_FLAG_SHIFT;
-	memcpy(ent + b->keybytes, &word, sizeof(uint32));
-	b->anylossy |= lossy;
-	w->cur->nrows++;
-	b->n++;
+	gs_pidx_worker_entry(w, size, values, isnull, tid, tupleIsAlive);
 }
 
 /*
@@ -896,9 +908,6 @@ gs_pidx_worker_collect_payload(void *arg, ItemPointer tid, Datum *values,
 	Size		isize;
 	Size		size;
 	char	   *dst;
-	char	   *ent;
-	uint32		word;
-	bool		lossy;
 
 	Assert(b->payload);
 	b->indtuples += 1;
@@ -917,18 +926,7 @@ gs_pidx_worker_collect_payload(void *arg, ItemPointer tid, Datum *values,
 		MemoryContextReset(b->scratch);
 		b->scratch_used = 0;
 	}
-	word = (uint32) w->tup_end;
-	w->tup_end += size;
-	w->ent_start -= w->esz;
-	ent = (char *) w->cur + w->ent_start;
-
-	lossy = gs_idx_encode(b, values, isnull, tid, (uint64 *) ent);
-	word |= (uint32) (GS_ROW_ALIVE | (lossy ? GS_ROW_LOSSY : 0)) <<
-		GS_PIDX_FLAG_SHIFT;
-	memcpy(ent + b->keybytes, &word, sizeof(uint32));
-	b->anylossy |= lossy;
-	w->cur->nrows++;
-	b->n++;
+	gs_pidx_worker_entry(w, size, values, isnull, tid, true);
 }
 
 void
