@@ -511,9 +511,7 @@ gs_idx_encode(GsIdxBuild *b, Datum *values, bool *isnull, ItemPointer tid,
 	if (b->colbytes == b->colwords * 8)
 	{
 		lossy = gs_encode_key(b->kp, values, isnull, key);
-		key[b->colwords] =
-			((uint64) ItemPointerGetBlockNumberNoCheck(tid) << 16) |
-			ItemPointerGetOffsetNumberNoCheck(tid);
+		key[b->colwords] = gs_idx_tid_word(tid);
 		return lossy;
 	}
 	lossy = gs_encode_key(b->kp, values, isnull, b->colbuf);
@@ -526,9 +524,7 @@ gs_idx_encode(GsIdxBuild *b, Datum *values, bool *isnull, ItemPointer tid,
 	}
 	else
 		memcpy(key, b->colbuf, b->colbytes);
-	key[b->colwords] =
-		((uint64) ItemPointerGetBlockNumberNoCheck(tid) << 16) |
-		ItemPointerGetOffsetNumberNoCheck(tid);
+	key[b->colwords] = gs_idx_tid_word(tid);
 	return lossy;
 }
 
@@ -789,7 +785,11 @@ gs_idx_sort(GsIdxBuild *b, bool keys_out)
 	 * Runs of equal column keys: put them in order with the comparators
 	 * where the keys are not exact, and check uniqueness.  Keys are now in
 	 * sorted order, so the column part of key i belongs to row perm[i];
-	 * reordering rows within a run keeps that true.
+	 * reordering rows within a run keeps that true, but not of the heap TID
+	 * word after it: that is written again from the rows' own TIDs, for
+	 * the merges of runs break ties between runs with it (left as the
+	 * engine sorted it, a row of one run could pass a row of another with
+	 * equal columns and a lower TID: a posting list out of TID order).
 	 */
 
 	s = 0;
@@ -810,7 +810,18 @@ gs_idx_sort(GsIdxBuild *b, bool keys_out)
 		if (e - s > 1)
 		{
 			if (!b->exact || lossy)
+			{
+				size_t		i;
+
 				qsort_arg(perm + s, e - s, sizeof(uint32), gs_idx_cmp_rows, b);
+				for (i = s; i < e; i++)
+				{
+					uint64		w = gs_idx_tid_word(&b->tuples[perm[i]]->t_tid);
+
+					memcpy(b->keys + i * b->keybytes + b->colwords * sizeof(uint64),
+						   &w, sizeof(w));
+				}
+			}
 			if (b->isunique)
 				gs_idx_check_unique(b, perm, s, e);
 		}

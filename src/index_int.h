@@ -298,6 +298,14 @@ gs_idx_form_fixed(const GsIdxBuild *b, Datum *values, bool *isnull,
 	dst->t_info = (unsigned short) size;
 }
 
+/* the last word of a row's key: its heap TID, in TID order */
+static inline uint64
+gs_idx_tid_word(ItemPointer tid)
+{
+	return ((uint64) ItemPointerGetBlockNumberNoCheck(tid) << 16) |
+		ItemPointerGetOffsetNumberNoCheck(tid);
+}
+
 /* milliseconds since start */
 static inline double
 gs_idx_ms_since(instr_time start)
