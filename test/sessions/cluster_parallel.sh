@@ -4,7 +4,11 @@
 # the table's parallel_workers; 1MB of maintenance_work_mem, so every
 # participant writes runs, and 64MB, in memory) and a table made the same
 # way, in the same transaction, with PostgreSQL; the new heaps must be the
-# same line pointer for line pointer and tuple for tuple.  Sessions that
+# same line pointer for line pointer and tuple for tuple.  (Only inserted
+# rows, and the xmin hint bits left out: the other sessions' transactions
+# move the horizon between the two CLUSTERs, which decides whether a row is
+# frozen, or a deleted one kept; sql/index_cluster*.sql compare updated and
+# deleted rows, one session alone.)  Sessions that
 # find no free worker scan alone, with the same result.  Then a CLUSTER
 # whose index expression fails on one row, in whichever participant reads
 # it: the error is PostgreSQL's, the heap unchanged; and in the end no
@@ -19,9 +23,27 @@ CREATE EXTENSION IF NOT EXISTS pageinspect;
 CREATE OR REPLACE FUNCTION gs_cp_heap(tab regclass) RETURNS text
 LANGUAGE sql AS $$
 	SELECT md5(string_agg(concat_ws(':', p, lp, lp_flags, lp_len, t_ctid, t_infomask2,
-									t_infomask, t_hoff, t_bits, t_data), ',' ORDER BY p, lp))
+									t_infomask & ~768, t_hoff, t_bits, t_data), ',' ORDER BY p, lp))
 	FROM generate_series(0, pg_relation_size(tab) / 8192 - 1) AS p,
 		 heap_page_items(get_raw_page(tab::text, p::int))
+$$;
+-- where two heaps differ: the rows' order, their data, their tuple headers
+CREATE OR REPLACE FUNCTION gs_cp_diff(a regclass, b regclass) RETURNS text
+LANGUAGE sql AS $$
+	WITH ia AS (SELECT p, lp, t_ctid, t_infomask, t_infomask2, t_hoff, t_bits, t_data
+				FROM generate_series(0, pg_relation_size(a) / 8192 - 1) AS p,
+					 heap_page_items(get_raw_page(a::text, p::int))),
+		 ib AS (SELECT p, lp, t_ctid, t_infomask, t_infomask2, t_hoff, t_bits, t_data
+				FROM generate_series(0, pg_relation_size(b) / 8192 - 1) AS p,
+					 heap_page_items(get_raw_page(b::text, p::int)))
+	SELECT format('%s of %s line pointers differ: data %s, infomask %s (bits %s), infomask2 %s, ctid %s',
+				  count(*) FILTER (WHERE row(ia.*) IS DISTINCT FROM row(ib.*)), count(*),
+				  count(*) FILTER (WHERE ia.t_data IS DISTINCT FROM ib.t_data),
+				  count(*) FILTER (WHERE ia.t_infomask IS DISTINCT FROM ib.t_infomask),
+				  string_agg(DISTINCT (ia.t_infomask # ib.t_infomask)::bit(16)::text, ' '),
+				  count(*) FILTER (WHERE ia.t_infomask2 IS DISTINCT FROM ib.t_infomask2),
+				  count(*) FILTER (WHERE ia.t_ctid IS DISTINCT FROM ib.t_ctid))
+	FROM ia FULL JOIN ib USING (p, lp)
 $$;
 -- fails on row 7000 when gs_cp.fail is on (an index expression)
 CREATE OR REPLACE FUNCTION gs_cp_key(i int, k int8) RETURNS int8
@@ -46,10 +68,6 @@ CREATE TABLE $a (id int, k int8, t text, pad text) WITH (autovacuum_enabled = of
 CREATE TABLE $b (id int, k int8, t text, pad text) WITH (autovacuum_enabled = off);
 INSERT INTO $a SELECT i, (i::int8 * 2654435761) % 100003, md5(i::text), 'p' FROM generate_series(1, 40000) AS i;
 INSERT INTO $b SELECT i, (i::int8 * 2654435761) % 100003, md5(i::text), 'p' FROM generate_series(1, 40000) AS i;
-UPDATE $a SET pad = pad || 'u' WHERE id % 7 = 0;
-UPDATE $b SET pad = pad || 'u' WHERE id % 7 = 0;
-DELETE FROM $a WHERE id % 11 = 0;
-DELETE FROM $b WHERE id % 11 = 0;
 CREATE UNIQUE INDEX ${a}_k ON $a (k);
 CREATE UNIQUE INDEX ${b}_k ON $b (k);
 COMMIT;
@@ -65,7 +83,7 @@ SQL
 			gs_psql -c "SET maintenance_work_mem = '$mem'" -c 'SET gpusort.enabled = off' \
 				-c 'SET random_page_cost = 1000000' -c "SET effective_cache_size = '8kB'" \
 				-c "CLUSTER $b USING ${b}_k" || return 1
-			gs_psql -c "SELECT CASE WHEN gs_cp_heap('$a') = gs_cp_heap('$b') THEN 'same heap' ELSE 'heaps differ' END" || return 1
+			gs_psql -c "SELECT CASE WHEN gs_cp_heap('$a') = gs_cp_heap('$b') THEN 'same heap' ELSE 'heaps differ: ' || gs_cp_diff('$a', '$b') END" || return 1
 		done
 	done
 	gs_psql -c "DROP TABLE $a, $b"
@@ -107,7 +125,7 @@ DROP TABLE gs_cpe;
 SQL
 )
 gs_expect "an index expression failing in the scan" \
-	"$(grep -v '^CONTEXT\|^PL/pgSQL' <<<"$res")" \
+	"$(grep -v '^CONTEXT\|^PL/pgSQL\|^parallel worker' <<<"$res")" \
 "ERROR:  gs_cp_key failed on row 7000
 t
 t"
@@ -119,5 +137,5 @@ gs_expect "no parallel worker left" \
 gs_expect "no temporary file left" \
 	"$(gs_psql -c "SELECT count(*) FROM pg_ls_tmpdir() WHERE name LIKE '%.gpusort.%'")" "0"
 
-gs_psql -c 'DROP FUNCTION gs_cp_heap(regclass), gs_cp_key(int, int8)' || exit 1
+gs_psql -c 'DROP FUNCTION gs_cp_heap(regclass), gs_cp_diff(regclass, regclass), gs_cp_key(int, int8)' || exit 1
 gs_done
