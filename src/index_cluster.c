@@ -58,9 +58,17 @@
  *	  the order is the index's;
  *	  each row carries the tuple's own TID and the heap tuple itself after
  *	  its index tuple (in memory and in the runs);
+ *	- the scan runs in parallel workers where PostgreSQL would plan them
+ *	  for building the index (plan_create_index_workers): each participant
+ *	  scans a share of the blocks as above and keeps its rows as a
+ *	  parallel index build's participant does (index_parallel.c); the
+ *	  counts are summed, and one that finds the index scan's order cannot
+ *	  be had makes all stop;
  *	- in that order each heap tuple is reformed with dropped columns set
  *	  to NULL and given to rewrite_heap_tuple, which writes the new heap
- *	  and its WAL as for PostgreSQL's own copy;
+ *	  and its WAL as for PostgreSQL's own copy; a tuple that reforming
+ *	  would give back byte for byte (gs_cluster_tuple_as_formed) is
+ *	  copied instead;
  *	- pg_stat_progress_cluster goes through the phases of PostgreSQL's sort
  *	  path with the same counts (seq scan, sort, write), also where
  *	  PostgreSQL would have followed the index.

@@ -38,6 +38,12 @@
  * (Workers' runs in files of their own kept the leader's final merge on
  * one core: 6.4 s of a 10.4 s build of 50M rows with 8 workers.)
  *
+ * CLUSTER's table sort (index_cluster.c) uses the same machinery: its
+ * participants scan with gs_cluster_scan instead (each tuple's fate against
+ * CLUSTER's cutoff, the heap tuple carried after the index tuple as the
+ * row's payload), and the leader leaves parallel mode before it rewrites
+ * the heap, keeping the DSA area until the rows in it are written.
+ *
  * Cleanup: the DSA area's segments and the parallel DSM belong to the
  * leader's resource owner, so an error or cancel frees them; workers are
  * stopped with the parallel context, and their errors come up in the
