@@ -44,64 +44,49 @@ BEGIN
 	RETURN h;
 END $$;
 
+-- CLUSTER gsc1 with gpusort (its LOG lines show), gsc2 with PostgreSQL, by
+-- the index named suffix; are the heaps, their pages and reltuples equal?
+CREATE FUNCTION gsc_cluster(suffix text, OUT same_heap boolean,
+							OUT pages_differ int, OUT same_reltuples boolean)
+LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM set_config('client_min_messages', 'log', true);
+	EXECUTE format('CLUSTER gsc1 USING %I', 'gsc1_' || suffix);
+	PERFORM set_config('client_min_messages', 'notice', true);
+	PERFORM set_config('gpusort.enabled', 'off', true);
+	EXECUTE format('CLUSTER gsc2 USING %I', 'gsc2_' || suffix);
+	PERFORM set_config('gpusort.enabled', 'on', true);
+	same_heap := gsc_heap('gsc1') = gsc_heap('gsc2');
+	pages_differ := gs_pages_differ('gsc1', 'gsc2');
+	same_reltuples := (SELECT reltuples FROM pg_class WHERE relname = 'gsc1') =
+		(SELECT reltuples FROM pg_class WHERE relname = 'gsc2');
+END $$;
+
 SELECT gsc_make('gsc1'), gsc_make('gsc2');
 SET random_page_cost = 1000000;
 SET effective_cache_size = '8kB';
 
 -- in runs on disk (1MB), a unique int8 key
 SET maintenance_work_mem = '1MB';
-SET client_min_messages = log;
-CLUSTER gsc1 USING gsc1_k;
-SET gpusort.enabled = off;
-CLUSTER gsc2 USING gsc2_k;
-SET gpusort.enabled = on;
-RESET client_min_messages;
-SELECT gsc_heap('gsc1') = gsc_heap('gsc2') AS same_heap,
-	   gs_pages_differ('gsc1', 'gsc2') AS pages_differ,
-	   (SELECT count(*) FROM gsc1) AS n;
+SELECT * FROM gsc_cluster('k');
+SELECT count(*) AS n FROM gsc1;
 SELECT bt_index_parent_check('gsc1_k', true, true),
 	   bt_index_parent_check('gsc1_t', true, true);
 
 -- in memory, a text key that needs comparators, unique with id
 SET maintenance_work_mem = '64MB';
-SET client_min_messages = log;
-CLUSTER gsc1 USING gsc1_t;
-SET gpusort.enabled = off;
-CLUSTER gsc2 USING gsc2_t;
-SET gpusort.enabled = on;
-RESET client_min_messages;
-SELECT gsc_heap('gsc1') = gsc_heap('gsc2') AS same_heap;
+SELECT * FROM gsc_cluster('t');
 
 -- an expression index
-SET client_min_messages = log;
-CLUSTER gsc1 USING gsc1_e;
-SET gpusort.enabled = off;
-CLUSTER gsc2 USING gsc2_e;
-SET gpusort.enabled = on;
-RESET client_min_messages;
-SELECT gsc_heap('gsc1') = gsc_heap('gsc2') AS same_heap;
+SELECT * FROM gsc_cluster('e');
 
 -- parallel workers scan with the leader: the same heaps, in runs on disk
 -- and in memory
 ALTER TABLE gsc1 SET (parallel_workers = 2);
 SET maintenance_work_mem = '1MB';
-SET client_min_messages = log;
-CLUSTER gsc1 USING gsc1_k;
-SET gpusort.enabled = off;
-CLUSTER gsc2 USING gsc2_k;
-SET gpusort.enabled = on;
-RESET client_min_messages;
-SELECT gsc_heap('gsc1') = gsc_heap('gsc2') AS same_heap,
-	   (SELECT reltuples FROM pg_class WHERE relname = 'gsc1') =
-	   (SELECT reltuples FROM pg_class WHERE relname = 'gsc2') AS same_reltuples;
+SELECT * FROM gsc_cluster('k');
 SET maintenance_work_mem = '64MB';
-SET client_min_messages = log;
-CLUSTER gsc1 USING gsc1_e;
-SET gpusort.enabled = off;
-CLUSTER gsc2 USING gsc2_e;
-SET gpusort.enabled = on;
-RESET client_min_messages;
-SELECT gsc_heap('gsc1') = gsc_heap('gsc2') AS same_heap;
+SELECT * FROM gsc_cluster('e');
 SELECT bt_index_parent_check('gsc1_k', true, true),
 	   bt_index_parent_check('gsc1_e', true, true);
 ALTER TABLE gsc1 RESET (parallel_workers);
@@ -239,4 +224,5 @@ SELECT (SELECT array_agg(id ORDER BY ctid) FROM gsc1) =
 DROP TABLE gsc1, gsc2;
 DROP FUNCTION gsc_make(text);
 DROP FUNCTION gsc_heap(regclass);
+DROP FUNCTION gsc_cluster(text);
 DROP FUNCTION gsc_slow(int);
