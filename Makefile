@@ -20,6 +20,7 @@ OBJS = \
 	src/sort_merge.o \
 	src/sort_emit.o \
 	src/sort_parallel.o \
+	src/sort_heapread.o \
 	src/spill.o \
 	src/spill_stream.o \
 	src/keys_sql.o \

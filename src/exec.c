@@ -152,14 +152,19 @@ gpusort_load(GpuSortState *gss)
 		gs_load_into(child, gss->sort);	/* in parallel where it can */
 	else
 	{
+		/* a plain table scan's pages are read here, else the node runs */
+		GsHeapReader *hr = gs_heapread_begin(child);
+
 		for (;;)
 		{
-			TupleTableSlot *slot = ExecProcNode(child);
+			TupleTableSlot *slot = gs_input_next(hr, child);
 
 			if (TupIsNull(slot))
 				break;
 			gs_sort_put(gss->sort, slot);
 		}
+		if (hr)
+			gs_heapread_end(hr);
 	}
 	estate->es_direction = dir;
 

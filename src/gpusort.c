@@ -15,6 +15,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 
+#include "gpusort_exec.h"
 #include "gpusort_int.h"
 #include "gpusort_service.h"
 
@@ -167,6 +168,17 @@ _PG_init(void)
 							 "PostgreSQL's parallel settings allow workers for that scan, and turns a "
 							 "Gather Merge over sorts in workers into one sort loaded by as many workers.",
 							 &gpusort_parallel_load,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("gpusort.load_page_scan",
+							 "Reads the rows of a sort's plain table scan page by page, the next page's memory fetched ahead.",
+							 "Taken where the scan has no filter and no projection, on a heap table "
+							 "under an MVCC snapshot; it returns the rows PostgreSQL's scan would. "
+							 "Off: every row comes through the scan node.",
+							 &gpusort_load_page_scan,
 							 true,
 							 PGC_USERSET,
 							 0,

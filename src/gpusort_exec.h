@@ -12,6 +12,7 @@
 
 #include "postgres.h"
 
+#include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "nodes/extensible.h"
 #include "portability/instr_time.h"
@@ -28,6 +29,21 @@ extern CustomScan *gs_load_make_plan(Plan *child, List *sortinfo,
 									 int nworkers, int plan_node_id);
 extern bool gs_load_is(PlanState *ps);
 extern void gs_load_into(PlanState *ps, GsSortState *sort);
+
+/* ---- a plain table scan's rows, read page by page (sort_heapread.c) ---- */
+typedef struct GsHeapReader GsHeapReader;
+
+extern bool gpusort_load_page_scan;
+extern GsHeapReader *gs_heapread_begin(PlanState *child);
+extern TupleTableSlot *gs_heapread_next(GsHeapReader *r);
+extern void gs_heapread_end(GsHeapReader *r);
+
+/* the next input row: from the reader if there is one, else the node */
+static inline TupleTableSlot *
+gs_input_next(GsHeapReader *r, PlanState *child)
+{
+	return r ? gs_heapread_next(r) : ExecProcNode(child);
+}
 
 /* ---- sort state (sortstate.c): a tuplesort-shaped life cycle ---- */
 

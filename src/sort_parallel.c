@@ -534,6 +534,7 @@ gs_load_worker(GsLoadState *ls)
 	TupleDesc	desc = ExecGetResultType(child);
 	GsKeyPlan  *kp;
 	GsLoadWriter w;
+	GsHeapReader *hr;
 	instr_time	t0;
 	uint64		nrows = 0;
 	uint64		nlossy = 0;
@@ -553,10 +554,11 @@ gs_load_worker(GsLoadState *ls)
 	w.slot = slot;
 	w.esz = sh->key_bytes + sizeof(uint32);
 	w.next_size = LOAD_FIRST_BLOCK;
+	hr = gs_heapread_begin(child);
 
 	for (;;)
 	{
-		TupleTableSlot *ts = ExecProcNode(child);
+		TupleTableSlot *ts = gs_input_next(hr, child);
 		MinimalTuple tup;
 		uint32		word;
 
@@ -576,6 +578,8 @@ gs_load_worker(GsLoadState *ls)
 		nrows++;
 	}
 
+	if (hr)
+		gs_heapread_end(hr);
 	gs_populate_wait(&w.populate);
 	slot->nrows = nrows;
 	slot->nlossy = nlossy;
@@ -616,6 +620,7 @@ gs_load_worker_runs(GsLoadState *ls)
 	PG_TRY();
 	{
 		GsSortState *sort;
+		GsHeapReader *hr;
 		const GsRun *runs;
 		uint64		nrows = 0;
 		int			nruns;
@@ -629,15 +634,18 @@ gs_load_worker_runs(GsLoadState *ls)
 		if (gs_sort_key_bytes(sort) != sh->key_bytes)
 			elog(ERROR, "gpusort: a parallel loader's key layout differs from the leader's");
 		gs_sort_attach_file(sort, &sh->file);
+		hr = gs_heapread_begin(child);
 		for (;;)
 		{
-			TupleTableSlot *ts = ExecProcNode(child);
+			TupleTableSlot *ts = gs_input_next(hr, child);
 
 			if (TupIsNull(ts))
 				break;
 			gs_sort_put(sort, ts);
 			nrows++;
 		}
+		if (hr)
+			gs_heapread_end(hr);
 		written = gs_sort_runs_written(sort);
 		runs = gs_sort_finish_runs(sort, sh->worker_max_runs, &nruns,
 								   &any_lossy, &max_tuple_len);
@@ -902,6 +910,7 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 	EState	   *estate = ps->state;
 	Plan	   *plan = ps->plan;
 	const char *reason = NULL;
+	GsHeapReader *hr;
 	instr_time	t0;
 	double		rows = 0;
 	int			i;
@@ -972,18 +981,26 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 	if (ps->instrument)
 		InstrStartNode(ps->instrument);
 	INSTR_TIME_SET_CURRENT(t0);
-	while (ls->launched == 0 || parallel_leader_participation)
+	if (ls->launched == 0 || parallel_leader_participation)
 	{
-		TupleTableSlot *slot;
-
 		/* the query's DSA area, for nodes that share state through it */
 		estate->es_query_dsa = ls->pei ? ls->pei->area : NULL;
-		slot = ExecProcNode(child);
+		hr = gs_heapread_begin(child);
 		estate->es_query_dsa = NULL;
-		if (TupIsNull(slot))
-			break;
-		gs_sort_put(sort, slot);
-		rows += 1;
+		for (;;)
+		{
+			TupleTableSlot *slot;
+
+			estate->es_query_dsa = ls->pei ? ls->pei->area : NULL;
+			slot = gs_input_next(hr, child);
+			estate->es_query_dsa = NULL;
+			if (TupIsNull(slot))
+				break;
+			gs_sort_put(sort, slot);
+			rows += 1;
+		}
+		if (hr)
+			gs_heapread_end(hr);
 	}
 	ls->leader.rows = rows;
 	ls->leader.ms = gs_elapsed_ms(t0);

@@ -1,0 +1,307 @@
+/*-------------------------------------------------------------------------
+ *
+ * sort_heapread.c
+ *	  The rows of a sort's plain table scan, read page by page with the next
+ *	  page's memory fetched ahead, instead of one at a time through the Seq
+ *	  Scan node.
+ *
+ * A profile of a parallel loader (a worker that reads, copies and encodes
+ * rows) showed its largest costs in first touches of memory: each tuple's
+ * header as the slot deformed it, each page's header as the scan looked
+ * for something to prune.  One cache miss after another, since each waits
+ * for the row before it.  Here a process pins the page after the one it
+ * returns rows from and asks the CPU for all of that page's cache lines;
+ * they arrive while the current page's rows are copied.  The same idea
+ * serves the heap scan of index builds (index_scan.c).
+ *
+ * The reader returns what the node would return, row for row:
+ *	- the pages are those of the node's own scan: the blocks its parallel
+ *	  block allocator hands this process (so the node's other
+ *	  participants and this reader share the table out as usual), or,
+ *	  serially, the blocks the scan counted at its start, from the block
+ *	  it starts at;
+ *	- each page gets what PostgreSQL's page-at-a-time scan gives it: the
+ *	  chance to be pruned, then, under its share lock, the visibility of
+ *	  every normal line pointer under the scan's snapshot (all visible on
+ *	  an all-visible page, else HeapTupleSatisfiesVisibility), with the
+ *	  serializable conflict check; the tuples are then read with only the
+ *	  pin held, which keeps pruning from moving them;
+ *	- the rows are counted for the table's statistics and for the node's
+ *	  instrumentation.
+ * A synchronized scan does not report where it is while the reader reads;
+ * that only helps other scans start near it.
+ *
+ * It is taken only where the node does nothing to its rows: no qual, no
+ * projection, a heap table, an MVCC snapshot, no EvalPlanQual recheck.
+ * Any other input goes through the node, as does everything when
+ * gpusort.load_page_scan is off.
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/relscan.h"
+#include "access/tableam.h"
+#include "catalog/pg_am_d.h"
+#include "executor/executor.h"
+#include "executor/instrument.h"
+#include "miscadmin.h"
+#include "nodes/execnodes.h"
+#include "pgstat.h"
+#include "storage/bufmgr.h"
+#include "storage/predicate.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "gpusort_exec.h"
+
+bool		gpusort_load_page_scan = true;
+
+struct GsHeapReader
+{
+	PlanState  *node;
+	Relation	rel;
+	Snapshot	snapshot;
+	HeapScanDesc scan;
+	ParallelBlockTableScanDesc pbscan;	/* NULL: a serial scan */
+	BufferAccessStrategy strategy;
+	BlockNumber nblocks;		/* serial: the blocks to read */
+	BlockNumber startblock;
+	BlockNumber taken;			/* serial: blocks taken so far */
+	BlockNumber next;			/* the page after the current one */
+	Buffer		nextbuf;		/* pinned, its memory on its way */
+	Buffer		buf;			/* the page whose rows are returned */
+	BlockNumber blkno;
+	Page		page;
+	int			ntup;			/* visible tuples of buf */
+	int			pos;			/* the next of them to return */
+	bool		done;
+	double		rows;
+	TupleTableSlot *slot;
+	HeapTupleData tuple;
+	OffsetNumber offs[MaxHeapTuplesPerPage];
+};
+
+/*
+ * Ask for every cache line of a page.  The barrier keeps the compiler from
+ * deleting the loop as one without effects.
+ */
+static inline void
+gs_hr_prefetch(const char *page)
+{
+	int			off;
+
+	for (off = 0; off < BLCKSZ; off += 64)
+	{
+		__builtin_prefetch(page + off, 0, 3);
+		pg_compiler_barrier();
+	}
+}
+
+/* the next block of this process's share, or InvalidBlockNumber */
+static BlockNumber
+gs_hr_take(GsHeapReader *r)
+{
+	if (r->pbscan != NULL)
+		return table_block_parallelscan_nextpage(r->rel,
+												 r->scan->rs_parallelworkerdata,
+												 r->pbscan);
+	if (r->taken >= r->nblocks)
+		return InvalidBlockNumber;
+	return (r->startblock + r->taken++) % r->nblocks;
+}
+
+/*
+ * The visible tuples of the page in r->buf, as heapgetpage finds them
+ * (PostgreSQL 15; heap_prepare_pagescan later).
+ */
+static void
+gs_hr_collect(GsHeapReader *r)
+{
+	Buffer		buf = r->buf;
+	Page		page = BufferGetPage(buf);
+	OffsetNumber maxoff;
+	OffsetNumber off;
+	bool		allvis;
+	int			n = 0;
+
+	heap_page_prune_opt(r->rel, buf);
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+#if PG_VERSION_NUM < 170000
+	TestForOldSnapshot(r->snapshot, r->rel, page);
+#endif
+	maxoff = PageGetMaxOffsetNumber(page);
+	allvis = PageIsAllVisible(page) && !r->snapshot->takenDuringRecovery;
+	for (off = FirstOffsetNumber; off <= maxoff; off = OffsetNumberNext(off))
+	{
+		ItemId		lp = PageGetItemId(page, off);
+		HeapTupleData tup;
+		bool		valid;
+
+		if (!ItemIdIsNormal(lp))
+			continue;
+		tup.t_tableOid = RelationGetRelid(r->rel);
+		tup.t_data = (HeapTupleHeader) PageGetItem(page, lp);
+		tup.t_len = ItemIdGetLength(lp);
+		ItemPointerSet(&tup.t_self, r->blkno, off);
+		valid = allvis || HeapTupleSatisfiesVisibility(&tup, r->snapshot, buf);
+		HeapCheckForSerializableConflictOut(valid, r->rel, &tup, buf,
+											r->snapshot);
+		if (valid)
+			r->offs[n++] = off;
+	}
+	LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+	r->page = page;
+	r->ntup = n;
+	r->pos = 0;
+}
+
+/* move to the next page with a visible tuple; false at the end */
+static bool
+gs_hr_next_page(GsHeapReader *r)
+{
+	for (;;)
+	{
+		if (BufferIsValid(r->buf))
+		{
+			ReleaseBuffer(r->buf);
+			r->buf = InvalidBuffer;
+		}
+		if (r->next == InvalidBlockNumber)
+			return false;
+		CHECK_FOR_INTERRUPTS();
+
+		r->buf = r->nextbuf;
+		r->blkno = r->next;
+		r->nextbuf = InvalidBuffer;
+		r->next = gs_hr_take(r);
+		if (r->next != InvalidBlockNumber)
+		{
+			r->nextbuf = ReadBufferExtended(r->rel, MAIN_FORKNUM, r->next,
+											RBM_NORMAL, r->strategy);
+			gs_hr_prefetch((const char *) BufferGetPage(r->nextbuf));
+		}
+		gs_hr_collect(r);
+		if (r->ntup > 0)
+			return true;
+	}
+}
+
+/*
+ * A reader of child's rows, or NULL if the child is not a scan the reader
+ * may stand in for (the caller then runs the node).  The first page is
+ * read by the first gs_heapread_next.
+ */
+GsHeapReader *
+gs_heapread_begin(PlanState *child)
+{
+	ScanState  *ss = (ScanState *) child;
+	EState	   *estate = child->state;
+	GsHeapReader *r;
+	HeapScanDesc scan;
+	Relation	rel;
+
+	if (!gpusort_load_page_scan || child == NULL ||
+		!IsA(child, SeqScanState) ||
+		child->qual != NULL || child->ps_ProjInfo != NULL ||
+		estate->es_epq_active != NULL)
+		return NULL;
+	rel = ss->ss_currentRelation;
+	if (rel == NULL || rel->rd_rel->relam != HEAP_TABLE_AM_OID ||
+		!IsMVCCSnapshot(estate->es_snapshot))
+		return NULL;
+
+	/* the node's scan, begun as its first fetch would begin it */
+	if (ss->ss_currentScanDesc == NULL)
+		ss->ss_currentScanDesc = table_beginscan(rel, estate->es_snapshot,
+												 0, NULL);
+	scan = (HeapScanDesc) ss->ss_currentScanDesc;
+	if ((scan->rs_base.rs_flags & SO_ALLOW_PAGEMODE) == 0 ||
+		!IsMVCCSnapshot(scan->rs_base.rs_snapshot))
+		return NULL;
+
+	r = palloc0(sizeof(GsHeapReader));
+	r->node = child;
+	r->rel = rel;
+	r->snapshot = scan->rs_base.rs_snapshot;
+	r->scan = scan;
+	r->pbscan = (ParallelBlockTableScanDesc) scan->rs_base.rs_parallel;
+	r->strategy = scan->rs_strategy;
+	r->buf = InvalidBuffer;
+	r->nextbuf = InvalidBuffer;
+	r->tuple.t_tableOid = RelationGetRelid(rel);
+	r->slot = MakeSingleTupleTableSlot(RelationGetDescr(rel),
+									   &TTSOpsHeapTuple);
+	if (r->pbscan != NULL)
+		table_block_parallelscan_startblock_init(rel,
+												 scan->rs_parallelworkerdata,
+												 r->pbscan);
+	else
+	{
+		r->nblocks = scan->rs_nblocks;
+		r->startblock = r->nblocks > 0 ? scan->rs_startblock % r->nblocks : 0;
+	}
+	r->next = gs_hr_take(r);
+	if (r->next != InvalidBlockNumber)
+		r->nextbuf = ReadBufferExtended(rel, MAIN_FORKNUM, r->next,
+										RBM_NORMAL, r->strategy);
+	if (child->instrument)
+		InstrStartNode(child->instrument);
+	return r;
+}
+
+/* the pins go and the node's instrumentation gets the rows */
+static void
+gs_hr_finish(GsHeapReader *r)
+{
+	if (r->done)
+		return;
+	r->done = true;
+	if (BufferIsValid(r->buf))
+		ReleaseBuffer(r->buf);
+	if (BufferIsValid(r->nextbuf))
+		ReleaseBuffer(r->nextbuf);
+	r->buf = r->nextbuf = InvalidBuffer;
+	ExecClearTuple(r->slot);
+	if (r->node->instrument)
+		InstrStopNode(r->node->instrument, r->rows);
+}
+
+/*
+ * The next row, in a slot of the reader's (valid until the next call: the
+ * tuple lies in a pinned shared buffer), or NULL at the end.
+ */
+TupleTableSlot *
+gs_heapread_next(GsHeapReader *r)
+{
+	ItemId		lp;
+	OffsetNumber off;
+
+	if (unlikely(r->pos >= r->ntup))
+	{
+		if (r->done || !gs_hr_next_page(r))
+		{
+			gs_hr_finish(r);
+			return NULL;
+		}
+	}
+	off = r->offs[r->pos++];
+	lp = PageGetItemId(r->page, off);
+	r->tuple.t_data = (HeapTupleHeader) PageGetItem(r->page, lp);
+	r->tuple.t_len = ItemIdGetLength(lp);
+	ItemPointerSet(&r->tuple.t_self, r->blkno, off);
+	pgstat_count_heap_getnext(r->rel);
+	r->rows += 1;
+	return ExecStoreHeapTuple(&r->tuple, r->slot, false);
+}
+
+void
+gs_heapread_end(GsHeapReader *r)
+{
+	gs_hr_finish(r);
+	ExecDropSingleTupleTableSlot(r->slot);
+	pfree(r);
+}
