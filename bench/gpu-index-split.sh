@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # GPU machine, one call: the index builds of #14/#16 on 50M rows (g50 of
 # bench/gpu-env.sh), each case as PostgreSQL's build, then gpusort's with
-# its own page-by-page heap scan (gpusort.index_page_scan on), then with
-# PostgreSQL's scan (off), in that order, with every DEBUG2 line of
+# its own page-by-page heap scans (gpusort.index_page_scan and
+# gpusort.load_page_scan on), then with PostgreSQL's scans (off), in that
+# order, with every DEBUG2 line of
 # gpusort's builds kept: where the time goes.  The ORDER BY cases of #16
 # (ext: int8 with work_mem 64MB, mem: int8 in memory, text: md5 text in
 # memory, all with 8 workers allowed on both sides) can be added to CASES;
@@ -75,7 +76,7 @@ t() {
 	[ "$(left)" -gt 0 ] || { RES[$v,$c]="skipped"; return; }
 	case $v in
 		PostgreSQL) extra="SET gpusort.enabled = off" ;;
-		*) extra="SET gpusort.index_page_scan = $v; SET client_min_messages = debug2" ;;
+		*) extra="SET gpusort.index_page_scan = $v; SET gpusort.load_page_scan = $v; SET client_min_messages = debug2" ;;
 	esac
 	# one statement at a time: VACUUM cannot run in the implicit transaction of -c
 	[ -n "${PREP[$c]:-}" ] && pgsql -q >/dev/null 2>>"$OUT/errors.txt" <<<"${PREP[$c]};"
