@@ -402,6 +402,8 @@ gpusort_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 			appendStringInfo(es->str, "  spill=%.3f ms (waited=%.3f ms)  merge=%.3f ms (waited=%.3f ms)",
 							 r.spill_ms, r.spill_wait_ms,
 							 r.merge_ms, r.merge_wait_ms);
+		if (r.emit_ms > 0)
+			appendStringInfo(es->str, "  emit=%.3f ms", r.emit_ms);
 		appendStringInfoChar(es->str, '\n');
 		explain_indent(es);
 		if (r.runs > 0)
@@ -450,6 +452,7 @@ gpusort_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		ExplainPropertyInteger("GpuSort Rows Copied In Order", "kB",
 							   (r.copy_bytes + 1023) / 1024, es);
 		ExplainPropertyFloat("GpuSort Copy Time", "ms", r.copy_ms, 3, es);
+		ExplainPropertyFloat("GpuSort Emit Time", "ms", r.emit_ms, 3, es);
 		if (es->verbose && r.keydesc)
 			ExplainPropertyText("GpuSort Key Layout", r.keydesc, es);
 	}

@@ -76,6 +76,8 @@ typedef struct GsSortReport
 	int64		mem_bytes;		/* peak memory */
 	int64		copy_bytes;		/* rows copied into sorted order */
 	double		copy_ms;
+	double		emit_ms;		/* returning the rows, the consumer's time
+								 * between them included; 0 if not all */
 } GsSortReport;
 
 extern GsSortState *gs_sort_begin(TupleDesc tupdesc, int nkeys,

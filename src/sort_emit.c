@@ -611,7 +611,8 @@ gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot)
 					/* the final merge's time, as rows were taken */
 					if (!s->merge_timed)
 					{
-						s->merge_ms += gs_elapsed_ms(s->stream_start);
+						s->emit_ms = gs_elapsed_ms(s->stream_start);
+						s->merge_ms += s->emit_ms;
 						gs_merge_waits(s, s->merge);
 						s->merge_timed = true;
 					}
@@ -637,6 +638,11 @@ gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot)
 				__builtin_prefetch(s->sorted[ahead]);
 			gs_store(s, s->current++, slot);
 			return true;
+		}
+		if (!s->emit_timed)
+		{
+			s->emit_ms = gs_elapsed_ms(s->stream_start);
+			s->emit_timed = true;
 		}
 		s->eof_reached = true;
 		ExecClearTuple(slot);

@@ -267,6 +267,7 @@ gs_sort_perform(GsSortState *s)
 		s->eof_reached = false;
 		s->markpos = 0;
 		s->markeof = false;
+		INSTR_TIME_SET_CURRENT(s->stream_start);
 		return;
 	}
 
@@ -345,6 +346,7 @@ gs_sort_report(GsSortState *s, GsSortReport *r)
 	r->mem_bytes = s->mem_peak;
 	r->copy_bytes = s->copy_bytes;
 	r->copy_ms = s->copy_ms;
+	r->emit_ms = s->emit_ms;
 	r->streams = s->nstreams;
 	if (s->file)
 		r->disk_kb = (gs_temp_peak(s->file) + 1023) / 1024;
