@@ -576,8 +576,12 @@ gs_store(GsSortState *s, size_t pos, TupleTableSlot *slot)
 	ExecStoreMinimalTuple(s->sorted[pos], slot, false);
 }
 
-bool
-gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot)
+/*
+ * Every case of gs_sort_get: the waits, the ends, backward scans and the
+ * merges other than a single stream's.
+ */
+static pg_noinline bool
+gs_sort_get_slow(GsSortState *s, bool forward, TupleTableSlot *slot)
 {
 	switch (s->status)
 	{
@@ -668,6 +672,42 @@ gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot)
 	}
 	gs_store(s, s->current - 1, slot);
 	return true;
+}
+
+/*
+ * The next row into slot, forward or backward; false at the end.  This
+ * runs once a row (50M times in a 50M-row ORDER BY, where returning the
+ * rows is half the time): the two common cases, a row in memory ready to
+ * go and a row of the final merge's single stream, are taken here without
+ * the frame of the rest, which gs_sort_get_slow handles.
+ */
+bool
+gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot)
+{
+	if (likely(forward))
+	{
+		if (s->status == GS_SORTED && likely(s->current < s->ready))
+		{
+			size_t		ahead = s->current + PREFETCH_DISTANCE;
+
+			if (ahead < s->ready)
+				__builtin_prefetch(s->sorted[ahead]);
+			gs_store(s, s->current++, slot);
+			return true;
+		}
+		if (s->status == GS_MERGING && likely(s->cascade != NULL))
+		{
+			const char *rec = gs_stream_next(s->cascade);
+
+			if (likely(rec != NULL))
+			{
+				ExecStoreMinimalTuple((MinimalTuple) (rec + s->stream_tupoff),
+									  slot, false);
+				return true;
+			}
+		}
+	}
+	return gs_sort_get_slow(s, forward, slot);
 }
 
 void
