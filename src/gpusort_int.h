@@ -12,6 +12,8 @@
 
 #include "postgres.h"
 
+#include "port/atomics.h"
+
 #include "gpusort_compat.h"
 
 #include "gpusort_engine.h"
@@ -128,6 +130,24 @@ extern const char *gs_cuda_load_error(void);
 /* ---- planner.c / exec.c ---- */
 extern void gs_planner_init(void);
 extern void gs_exec_init(void);
+
+/*
+ * Ask the CPU for every cache line of a heap page, a page ahead of reading
+ * it (the heap scans of index builds and of sorts: index_scan.c,
+ * sort_heapread.c).  The barrier keeps the compiler from deleting the loop
+ * as one without effects (gcc 12 does).
+ */
+static inline void
+gs_prefetch_page(const char *page)
+{
+	int			off;
+
+	for (off = 0; off < BLCKSZ; off += 64)
+	{
+		__builtin_prefetch(page + off, 0, 3);
+		pg_compiler_barrier();
+	}
+}
 
 /* ---- index builds (src/index*.c, optional) ---- */
 extern void gs_index_init(void) __attribute__((weak));

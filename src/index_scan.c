@@ -105,22 +105,6 @@ gs_scan_usable(Relation heap, IndexInfo *indexInfo)
 	return true;
 }
 
-/*
- * Ask for every cache line of a page.  The barrier keeps the compiler from
- * deleting the loop as one without effects (gcc 12 does).
- */
-static inline void
-gs_scan_prefetch(const char *page)
-{
-	int			off;
-
-	for (off = 0; off < BLCKSZ; off += 64)
-	{
-		__builtin_prefetch(page + off, 0, 3);
-		pg_compiler_barrier();
-	}
-}
-
 /* PostgreSQL's scan of the pages put aside so far */
 static void
 gs_scan_fallback_flush(GsHeapScan *s)
@@ -306,7 +290,7 @@ gs_idx_heap_scan(Relation heap, Relation index, IndexInfo *indexInfo,
 		{
 			nextbuf = ReadBufferExtended(heap, MAIN_FORKNUM, next, RBM_NORMAL,
 										 s.strategy);
-			gs_scan_prefetch((const char *) BufferGetPage(nextbuf));
+			gs_prefetch_page((const char *) BufferGetPage(nextbuf));
 		}
 
 		if (gs_scan_page(&s, buf, blkno))

@@ -57,6 +57,7 @@
 #include "utils/snapmgr.h"
 
 #include "gpusort_exec.h"
+#include "gpusort_int.h"
 
 bool		gpusort_load_page_scan = true;
 
@@ -84,22 +85,6 @@ struct GsHeapReader
 	HeapTupleData tuple;
 	OffsetNumber offs[MaxHeapTuplesPerPage];
 };
-
-/*
- * Ask for every cache line of a page.  The barrier keeps the compiler from
- * deleting the loop as one without effects.
- */
-static inline void
-gs_hr_prefetch(const char *page)
-{
-	int			off;
-
-	for (off = 0; off < BLCKSZ; off += 64)
-	{
-		__builtin_prefetch(page + off, 0, 3);
-		pg_compiler_barrier();
-	}
-}
 
 /* the next block of this process's share, or InvalidBlockNumber */
 static BlockNumber
@@ -182,7 +167,7 @@ gs_hr_next_page(GsHeapReader *r)
 		{
 			r->nextbuf = ReadBufferExtended(r->rel, MAIN_FORKNUM, r->next,
 											RBM_NORMAL, r->strategy);
-			gs_hr_prefetch((const char *) BufferGetPage(r->nextbuf));
+			gs_prefetch_page((const char *) BufferGetPage(r->nextbuf));
 		}
 		gs_hr_collect(r);
 		if (r->ntup > 0)
