@@ -8,6 +8,7 @@
 # dmesg's OOM and segfault lines, /dev/shm and free memory before and after).
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu-cancel}
+ROWS=${ROWS:-50000000}
 mkdir -p "$OUT"
 # shellcheck disable=SC1091
 source .gpu/pg-up.sh .gpu/debs >"$OUT/pgup.log" 2>&1
