@@ -10,14 +10,16 @@
 # Against the server of the libpq environment, on a table with an int8
 # column k (default g50 of bench/gpu-env.sh; locally e.g. TABLE=g5):
 #   TABLE=g50 bash bench/cancel.sh
-# Env: TABLE, TIMEOUTS (ms, default "50 100 200 300 500 700 1000 1300 1600
+# Env: TABLE, SIDES (default "PostgreSQL gpusort"), TIMEOUTS (ms, default "50 100 200 300 500 700 1000 1300 1600
 # 2000 2500"), CONFIGS (default "serial-mem par-mem serial-64mb par-64mb"),
-# WORKERS (for par-*, default 8).  Prints a markdown table.
+# WORKERS (for par-*, default 8), EXTRA (more settings, for both sides).
+# Prints a markdown table.
 set -uo pipefail
 TABLE=${TABLE:-g50}
 TIMEOUTS=${TIMEOUTS:-50 100 200 300 500 700 1000 1300 1600 2000 2500}
 CONFIGS=${CONFIGS:-serial-mem par-mem serial-64mb par-64mb}
 WORKERS=${WORKERS:-8}
+SIDES=${SIDES:-PostgreSQL gpusort}
 ROWS=$(psql -X -qAt -c "SELECT count(*) FROM $TABLE") || exit 1
 Q="SELECT * FROM $TABLE ORDER BY k OFFSET $ROWS"
 
@@ -38,13 +40,13 @@ settings()
 	local w=0 m=16GB
 	case $1 in par-*) w=$WORKERS ;; esac
 	case $1 in *-64mb) m=64MB ;; esac
-	echo "SET jit = off; SET max_parallel_workers_per_gather = $w; SET max_parallel_workers = $w; SET gpusort.parallel_load_mem = '64GB'; SET work_mem = '$m'"
+	echo "SET jit = off; SET max_parallel_workers_per_gather = $w; SET max_parallel_workers = $w; SET gpusort.parallel_load_mem = '64GB'; SET work_mem = '$m'; ${EXTRA:-}"
 }
 
 echo "| config | sort | $(for t in $TIMEOUTS; do printf '%s ms | ' "$t"; done)worst |"
 echo "| --- | --- |$(for t in $TIMEOUTS; do printf ' ---: |'; done) ---: |"
 for c in $CONFIGS; do
-	for side in PostgreSQL gpusort; do
+	for side in $SIDES; do
 		extra="SET gpusort.enabled = on"
 		[ $side = PostgreSQL ] && extra="SET gpusort.enabled = off"
 		line="| $c | $side |"
