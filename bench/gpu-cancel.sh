@@ -21,10 +21,11 @@ lines=$(wc -l </var/tmp/pg.log)
 TABLE=g50 bash bench/cancel.sh >"$OUT/cancel.md" 2>&1
 {
 	state after
-	echo "== server log"
+	echo "== server log: each crash with the 40 lines before it"
+	tail -n +"$lines" /var/tmp/pg.log | grep -B40 "terminated by signal" | head -120
+	echo "== server log: PANIC, WARNING, out of memory"
 	tail -n +"$lines" /var/tmp/pg.log |
-		grep -E "terminated by signal|was terminated|out of memory|PANIC|server process|could not|FATAL|WARNING" |
-		grep -v "terminating background worker\|canceling statement" | head -40
+		grep -E "out of memory|PANIC|could not|WARNING" | head -20
 	echo "== dmesg"
 	dmesg 2>/dev/null | grep -iE "oom|killed process|segfault|general protection" | tail -20
 } >>"$OUT/server.txt"
