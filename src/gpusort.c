@@ -41,6 +41,13 @@ bool		gpusort_parallel_load = true;
 int			gpusort_parallel_load_mem_kb = GS_PARALLEL_LOAD_MEM_DEFAULT;
 char	   *gpusort_cuda_library = NULL;
 int			gpusort_service_memory_mb = GS_SERVICE_MEMORY_DEFAULT_MB;
+int			gpusort_sort_fault = GS_SORT_FAULT_NONE;
+
+static const struct config_enum_entry sort_fault_options[] = {
+	{"none", GS_SORT_FAULT_NONE, false},
+	{"cancel_in_copy", GS_SORT_FAULT_CANCEL_IN_COPY, false},
+	{NULL, 0, false}
+};
 int			gpusort_service_fault = GS_FAULT_NONE;
 
 static const struct config_enum_entry service_fault_options[] = {
@@ -170,6 +177,18 @@ _PG_init(void)
 							 &gpusort_parallel_load,
 							 true,
 							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("gpusort.sort_fault",
+							 "Injects a query cancel into gpusort's sorts, for tests.",
+							 "\"cancel_in_copy\" cancels while a large parallel in-memory sort "
+							 "waits for its copy of the rows into sorted order to end, the copy's last "
+							 "thread held until the cancel stops it.",
+							 &gpusort_sort_fault,
+							 GS_SORT_FAULT_NONE,
+							 sort_fault_options,
+							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);
 

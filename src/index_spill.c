@@ -594,9 +594,17 @@ gs_idx_run_bg_finish(GsIdxBuild *b)
 
 	if (bg == NULL)
 		return;
-	/* writing a slice again after an interrupt writes the same bytes */
-	while (!gs_task_wait(bg->task))
+	/*
+	 * Writing a slice again after an interrupt writes the same bytes.  The
+	 * task is forgotten before each wait, which frees it and may throw.
+	 */
+	for (;;)
 	{
+		GsTask	   *task = bg->task;
+
+		bg->task = NULL;
+		if (gs_task_wait(task))
+			break;
 		bg->sync.done = false;
 		if (bg->sync.chain)
 		{

@@ -191,6 +191,8 @@ typedef struct GsSortedCopy
 	pg_atomic_uint32 parts_left;	/* copying */
 	pg_atomic_uint32 overflow;	/* some row was left in shared memory */
 	pg_atomic_uint64 released;	/* bytes given back */
+	bool		hold_last;		/* gpusort.sort_fault: the last part waits
+								 * for a stop before it ends */
 } GsSortedCopy;
 
 static dlist_head live_copies = DLIST_STATIC_INIT(live_copies);
@@ -276,9 +278,14 @@ gs_copy_sorted_part(void *arg, int part, int nparts, volatile bool *stop)
 	/* the last part to finish gives the shared rows back, if all copied */
 	if (overflow)
 		pg_atomic_write_u32(&c->overflow, 1);
-	if (pg_atomic_fetch_sub_u32(&c->parts_left, 1) == 1 && !*stop &&
-		pg_atomic_read_u32(&c->overflow) == 0)
-		gs_release_spans(c, stop);
+	if (pg_atomic_fetch_sub_u32(&c->parts_left, 1) == 1)
+	{
+		if (!*stop && pg_atomic_read_u32(&c->overflow) == 0)
+			gs_release_spans(c, stop);
+		/* a test's fault: still at work when the backend waits (10 s at most) */
+		for (b = 0; c->hold_last && !*stop && b < 10000; b++)
+			usleep(1000);
+	}
 }
 
 static bool
@@ -392,6 +399,7 @@ gs_copy_start(GsSortState *s, const uint32 *order, uint32 *order_owned,
 	pg_atomic_init_u32(&c->parts_left, nslices);
 	pg_atomic_init_u32(&c->overflow, 0);
 	pg_atomic_init_u64(&c->released, 0);
+	c->hold_last = gpusort_sort_fault == GS_SORT_FAULT_CANCEL_IN_COPY;
 	s->copy = c;
 	s->ready = 0;
 	c->task = gs_task_start(s->cxt, gs_copy_sorted_part, c, nslices);
@@ -423,10 +431,25 @@ gs_copy_finish(GsSortState *s)
 	instr_time	end = c->start;
 	int			t;
 
-	/* every block is done: the threads are at their end */
+	/*
+	 * Every block is done: the threads are at their end, or the last is
+	 * still giving the shared rows back.  The task is forgotten before the
+	 * wait, which frees it and may throw (a cancel meanwhile): the abort's
+	 * gs_sort_stop_copies must not find it again (it did: a double free),
+	 * and a sort that goes on comes back here with nothing to wait for.
+	 */
 	if (c->task)
-		(void) gs_task_wait(c->task);
-	c->task = NULL;
+	{
+		GsTask	   *t = c->task;
+
+		c->task = NULL;
+		if (c->hold_last)
+		{
+			QueryCancelPending = true;
+			InterruptPending = true;
+		}
+		(void) gs_task_wait(t);
+	}
 	for (t = 0; t < c->nslices; t++)
 	{
 		if (INSTR_TIME_GET_DOUBLE(c->slices[t].end) > INSTR_TIME_GET_DOUBLE(end))

@@ -344,21 +344,28 @@ void
 gs_spill_wait(GsSortState *s)
 {
 	GsSpillJob *j = s->writing;
+	GsTask	   *t;
 	instr_time	t0;
 	bool		done;
 
 	if (j == NULL)
 		return;
 	INSTR_TIME_SET_CURRENT(t0);
-	done = gs_task_wait(s->write_task);
+	/*
+	 * The task is forgotten before the wait, which frees it and may throw
+	 * (a cancel): a sort that goes on after that (an outer query's) finds
+	 * no task here, and writes the batch again.
+	 */
+	t = s->write_task;
+	s->write_task = NULL;
+	done = t != NULL && gs_task_wait(t);
 	s->spill_wait_ms += gs_elapsed_ms(t0);
 	if (!done)
 	{
-		/* stopped by an interrupt that did not throw: write it again */
+		/* stopped by an interrupt (that did not throw): write it again */
 		while (!gs_parallel(gs_spill_part, j, j->nparts))
 			;
 	}
-	s->write_task = NULL;
 	s->writing = NULL;
 	gs_spill_check(j);
 	gs_spill_free(j);

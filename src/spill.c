@@ -572,7 +572,8 @@ gs_task_start(MemoryContext parent, GsPartFn fn, void *arg, int nparts)
  * interrupts: on one, it asks the parts to stop, waits for them, and
  * serves the interrupt -- which normally throws.  If it does not, false is
  * returned and the caller must do the whole task again (the parts may have
- * stopped half-way).
+ * stopped half-way).  Either way the task is gone: a caller that keeps the
+ * pointer somewhere (for an abort to stop it) clears it before calling.
  */
 bool
 gs_task_wait(GsTask *t)
