@@ -56,6 +56,7 @@ static GsKeyBuf *live_bufs = NULL;
 static GsSortJob *pending_jobs = NULL;
 
 static void gs_engine_stop_all(void);
+static void gs_engine_stop_all_but(const char *lo, const char *hi);
 
 GsEngine *
 gs_engine_cpu(void)
@@ -237,8 +238,15 @@ gs_keybuf_release(void *arg)
 {
 	GsKeyBuf   *kb = (GsKeyBuf *) arg;
 
-	/* nothing may still be sorting what is about to be freed */
-	gs_engine_stop_all();
+	/*
+	 * Nothing may still be sorting what is about to be freed; the keys of
+	 * this buffer need not be put back as they were.
+	 */
+	if (kb->ptr)
+		gs_engine_stop_all_but((const char *) kb->ptr,
+							   (const char *) kb->ptr + kb->bytes);
+	else
+		gs_engine_stop_all();
 	if (kb->ptr)
 		kb->engine->ops->keybuf_free(kb->engine->eng, kb->ptr, kb->bytes);
 	kb->ptr = NULL;
@@ -437,13 +445,26 @@ gs_engine_sort(GsEngine *e, void *keys, size_t n, int key_bytes,
 static void
 gs_engine_stop_all(void)
 {
+	gs_engine_stop_all_but(NULL, NULL);
+}
+
+/*
+ * Stop every outstanding job; the keys of those in [lo, hi) (memory about
+ * to be freed) need not be left as they were given.
+ */
+static void
+gs_engine_stop_all_but(const char *lo, const char *hi)
+{
 	GsSortJob  *job;
 
 	if (pending_jobs == NULL)
 		return;
 	if (cpu_ready && cpu_engine.ops->sort_abort)
 		cpu_engine.ops->sort_abort(cpu_engine.eng);
-	if (gpu_engine.ops && gpu_engine.eng && gpu_engine.ops->sort_abort)
+	if (gpu_engine.ops && gpu_engine.eng &&
+		gs_service_is_engine(gpu_engine.ops))
+		gs_service_abort_but(gpu_engine.eng, lo, hi);
+	else if (gpu_engine.ops && gpu_engine.eng && gpu_engine.ops->sort_abort)
 		gpu_engine.ops->sort_abort(gpu_engine.eng);
 	for (job = pending_jobs; job != NULL; job = job->next)
 		job->pending = false;

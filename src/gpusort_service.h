@@ -168,5 +168,7 @@ extern bool gs_service_admit(void *keys, size_t n, int key_bytes,
 							 char **why);
 extern void gs_service_note_cpu_rate(size_t n, double ms);
 extern bool gs_service_is_engine(const gs_engine_ops *ops);
+extern void gs_service_abort_but(gs_engine *eng, const char *lo,
+								 const char *hi);
 
 #endif							/* GPUSORT_SERVICE_H */
