@@ -57,9 +57,7 @@
  */
 #include "postgres.h"
 
-#include <sys/mman.h>
 #include <sys/statvfs.h>
-#include <unistd.h>
 
 #include "access/parallel.h"
 #include "commands/explain.h"
@@ -71,7 +69,6 @@
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "storage/dsm_impl.h"
-#include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "utils/dsa.h"
 
@@ -468,83 +465,6 @@ gs_load_init_worker(CustomScanState *node, shm_toc *toc, void *coordinate)
 	((GsLoadState *) node)->shared = (GsLoadShared *) coordinate;
 }
 
-/*
- * A loading worker that ends before its rows were handed over -- the
- * leader's statement failed or was canceled and terminates it, or the
- * worker failed -- gives its blocks' memory back on its way out, every
- * worker at once.  Otherwise the leader's abort frees the whole load's
- * shared memory alone when its last mapping goes (3 GB at 50M rows, most
- * of a cancel's 150-370 ms on the H100).  The blocks are listed here, in
- * the process's own memory, as they are made; the list is armed while the
- * worker loads and disarmed once its rows are handed over (then the
- * leader reads them).
- */
-typedef struct GsWorkerBlocks
-{
-	bool		armed;
-	int			n;
-	int			cap;
-	char	  **addr;
-	size_t	   *len;
-} GsWorkerBlocks;
-
-static GsWorkerBlocks worker_blocks;
-static bool worker_exit_registered = false;
-
-static void
-gs_load_worker_exit(int code, Datum arg)
-{
-#ifdef MADV_REMOVE
-	size_t		page = (size_t) sysconf(_SC_PAGESIZE);
-	int			i;
-
-	if (!worker_blocks.armed)
-		return;
-	worker_blocks.armed = false;
-	for (i = 0; i < worker_blocks.n; i++)
-	{
-		uintptr_t	start = TYPEALIGN(page, (uintptr_t) worker_blocks.addr[i]);
-		uintptr_t	end = TYPEALIGN_DOWN(page, (uintptr_t) worker_blocks.addr[i] +
-										 worker_blocks.len[i]);
-
-		if (end > start)
-			(void) madvise((void *) start, end - start, MADV_REMOVE);
-	}
-#endif
-}
-
-static void
-gs_load_worker_arm(void)
-{
-	if (!worker_exit_registered)
-	{
-		before_shmem_exit(gs_load_worker_exit, (Datum) 0);
-		worker_exit_registered = true;
-	}
-	worker_blocks.n = 0;
-	worker_blocks.armed = true;
-}
-
-static void
-gs_load_worker_note_block(char *addr, size_t len)
-{
-	if (worker_blocks.n == worker_blocks.cap)
-	{
-		int			cap = Max(64, worker_blocks.cap * 2);
-
-		worker_blocks.addr = worker_blocks.addr ?
-			repalloc(worker_blocks.addr, cap * sizeof(char *)) :
-			MemoryContextAlloc(TopMemoryContext, cap * sizeof(char *));
-		worker_blocks.len = worker_blocks.len ?
-			repalloc(worker_blocks.len, cap * sizeof(size_t)) :
-			MemoryContextAlloc(TopMemoryContext, cap * sizeof(size_t));
-		worker_blocks.cap = cap;
-	}
-	worker_blocks.addr[worker_blocks.n] = addr;
-	worker_blocks.len[worker_blocks.n] = len;
-	worker_blocks.n++;
-}
-
 /* a new block for a row of len bytes (MAXALIGNed) */
 static void
 gs_load_new_block(GsLoadWriter *w, size_t len)
@@ -561,7 +481,6 @@ gs_load_new_block(GsLoadWriter *w, size_t len)
 				 errdetail("A block of %zu bytes could not be allocated.", size),
 				 errhint("Free space in /dev/shm, lower gpusort.parallel_load_mem, or turn gpusort.parallel_load off.")));
 	b = (GsLoadBlock *) dsa_get_address(w->area, dp);
-	gs_load_worker_note_block((char *) b, size);
 	b->next = InvalidDsaPointer;
 	b->size = size;
 	b->nrows = 0;
@@ -635,7 +554,6 @@ gs_load_worker(GsLoadState *ls)
 	w.slot = slot;
 	w.esz = sh->key_bytes + sizeof(uint32);
 	w.next_size = LOAD_FIRST_BLOCK;
-	gs_load_worker_arm();
 	hr = gs_heapread_begin(child);
 
 	for (;;)
@@ -668,8 +586,6 @@ gs_load_worker(GsLoadState *ls)
 	slot->max_tuple_len = max_tuple_len;
 	slot->load_ms = gs_elapsed_ms(t0);
 	pg_write_barrier();
-	/* the rows are the leader's now: exiting leaves them be */
-	worker_blocks.armed = false;
 	slot->done = true;
 	/* the area's segments stay pinned until the leader lets them go */
 	dsa_detach(w.area);
