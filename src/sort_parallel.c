@@ -105,6 +105,7 @@ typedef struct GsLoadBlock
 /* what one worker loaded, in the parallel DSM */
 typedef struct GsLoaderSlot
 {
+	dsa_handle	area;			/* the area its blocks are made in */
 	dsa_pointer first;			/* its first block */
 	dsa_pointer runs;			/* writing runs: its GsRun[nruns] */
 	int			nruns;
@@ -168,7 +169,9 @@ typedef struct GsLoadState
 
 	/* leader */
 	ParallelExecutorInfo *pei;
-	dsa_area   *area;			/* the rows of the last load */
+	dsa_area   *area;			/* the last load's shared state (runs) */
+	dsa_area  **areas;			/* and one for each worker's rows */
+	int			nareas;
 	int			key_bytes;		/* of the sort being loaded */
 	bool		runs;			/* loaders write sorted runs (see above) */
 	GsSortState *sort;			/* the sort being loaded */
@@ -353,13 +356,19 @@ gs_load_begin(CustomScanState *node, EState *estate, int eflags)
 static void
 gs_load_release(GsLoadState *ls)
 {
+	int			i;
+
+	/* no thread may still be copying rows out of them */
+	if (ls->area || ls->nareas > 0)
+		gs_sort_stop_copies();
 	if (ls->area)
 	{
-		/* no thread may still be copying rows out of it */
-		gs_sort_stop_copies();
 		dsa_detach(ls->area);
 		ls->area = NULL;
 	}
+	for (i = 0; i < ls->nareas; i++)
+		dsa_detach(ls->areas[i]);
+	ls->nareas = 0;
 }
 
 static void
@@ -423,6 +432,8 @@ gs_load_reinit_dsm(CustomScanState *node, ParallelContext *pcxt,
 	for (i = 0; i < sh->nslots; i++)
 	{
 		memset(&sh->slots[i], 0, sizeof(GsLoaderSlotPadded));
+		sh->slots[i].slot.area = i < ls->nareas ?
+			dsa_get_handle(ls->areas[i]) : sh->area;
 		sh->slots[i].slot.first = InvalidDsaPointer;
 		sh->slots[i].slot.runs = InvalidDsaPointer;
 	}
@@ -550,7 +561,7 @@ gs_load_worker(GsLoadState *ls)
 		elog(ERROR, "gpusort: a parallel loader's key layout differs from the leader's");
 
 	memset(&w, 0, sizeof(w));
-	w.area = dsa_attach(sh->area);
+	w.area = dsa_attach(slot->area);
 	w.slot = slot;
 	w.esz = sh->key_bytes + sizeof(uint32);
 	w.next_size = LOAD_FIRST_BLOCK;
@@ -811,7 +822,8 @@ gs_load_collect(GsLoadState *ls, GsSortState *sort)
 		any_lossy |= slot->nlossy > 0;
 		while (DsaPointerIsValid(dp))
 		{
-			GsLoadBlock *b = (GsLoadBlock *) dsa_get_address(ls->area, dp);
+			GsLoadBlock *b = (GsLoadBlock *)
+				dsa_get_address(i < ls->nareas ? ls->areas[i] : ls->area, dp);
 
 			if (nblocks == cap)
 			{
@@ -954,6 +966,24 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 		MemoryContext oldcxt = MemoryContextSwitchTo(estate->es_query_cxt);
 
 		ls->area = dsa_create(LWTRANCHE_PARALLEL_QUERY_DSA);
+		if (reason == NULL && !ls->runs)
+		{
+			/*
+			 * Each worker makes its blocks in an area of its own.  With one
+			 * area for all, a worker that needed a new segment held the
+			 * area's lock while the segment's memory was allocated and
+			 * zeroed (posix_fallocate), and the others waited on that lock
+			 * (LWLock ParallelQueryDSA in pg_stat_activity, seven of eight
+			 * workers at a time on the H200).
+			 */
+			if (ls->areas == NULL)
+				ls->areas = palloc0(Max(ls->nworkers, 1) * sizeof(dsa_area *));
+			for (i = 0; i < ls->nworkers; i++)
+			{
+				ls->areas[i] = dsa_create(LWTRANCHE_PARALLEL_QUERY_DSA);
+				ls->nareas = i + 1;
+			}
+		}
 		ls->key_bytes = gs_sort_key_bytes(sort);
 		if (ls->pei == NULL)
 			ls->pei = ExecInitParallelPlan(ps, estate, NULL,
