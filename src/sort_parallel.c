@@ -14,8 +14,8 @@
  *	   ExecInitParallelPlan, as Gather does, and launches the workers;
  *	 - each worker runs the node's plan: the partial scan hands it rows,
  *	   which it copies as MinimalTuples into blocks of a DSA area that the
- *	   leader created for this load, with each row's normalized key beside
- *	   it.  Nothing goes through a tuple queue;
+ *	   leader created for this worker in this load, with each row's
+ *	   normalized key beside it.  Nothing goes through a tuple queue;
  *	 - the leader runs its share of the partial scan through the sort
  *	   state's ordinary put (into its own arena), then waits for the
  *	   workers and hands their rows to the sort state in bulk
