@@ -212,7 +212,7 @@ extern GsStream *gs_stream_start_rows(MemoryContext cxt, GsTempFile *f,
 									  const GsRun *runs, int nruns,
 									  size_t block_size, size_t read_size);
 extern GsStream *gs_stream_cascade(MemoryContext cxt, GsStream **inputs,
-								   int n, size_t block_size);
+								   int n, size_t block_size, bool byref);
 extern const char *gs_stream_next(GsStream *st);
 extern const char *gs_stream_next_block(GsStream *st, size_t *len);
 extern double gs_stream_wait_ms(GsStream *st);

@@ -615,7 +615,8 @@ gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 	b->nstreams = ns;
 	if (cascade)
 	{
-		GsStream   *top = gs_stream_cascade(cxt, sm.st, ns, block_size);
+		GsStream   *top = gs_stream_cascade(cxt, sm.st, ns, block_size,
+										   false);
 
 		/* without its thread, the backend merges the streams itself */
 		if (top != NULL)

@@ -667,7 +667,8 @@ gs_merge_streams(GsSortState *s)
 	 * backend then only walks its records.  Without it, the backend merges
 	 * the streams.
 	 */
-	cascade = gs_stream_cascade(s->mergecxt, streams, nstreams, block);
+	cascade = gs_stream_cascade(s->mergecxt, streams, nstreams, block,
+								gpusort_merge_byref);
 	if (cascade != NULL)
 	{
 		/* no tree: gs_merge_next takes the cascade's records as they come */
