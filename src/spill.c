@@ -66,13 +66,26 @@
 #define DISCARD_STEP		(1024 * 1024)
 #define DISCARD_ALIGN		4096
 
+/*
+ * The file's bytes are striped over TEMP_STRIPES files of TEMP_STRIPE_BYTES
+ * stretches: byte off lives in file (off / TEMP_STRIPE_BYTES) % TEMP_STRIPES.
+ * File systems take a file's lock for the whole of a buffered write (ext4,
+ * xfs and tmpfs all do), so the 9 participants of a parallel load writing
+ * their runs into one file at once copied into the page cache one at a
+ * time; writers at different offsets now mostly meet different files.
+ */
+#define TEMP_STRIPES		8
+#define TEMP_STRIPE_BYTES	((int64) 1024 * 1024)
+
 /* the most parts gs_parallel runs at once */
 #define MAX_PARTS			GS_CPU_THREADS_MAX
 
 struct GsTempFile
 {
-	int			fd;				/* -1 once closed */
-	char		path[MAXPGPATH];
+	int			fd;				/* the first stripe's; -1 once closed */
+	int			fds[TEMP_STRIPES];	/* every stripe's, fds[0] == fd */
+	char		path[MAXPGPATH];	/* the first stripe's; the others add
+									 * ".1" .. ".7" */
 	int64		end;			/* bytes assigned: the file's length */
 	int64		held;			/* bytes on disk (updated atomically) */
 	int64		peak;			/* most bytes held at once, as last seen */
@@ -98,6 +111,87 @@ static void
 gs_temp_callback(void *arg)
 {
 	gs_temp_close((GsTempFile *) arg);
+}
+
+/* the path of stripe i of f */
+static void
+gs_temp_stripe_path(GsTempFile *f, int i, char *path)
+{
+	if (i == 0)
+		strlcpy(path, f->path, MAXPGPATH);
+	else
+		snprintf(path, MAXPGPATH, "%s.%d", f->path, i);
+}
+
+/* close stripes [0, n) of f, removing them if remove */
+static void
+gs_temp_close_stripes(GsTempFile *f, int n, bool remove)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		char		path[MAXPGPATH];
+
+		close(f->fds[i]);
+		f->fds[i] = -1;
+		ReleaseExternalFD();
+		if (!remove)
+			continue;
+		gs_temp_stripe_path(f, i, path);
+		if (unlink(path) < 0 && errno != ENOENT)
+			ereport(LOG,
+					(errcode_for_file_access(),
+					 errmsg("could not remove temporary file \"%s\": %m",
+							path)));
+	}
+	f->fd = -1;
+}
+
+/*
+ * Open every stripe of f (create: make them, as new files), or fail with
+ * PostgreSQL's error, none left open.
+ */
+static void
+gs_temp_open_stripes(GsTempFile *f, bool create)
+{
+	int			i;
+
+	for (i = 0; i < TEMP_STRIPES; i++)
+	{
+		char		path[MAXPGPATH];
+
+		gs_temp_stripe_path(f, i, path);
+		/* descriptors fd.c does not manage, so tell it */
+		ReserveExternalFD();
+		f->fds[i] = open(path, create ? O_RDWR | O_CREAT | O_EXCL | PG_BINARY :
+						 O_RDWR | PG_BINARY, pg_file_create_mode);
+		if (f->fds[i] < 0)
+		{
+			int			save_errno = errno;
+
+			ReleaseExternalFD();
+			gs_temp_close_stripes(f, i, create);
+			errno = save_errno;
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg(create ? "could not create temporary file \"%s\": %m" :
+							"could not open temporary file \"%s\": %m", path)));
+		}
+	}
+	f->fd = f->fds[0];
+}
+
+/* where byte off of f is: its stripe's descriptor, and *local in it */
+static inline int
+gs_temp_locate(GsTempFile *f, int64 off, off_t *local, size_t *room)
+{
+	int64		stripe = off / TEMP_STRIPE_BYTES;
+	int64		within = off % TEMP_STRIPE_BYTES;
+
+	*local = (off_t) ((stripe / TEMP_STRIPES) * TEMP_STRIPE_BYTES + within);
+	*room = (size_t) (TEMP_STRIPE_BYTES - within);
+	return f->fds[stripe % TEMP_STRIPES];
 }
 
 /*
@@ -128,28 +222,8 @@ gs_temp_create(MemoryContext cxt)
 	snprintf(f->path, sizeof(f->path), "%s/%s%d.gpusort.%u", dir,
 			 PG_TEMP_FILE_PREFIX, MyProcPid, temp_file_counter++);
 
-	/* a descriptor fd.c does not manage, so tell it */
-	ReserveExternalFD();
-	f->fd = open(f->path, O_RDWR | O_CREAT | O_EXCL | PG_BINARY,
-				 pg_file_create_mode);
-	if (f->fd < 0 && errno == ENOENT)
-	{
-		/* the directory is made on first use, as PostgreSQL does */
-		(void) MakePGDirectory(dir);
-		f->fd = open(f->path, O_RDWR | O_CREAT | O_EXCL | PG_BINARY,
-					 pg_file_create_mode);
-	}
-	if (f->fd < 0)
-	{
-		int			save_errno = errno;
-
-		ReleaseExternalFD();
-		errno = save_errno;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not create temporary file \"%s\": %m",
-						f->path)));
-	}
+	(void) MakePGDirectory(dir);	/* made on first use, as PostgreSQL does */
+	gs_temp_open_stripes(f, true);
 	dlist_push_head(&open_files, &f->node);
 	f->cb.func = gs_temp_callback;
 	f->cb.arg = f;
@@ -229,7 +303,10 @@ gs_temp_pwrite(GsTempFile *f, const void *buf, size_t len, int64 off)
 
 	while (len > 0)
 	{
-		ssize_t		n = pwrite(f->fd, p, len, (off_t) off);
+		off_t		local;
+		size_t		room;
+		int			fd = gs_temp_locate(f, off, &local, &room);
+		ssize_t		n = pwrite(fd, p, Min(len, room), local);
 
 		if (n < 0)
 		{
@@ -254,7 +331,10 @@ gs_temp_pread(GsTempFile *f, void *buf, size_t len, int64 off)
 
 	while (len > 0)
 	{
-		ssize_t		n = pread(f->fd, p, len, (off_t) off);
+		off_t		local;
+		size_t		room;
+		int			fd = gs_temp_locate(f, off, &local, &room);
+		ssize_t		n = pread(fd, p, Min(len, room), local);
 
 		if (n < 0)
 		{
@@ -286,10 +366,45 @@ gs_temp_discard(GsTempFile *f, int64 from, int64 to, bool all)
 	if (b <= a || (!all && b - a < DISCARD_STEP))
 		return from;
 #ifdef FALLOC_FL_PUNCH_HOLE
-	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-				  (off_t) a, (off_t) (b - a)) == 0)
-		__atomic_sub_fetch(f->shared ? &f->shared->held : &f->held, b - a,
-						   __ATOMIC_RELAXED);
+	{
+		int64		given = 0;
+		int			i;
+
+		/*
+		 * The bytes of [a, b) in one stripe file are one stretch of it:
+		 * its consecutive stretches are consecutive there.
+		 */
+		for (i = 0; i < TEMP_STRIPES; i++)
+		{
+			int64		first = a / TEMP_STRIPE_BYTES;
+			int64		last = (b - 1) / TEMP_STRIPE_BYTES;
+			int64		s0;
+			int64		s1;
+			int64		from_g;
+			int64		to_g;
+			off_t		lo;
+			off_t		hi;
+			size_t		room;
+			int			fd;
+
+			/* this file's first and last stripes within [first, last] */
+			s0 = first + ((i - first % TEMP_STRIPES) + TEMP_STRIPES) % TEMP_STRIPES;
+			if (s0 > last)
+				continue;
+			s1 = last - ((last % TEMP_STRIPES - i) + TEMP_STRIPES) % TEMP_STRIPES;
+			from_g = Max(a, s0 * TEMP_STRIPE_BYTES);
+			to_g = Min(b, (s1 + 1) * TEMP_STRIPE_BYTES);
+			fd = gs_temp_locate(f, from_g, &lo, &room);
+			(void) gs_temp_locate(f, to_g - 1, &hi, &room);
+			hi += 1;
+			if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+						  lo, hi - lo) == 0)
+				given += hi - lo;
+		}
+		if (given > 0)
+			__atomic_sub_fetch(f->shared ? &f->shared->held : &f->held, given,
+							   __ATOMIC_RELAXED);
+	}
 #endif
 	return b;
 }
@@ -370,19 +485,7 @@ gs_temp_attach(MemoryContext cxt, GsTempShared *sh)
 	}
 	f = MemoryContextAllocZero(cxt, sizeof(GsTempFile));
 	strlcpy(f->path, sh->path, sizeof(f->path));
-	ReserveExternalFD();
-	f->fd = open(f->path, O_RDWR | PG_BINARY);
-	if (f->fd < 0)
-	{
-		int			save_errno = errno;
-
-		ReleaseExternalFD();
-		errno = save_errno;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open temporary file \"%s\": %m",
-						f->path)));
-	}
+	gs_temp_open_stripes(f, false);
 	f->attached = true;
 	f->shared = sh;
 	dlist_push_head(&open_files, &f->node);
@@ -400,9 +503,7 @@ gs_temp_close(GsTempFile *f)
 		return;
 	if (f->attached)
 	{
-		close(f->fd);
-		f->fd = -1;
-		ReleaseExternalFD();
+		gs_temp_close_stripes(f, TEMP_STRIPES, false);
 		dlist_delete(&f->node);
 		return;
 	}
@@ -414,14 +515,7 @@ gs_temp_close(GsTempFile *f)
 		ereport(LOG,
 				(errmsg("temporary file: path \"%s\", size %lu",
 						f->path, (unsigned long) f->end)));
-	close(f->fd);
-	f->fd = -1;
-	ReleaseExternalFD();
-	if (unlink(f->path) < 0 && errno != ENOENT)
-		ereport(LOG,
-				(errcode_for_file_access(),
-				 errmsg("could not remove temporary file \"%s\": %m",
-						f->path)));
+	gs_temp_close_stripes(f, TEMP_STRIPES, true);
 	dlist_delete(&f->node);
 }
 
