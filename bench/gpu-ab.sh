@@ -46,6 +46,8 @@ pg_restart $GS_AB_SETTINGS
 t "$PAR; $MI" "$QI" >/dev/null
 row "new $NEWC" "" 3
 expl new
+# NEW_VARIANT: settings of one more row of the new side (an A/B within it)
+if [ -n "${NEW_VARIANT:-}" ]; then row "new $NEWC, $NEW_VARIANT" "$NEW_VARIANT" 3; fi
 cat $res
 for f in $OUT/explain-*; do echo "## $f"; grep -E "GpuSort|Leader Load|Collect|Execution|Copied" $f; done > $OUT/explains.txt
 say done
