@@ -23,6 +23,7 @@ OBJS = \
 	src/sort_heapread.o \
 	src/spill.o \
 	src/spill_stream.o \
+	src/shm_reap.o \
 	src/keys_sql.o \
 	src/service.o \
 	src/service_client.o \

@@ -42,6 +42,13 @@ extern bool gpusort_merge_byref;
 #define GS_CPU_THREADS_MAX	64
 extern char *gpusort_cuda_library;
 
+/* ---- large shared memory segments freed on a thread (shm_reap.c) ---- */
+
+typedef struct GsReap GsReap;
+
+extern GsReap *gs_reap_begin(void);
+extern void gs_reap_end(GsReap *r);
+
 /* ---- engines (engine.c) ---- */
 
 /* a usable engine instance; lives for the backend's lifetime */

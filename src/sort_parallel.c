@@ -60,6 +60,7 @@
 #include <sys/statvfs.h>
 
 #include "access/parallel.h"
+#include "access/xact.h"
 #include "commands/explain.h"
 #include "executor/execParallel.h"
 #include "executor/executor.h"
@@ -71,6 +72,7 @@
 #include "storage/dsm_impl.h"
 #include "storage/lwlock.h"
 #include "utils/dsa.h"
+#include "utils/resowner.h"
 
 #include "gpusort_exec.h"
 #include "gpusort_int.h"
@@ -352,15 +354,83 @@ gs_load_begin(CustomScanState *node, EState *estate, int eflags)
 	ls->workers = palloc0(Max(ls->nworkers, 1) * sizeof(GsLoaderReport));
 }
 
+/*
+ * Loads whose areas are attached: an abort then has their segments' pages
+ * freed on a thread (shm_reap.c), which it starts once PostgreSQL has
+ * detached them.
+ */
+static int	live_loads = 0;
+static GsReap *abort_reap = NULL;
+static bool reap_callbacks_registered = false;
+
+static void
+gs_load_abort_begin(void)
+{
+	if (live_loads > 0 && abort_reap == NULL)
+		abort_reap = gs_reap_begin();
+}
+
+static void
+gs_load_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT)
+		gs_load_abort_begin();
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_COMMIT ||
+		event == XACT_EVENT_PREPARE)
+		live_loads = 0;
+}
+
+static void
+gs_load_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						 SubTransactionId parentSubid, void *arg)
+{
+	/* the load may belong to an outer level: its count stays */
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		gs_load_abort_begin();
+}
+
+/* resource owners release DSM segments before locks: they are gone now */
+static void
+gs_load_release_callback(ResourceReleasePhase phase, bool isCommit,
+						 bool isTopLevel, void *arg)
+{
+	if (phase == RESOURCE_RELEASE_AFTER_LOCKS && abort_reap != NULL)
+	{
+		gs_reap_end(abort_reap);
+		abort_reap = NULL;
+	}
+}
+
+/* the load is about to have areas */
+static void
+gs_load_track(void)
+{
+	if (!reap_callbacks_registered)
+	{
+		RegisterXactCallback(gs_load_xact_callback, NULL);
+		RegisterSubXactCallback(gs_load_subxact_callback, NULL);
+		RegisterResourceReleaseCallback(gs_load_release_callback, NULL);
+		reap_callbacks_registered = true;
+	}
+	live_loads++;
+}
+
 /* the rows of the last load are no longer wanted */
 static void
 gs_load_release(GsLoadState *ls)
 {
+	GsReap	   *reap = NULL;
 	int			i;
 
 	/* no thread may still be copying rows out of them */
 	if (ls->area || ls->nareas > 0)
+	{
 		gs_sort_stop_copies();
+		/* the last to detach frees the pages: let a thread do it */
+		reap = gs_reap_begin();
+		if (live_loads > 0)
+			live_loads--;
+	}
 	if (ls->area)
 	{
 		dsa_detach(ls->area);
@@ -369,6 +439,7 @@ gs_load_release(GsLoadState *ls)
 	for (i = 0; i < ls->nareas; i++)
 		dsa_detach(ls->areas[i]);
 	ls->nareas = 0;
+	gs_reap_end(reap);
 }
 
 static void
@@ -965,6 +1036,7 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 	{
 		MemoryContext oldcxt = MemoryContextSwitchTo(estate->es_query_cxt);
 
+		gs_load_track();
 		ls->area = dsa_create(LWTRANCHE_PARALLEL_QUERY_DSA);
 		if (reason == NULL && !ls->runs)
 		{
