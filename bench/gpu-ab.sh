@@ -41,13 +41,19 @@ t "$PAR; $MI" "$QI" >/dev/null
 row PostgreSQL "SET gpusort.enabled=off" 2
 row "old $OLDC" "" 3
 expl old
+# CANCEL_CONFIGS: bench/cancel.sh's CONFIGS, run on each side (CANCEL_TIMEOUTS)
+cancel() { [ -n "${CANCEL_CONFIGS:-}" ] || return 0
+	CONFIGS=$CANCEL_CONFIGS TIMEOUTS=${CANCEL_TIMEOUTS:-300 700 1000 1500 2000} SIDES=$2 TABLE=g50 \
+		bash bench/cancel.sh > $OUT/cancel-$1.md 2>&1; say "cancel $1"; }
+cancel old "PostgreSQL gpusort"
 gs_ab_install .
 pg_restart $GS_AB_SETTINGS
 t "$PAR; $MI" "$QI" >/dev/null
 row "new $NEWC" "" 3
 expl new
+cancel new gpusort
 # NEW_VARIANT: settings of one more row of the new side (an A/B within it)
 if [ -n "${NEW_VARIANT:-}" ]; then row "new $NEWC, $NEW_VARIANT" "$NEW_VARIANT" 3; fi
-cat $res
+cat $res $OUT/cancel-*.md 2>/dev/null
 for f in $OUT/explain-*; do echo "## $f"; grep -E "GpuSort|Leader Load|Collect|Execution|Copied" $f; done > $OUT/explains.txt
 say done

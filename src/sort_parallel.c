@@ -191,7 +191,12 @@ typedef struct GsLoadState
 	GsLoaderReport *workers;	/* [nworkers] */
 	double		collect_ms;		/* handing the workers' rows to the sort */
 	uint64		shared_bytes;	/* of the workers' blocks */
+	dsa_pointer *mapped;		/* [nworkers]: each one's last block the
+								 * leader has mapped (gs_load_map_blocks) */
 } GsLoadState;
+
+/* the leader maps the workers' new blocks every this many of its rows */
+#define MAP_BLOCKS_ROWS		4096
 
 /* a worker writing rows into its blocks */
 typedef struct GsLoadWriter
@@ -415,6 +420,46 @@ gs_load_track(void)
 	live_loads++;
 }
 
+/*
+ * The leader maps the blocks the workers have made since it last looked
+ * (in-memory loads).  The last process to detach from a segment frees its
+ * pages, and the leader is the last; only segments it maps can be handed
+ * to a thread for that (shm_reap.c), so a cancel during the load would
+ * otherwise free the workers' segments in the leader, before the error
+ * comes back.
+ */
+static void
+gs_load_map_blocks(GsLoadState *ls)
+{
+	int			i;
+
+	for (i = 0; i < ls->launched && i < ls->nareas; i++)
+	{
+		GsLoaderSlot *slot = &ls->shared->slots[i].slot;
+		dsa_pointer dp = ls->mapped[i];
+
+		if (!DsaPointerIsValid(dp))
+		{
+			dp = ((volatile GsLoaderSlot *) slot)->first;
+			if (!DsaPointerIsValid(dp))
+				continue;
+		}
+		for (;;)
+		{
+			volatile GsLoadBlock *b;
+			dsa_pointer next;
+
+			pg_read_barrier();
+			b = (volatile GsLoadBlock *) dsa_get_address(ls->areas[i], dp);
+			next = b->next;
+			if (!DsaPointerIsValid(next))
+				break;
+			dp = next;
+		}
+		ls->mapped[i] = dp;
+	}
+}
+
 /* the rows of the last load are no longer wanted */
 static void
 gs_load_release(GsLoadState *ls)
@@ -439,6 +484,11 @@ gs_load_release(GsLoadState *ls)
 	for (i = 0; i < ls->nareas; i++)
 		dsa_detach(ls->areas[i]);
 	ls->nareas = 0;
+	if (ls->mapped)
+	{
+		pfree(ls->mapped);
+		ls->mapped = NULL;
+	}
 	gs_reap_end(reap);
 }
 
@@ -1072,6 +1122,16 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 				reason = "no free worker";
 			else
 				gs_sort_bulk_threads(sort, ls->launched + 1);
+			if (ls->launched > 0 && ls->nareas > 0)
+			{
+				int			j;
+
+				if (ls->mapped == NULL)
+					ls->mapped = MemoryContextAlloc(estate->es_query_cxt,
+													Max(ls->nworkers, 1) * sizeof(dsa_pointer));
+				for (j = 0; j < Max(ls->nworkers, 1); j++)
+					ls->mapped[j] = InvalidDsaPointer;
+			}
 		}
 	}
 	ls->serial_reason = reason;
@@ -1100,6 +1160,8 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 				break;
 			gs_sort_put(sort, slot);
 			rows += 1;
+			if (ls->mapped && ((uint64) rows % MAP_BLOCKS_ROWS) == 0)
+				gs_load_map_blocks(ls);
 		}
 		if (hr)
 			gs_heapread_end(hr);
