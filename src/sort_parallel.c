@@ -70,9 +70,12 @@
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "storage/dsm_impl.h"
+#include "postmaster/bgworker.h"
+#include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "utils/dsa.h"
 #include "utils/resowner.h"
+#include "utils/wait_event.h"
 
 #include "gpusort_exec.h"
 #include "gpusort_int.h"
@@ -197,6 +200,8 @@ typedef struct GsLoadState
 
 /* the leader maps the workers' new blocks every this many of its rows */
 #define MAP_BLOCKS_ROWS		4096
+/* and, done with its share, every this many ms while it waits for theirs */
+#define MAP_BLOCKS_WAIT_MS	5
 
 /* a worker writing rows into its blocks */
 typedef struct GsLoadWriter
@@ -458,6 +463,47 @@ gs_load_map_blocks(GsLoadState *ls)
 		}
 		ls->mapped[i] = dp;
 	}
+}
+
+/*
+ * The leader, done with its share of an in-memory load, waits for the
+ * workers' shares, mapping their new blocks meanwhile (ExecParallelFinish
+ * would wait without).  A worker's error ends the wait as the leader's
+ * own (CHECK_FOR_INTERRUPTS handles the workers' messages); a worker gone
+ * without setting done, too, and ExecParallelFinish then tells why.
+ */
+static void
+gs_load_await_workers(GsLoadState *ls)
+{
+	ParallelContext *pcxt = ls->pei->pcxt;
+
+	for (;;)
+	{
+		bool		all_done = true;
+		bool		any_alive = false;
+		int			i;
+
+		gs_load_map_blocks(ls);
+		pg_read_barrier();
+		for (i = 0; i < ls->launched; i++)
+		{
+			pid_t		pid;
+
+			if (((volatile GsLoaderSlot *) &ls->shared->slots[i].slot)->done)
+				continue;
+			all_done = false;
+			if (pcxt->worker[i].bgwhandle != NULL &&
+				GetBackgroundWorkerPid(pcxt->worker[i].bgwhandle, &pid) != BGWH_STOPPED)
+				any_alive = true;
+		}
+		if (all_done || !any_alive)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 MAP_BLOCKS_WAIT_MS, WAIT_EVENT_PARALLEL_FINISH);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	gs_load_map_blocks(ls);
 }
 
 /* the rows of the last load are no longer wanted */
@@ -1213,6 +1259,9 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 	}
 	else if (ls->pei)
 	{
+		/* map the workers' blocks as they come, until they are done */
+		if (ls->mapped)
+			gs_load_await_workers(ls);
 		/* the workers' errors come up here; then their rows go over */
 		ExecParallelFinish(ls->pei);
 		if (ls->runs)
