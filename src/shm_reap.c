@@ -38,8 +38,8 @@
 #include "gpusort_int.h"
 
 /* segments smaller than this are freed where they are */
-#define REAP_MIN_BYTES		((size_t) 16 * 1024 * 1024)
-#define REAP_MAX_FDS		64
+#define REAP_MIN_BYTES		((size_t) 1024 * 1024)
+#define REAP_MAX_FDS		256
 
 /* where PostgreSQL's posix segments are, as the kernel names them */
 #define REAP_SHM_PREFIX		"/dev/shm/PostgreSQL."
