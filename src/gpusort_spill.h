@@ -215,6 +215,7 @@ extern GsStream *gs_stream_cascade(MemoryContext cxt, GsStream **inputs,
 								   int n, size_t block_size, bool byref);
 extern const char *gs_stream_next(GsStream *st);
 extern const char *gs_stream_next_block(GsStream *st, size_t *len);
+extern const char *const *gs_stream_next_refs(GsStream *st, size_t *n);
 extern double gs_stream_wait_ms(GsStream *st);
 extern void gs_stream_report(GsStream *st, StringInfo buf);
 

@@ -593,6 +593,9 @@ gs_merge_chunks_to_array(GsSortState *s)
 	s->tuples = NULL;
 }
 
+/* how many records ahead the walk of a cascade's addresses prefetches */
+#define STREAM_REF_AHEAD	16
+
 static inline void
 gs_store(GsSortState *s, size_t pos, TupleTableSlot *slot)
 {
@@ -618,7 +621,23 @@ gs_sort_get_slow(GsSortState *s, bool forward, TupleTableSlot *slot)
 
 				if (!forward)
 					elog(ERROR, "gpusort: backward scan without random access");
-				if (likely(s->cascade != NULL))
+				if (likely(s->cascade != NULL) && s->cascade_refs)
+				{
+					/* the next block of the records' addresses */
+					s->refs = gs_stream_next_refs(s->cascade, &s->ref_n);
+					s->ref_pos = 0;
+					if (likely(s->refs != NULL))
+					{
+						const char *rec = s->refs[s->ref_pos++];
+
+						ExecStoreMinimalTuple((MinimalTuple) (rec + s->stream_tupoff),
+											  slot, false);
+						return true;
+					}
+					s->ref_n = 0;
+					src = NULL;
+				}
+				else if (likely(s->cascade != NULL))
 				{
 					/* the rows are the records of one stream, in order */
 					const char *rec = gs_stream_next(s->cascade);
@@ -701,8 +720,9 @@ gs_sort_get_slow(GsSortState *s, bool forward, TupleTableSlot *slot)
  * The next row into slot, forward or backward; false at the end.  This
  * runs once a row (50M times in a 50M-row ORDER BY, where returning the
  * rows is half the time): the two common cases, a row in memory ready to
- * go and a row of the final merge's single stream, are taken here without
- * the frame of the rest, which gs_sort_get_slow handles.
+ * go and a row of the final merge's single stream (a block of its records'
+ * addresses being walked, or its next record), are taken here without the
+ * frame of the rest, which gs_sort_get_slow handles.
  */
 bool
 gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot)
@@ -718,7 +738,24 @@ gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot)
 			gs_store(s, s->current++, slot);
 			return true;
 		}
-		if (s->status == GS_MERGING && likely(s->cascade != NULL))
+		if (s->status == GS_MERGING && likely(s->ref_pos < s->ref_n))
+		{
+			size_t		ahead = s->ref_pos + STREAM_REF_AHEAD;
+			const char *rec;
+
+			/* the records were written on other cores: ask early */
+			if (ahead < s->ref_n)
+			{
+				__builtin_prefetch(s->refs[ahead]);
+				__builtin_prefetch(s->refs[ahead] + 64);
+			}
+			rec = s->refs[s->ref_pos++];
+			ExecStoreMinimalTuple((MinimalTuple) (rec + s->stream_tupoff),
+								  slot, false);
+			return true;
+		}
+		if (s->status == GS_MERGING && likely(s->cascade != NULL) &&
+			!s->cascade_refs)
 		{
 			const char *rec = gs_stream_next(s->cascade);
 

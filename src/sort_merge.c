@@ -676,6 +676,9 @@ gs_merge_streams(GsSortState *s)
 		m->src[0].stream = cascade;
 		m->single = true;
 		s->cascade = cascade;
+		s->cascade_refs = gpusort_merge_byref;
+		s->refs = NULL;
+		s->ref_n = s->ref_pos = 0;
 		s->stream_tupoff = gs_stream_tuple_offset(s->key_bytes);
 		return m;
 	}

@@ -340,6 +340,11 @@ struct GsSortState
 	GsStream   *cascade;		/* the final merge's single stream, if any:
 								 * the rows are its records */
 	size_t		stream_tupoff;	/* where a record's tuple starts */
+	bool		cascade_refs;	/* it hands out its records by reference:
+								 * the rows are walked block by block */
+	const char *const *refs;	/* the block being walked */
+	size_t		ref_n;
+	size_t		ref_pos;
 	double		load_ms;
 	double		sort_ms;		/* submitting and waiting for the engine */
 	double		engine_ms;		/* the engine's own work (transfers and

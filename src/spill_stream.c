@@ -1170,6 +1170,39 @@ gs_stream_next(GsStream *st)
 }
 
 /*
+ * The next block of a cascade by reference, as its records' addresses, *n
+ * of them (never none), or NULL at its end: for a caller that walks them
+ * itself, as the backend walks a sorted array.  The block handed out
+ * before is done with: it goes back, and the inputs' blocks only it still
+ * pointed at go back to their threads.
+ */
+const char *const *
+gs_stream_next_refs(GsStream *st, size_t *n)
+{
+	Assert(st->owner == NULL && st->byref);
+	for (;;)
+	{
+		if (st->holding)
+		{
+			/* read through: taking past its end gives it back */
+			st->cpos = st->used[st->cblk];
+			(void) gs_stream_take_ref(st);
+		}
+		if (!gs_stream_await(st))
+		{
+			*n = 0;
+			return NULL;
+		}
+		/* a block carrying only blocks to give back is passed over */
+		if (st->used[st->cblk] > 0)
+		{
+			*n = st->used[st->cblk];
+			return (const char *const *) st->blocks[st->cblk];
+		}
+	}
+}
+
+/*
  * The stream's next block of records, *len bytes of them, or NULL at its
  * end: for a caller that walks the records itself.  The block handed out
  * before is done with: it goes back to the thread.
