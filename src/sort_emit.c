@@ -660,6 +660,7 @@ gs_sort_get_slow(GsSortState *s, bool forward, TupleTableSlot *slot)
 						s->emit_ms = gs_elapsed_ms(s->stream_start);
 						s->merge_ms += s->emit_ms;
 						gs_merge_waits(s, s->merge);
+						gs_merge_log_threads(s);
 						s->merge_timed = true;
 					}
 					ExecClearTuple(slot);

@@ -705,6 +705,25 @@ gs_merge_waits(GsSortState *s, GsMerge *m)
 	}
 }
 
+/*
+ * The final merge's threads are done: where their time went, at DEBUG1
+ * (reading, giving space back, waiting for the reader, and the cascade's
+ * waiting for its inputs), to tell which of them held the backend up.
+ */
+void
+gs_merge_log_threads(GsSortState *s)
+{
+	StringInfoData buf;
+
+	if (s->cascade == NULL || !message_level_is_interesting(DEBUG1))
+		return;
+	initStringInfo(&buf);
+	gs_stream_report(s->cascade, &buf);
+	elog(DEBUG1, "gpusort final merge of %d runs on %d streams: the backend waited %.1f ms; %s",
+		 s->nruns, s->nstreams, s->merge_wait_ms, buf.data);
+	pfree(buf.data);
+}
+
 static int
 gs_run_cmp_bytes(const void *a, const void *b)
 {

@@ -562,6 +562,7 @@ extern GsMerge *gs_merge_runs(GsSortState *s, GsRun *runs, int n);
 extern void gs_merge_chunk_rows(GsSortState *s, uint32 *rows, uint32 *keyidx);
 extern GsMerge *gs_merge_streams(GsSortState *s);
 extern void gs_merge_waits(GsSortState *s, GsMerge *m);
+extern void gs_merge_log_threads(GsSortState *s);
 extern void gs_merge_passes(GsSortState *s);
 extern void gs_merge_passes_to(GsSortState *s, int target, int width);
 
