@@ -32,10 +32,11 @@ row() { local name=$1 extra=$2 n=$3 a b c x
 	echo "| $name | $(med "${a[@]}") (${a[*]}) | $(med "${b[@]}") (${b[*]}) | $(med "${c[@]}") (${c[*]}) |" >> $res
 	say "$name done"
 }
-expl() { local name=$1
-	pgsql -c "$PAR; $MI" -c "EXPLAIN (ANALYZE, TIMING OFF) $QI" > $OUT/explain-$name-int8.txt 2>&1
-	pgsql -c "$PAR; $MI" -c "EXPLAIN (ANALYZE, TIMING OFF) $QT" > $OUT/explain-$name-text.txt 2>&1
-	pgsql -c "$PAR; $M64" -c "EXPLAIN (ANALYZE, TIMING OFF) $QI" > $OUT/explain-$name-64mb.txt 2>&1
+# EXPLAIN_SET: more settings for the EXPLAINs (e.g. client_min_messages = debug1)
+expl() { local name=$1 x=${EXPLAIN_SET:-SELECT 1}
+	pgsql -c "$PAR; $MI; $x" -c "EXPLAIN (ANALYZE, TIMING OFF) $QI" > $OUT/explain-$name-int8.txt 2>&1
+	pgsql -c "$PAR; $MI; $x" -c "EXPLAIN (ANALYZE, TIMING OFF) $QT" > $OUT/explain-$name-text.txt 2>&1
+	pgsql -c "$PAR; $M64; $x" -c "EXPLAIN (ANALYZE, TIMING OFF) $QI" > $OUT/explain-$name-64mb.txt 2>&1
 }
 t "$PAR; $MI" "$QI" >/dev/null
 row PostgreSQL "SET gpusort.enabled=off" 2

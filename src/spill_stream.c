@@ -42,12 +42,14 @@
 #include "gpusort_spill.h"
 
 /*
- * Blocks of a stream: four let the merging thread stay a block or two
- * ahead of the backend.  Their size comes from work_mem, between these:
+ * Blocks of a stream: several let the merging thread stay a few blocks
+ * ahead of its reader.  Their size comes from work_mem, between these:
  * with 256 kB blocks (work_mem 64MB, 50M rows, 4 streams on the H100) the
- * backend waited 0.15-0.25 s of a 3.1-3.6 s final merge for them.
+ * backend waited 0.15-0.25 s of a 3.1-3.6 s final merge for them.  Eight,
+ * not four: a cascade by reference holds its inputs' blocks until the
+ * backend is past them, which left a stream with one or two to fill.
  */
-#define STREAM_BLOCKS		4
+#define STREAM_BLOCKS		8
 #define STREAM_BLOCK_MIN	(8 * 1024)
 #define STREAM_BLOCK_MAX	(256 * 1024)
 
