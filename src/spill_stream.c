@@ -105,7 +105,8 @@ struct GsStream
 	const char **inrec;			/* each input's current record, NULL at
 								 * its end */
 	uint64	   *ink0;			/* its first key word; max at the end */
-	uint64	   *tree_k0;		/* each loser's first key word */
+	uint64	   *tree_k0;		/* each loser's first key word (streams'
+								 * and cascades' trees) */
 	GsStream   *owner;			/* the cascade this stream is an input of */
 	size_t		keyoff;			/* a cascade: where a record's key starts */
 	bool		byref;			/* a cascade handing out its inputs' records
@@ -355,6 +356,8 @@ gs_stream_thread(void *arg)
 		}
 	}
 	st->tree[0] = gs_loser_tree_build(st->tree, n, gs_reader_before_cb, st);
+	for (i = 1; i < n; i++)
+		st->tree_k0[i] = st->readers[st->tree[i]].k0;
 
 	for (;;)
 	{
@@ -401,14 +404,26 @@ gs_stream_thread(void *arg)
 				gs_stream_finish(st, err);
 				return NULL;
 			}
-			for (node = (w + n) / 2; node >= 1; node /= 2)
+			/* replay w's path, as gs_cascade_replay does: masks, not branches */
 			{
-				int			l = st->tree[node];
+				uint64		wk = r->k0;
 
-				if (gs_reader_before(st, l, w))
+				for (node = (w + n) / 2; node >= 1; node /= 2)
 				{
-					st->tree[node] = w;
-					w = l;
+					int			l = st->tree[node];
+					uint64		lk = st->tree_k0[node];
+					bool		swap = lk < wk;
+					uint64		mask;
+					int			imask;
+
+					if (unlikely(lk == wk))
+						swap = gs_reader_before(st, l, w);
+					mask = (uint64) 0 - (uint64) swap;
+					imask = (int) (uint32) mask;
+					st->tree[node] = l ^ ((l ^ w) & imask);
+					st->tree_k0[node] = lk ^ ((lk ^ wk) & mask);
+					w ^= (l ^ w) & imask;
+					wk ^= (lk ^ wk) & mask;
 				}
 			}
 			st->tree[0] = w;
@@ -1041,6 +1056,7 @@ gs_stream_start_rows(MemoryContext cxt, GsTempFile *f, const GsRowFormat *fmt,
 	st->nreaders = nruns;
 	st->readers = MemoryContextAllocZero(cxt, nruns * sizeof(GsReader));
 	st->tree = MemoryContextAllocZero(cxt, Max(nruns, 1) * sizeof(int));
+	st->tree_k0 = MemoryContextAllocZero(cxt, Max(nruns, 1) * sizeof(uint64));
 	for (i = 0; i < nruns; i++)
 	{
 		GsReader   *r = &st->readers[i];
