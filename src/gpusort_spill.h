@@ -85,6 +85,42 @@ typedef bool (*GsBeforeFn) (void *arg, int a, int b);
 
 extern int	gs_loser_tree_build(int *tree, int n, GsBeforeFn before, void *arg);
 
+/*
+ * Input w of such a tree moved on to an item whose first key word is wk:
+ * replay its path to the root and return the new winner (also in
+ * tree[0]).  tree_k0[node] holds the first key word of tree[node]'s item.
+ * Random keys make each match a coin toss, which a branch mispredicts half
+ * the time, so the words are compared and the winner chosen with masks
+ * (not ?:, which compilers turn into branches); before() decides only
+ * between equal words.
+ */
+static pg_attribute_always_inline int
+gs_loser_tree_replay(int *tree, uint64 *tree_k0, int n, int w, uint64 wk,
+					 GsBeforeFn before, void *arg)
+{
+	int			node;
+
+	for (node = (w + n) / 2; node >= 1; node /= 2)
+	{
+		int			l = tree[node];
+		uint64		lk = tree_k0[node];
+		bool		swap = lk < wk;
+		uint64		mask;
+		int			imask;
+
+		if (unlikely(lk == wk))
+			swap = before(arg, l, w);
+		mask = (uint64) 0 - (uint64) swap;
+		imask = (int) (uint32) mask;
+		tree[node] = l ^ ((l ^ w) & imask);
+		tree_k0[node] = lk ^ ((lk ^ wk) & mask);
+		w ^= (l ^ w) & imask;
+		wk ^= (lk ^ wk) & mask;
+	}
+	tree[0] = w;
+	return w;
+}
+
 /* a sorted run: a stretch of the sort's temporary file */
 typedef struct GsRun
 {

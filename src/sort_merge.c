@@ -311,40 +311,15 @@ gs_merge_ready(GsSortState *s, GsMerge *m)
 		m->tree_k0[i] = m->src[m->tree[i]].k0;
 }
 
-/*
- * The winner moved on: replay its path to the root.  Random keys make the
- * comparison at each level a coin toss, so the common case (first words
- * differ) is a branch-free select on the words kept in the tree; equal
- * words take the full comparison.
- */
+/* the winner moved on: replay its path to the root */
 static void
 gs_merge_replay(GsSortState *s, GsMerge *m)
 {
 	int			w = m->tree[0];
-	uint64		wk;
-	int			node;
 
 	gs_source_next(s, &m->src[w]);
-	wk = m->src[w].k0;
-	for (node = (w + m->nsrc) / 2; node >= 1; node /= 2)
-	{
-		int			l = m->tree[node];
-		uint64		lk = m->tree_k0[node];
-		bool		swap = lk < wk;
-		uint64		mask;
-		int			imask;
-
-		if (unlikely(lk == wk))
-			swap = gs_source_before(s, m, l, w);
-		/* masks rather than ?:, which the compiler turns into branches */
-		mask = (uint64) 0 - (uint64) swap;
-		imask = (int) (uint32) mask;
-		m->tree[node] = l ^ ((l ^ w) & imask);
-		m->tree_k0[node] = lk ^ ((lk ^ wk) & mask);
-		w ^= (l ^ w) & imask;
-		wk ^= (lk ^ wk) & mask;
-	}
-	m->tree[0] = w;
+	(void) gs_loser_tree_replay(m->tree, m->tree_k0, m->nsrc, w,
+								m->src[w].k0, gs_source_before_cb, m);
 }
 
 /* the next row of a merge, or NULL at the end; valid until the next call */

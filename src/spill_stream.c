@@ -319,12 +319,16 @@ gs_stream_wait_free(GsStream *st)
 	return !stop;
 }
 
-/* ... and hands block *blk (used bytes) to the reader, end: the last */
+/*
+ * ... and hands block *blk (used bytes, or records for a byref cascade) to
+ * the reader if publish, end: the last
+ */
 static void
-gs_stream_publish(GsStream *st, int *blk, size_t used, bool end)
+gs_stream_hand_over(GsStream *st, int *blk, size_t used, bool publish,
+					bool end)
 {
 	pthread_mutex_lock(&st->lock);
-	if (used > 0)
+	if (publish)
 	{
 		st->used[*blk] = used;
 		st->nfull++;
@@ -334,6 +338,13 @@ gs_stream_publish(GsStream *st, int *blk, size_t used, bool end)
 		st->done = true;
 	pthread_cond_broadcast(&st->cv);
 	pthread_mutex_unlock(&st->lock);
+}
+
+/* a block with rows is handed over; an empty one only if it ends the stream */
+static inline void
+gs_stream_publish(GsStream *st, int *blk, size_t used, bool end)
+{
+	gs_stream_hand_over(st, blk, used, used > 0, end);
 }
 
 static void *
@@ -373,7 +384,6 @@ gs_stream_thread(void *arg)
 			int			w = st->tree[0];
 			GsReader   *r = &st->readers[w];
 			size_t		rec;
-			int			node;
 			int			err;
 
 			if (r->eof)
@@ -404,29 +414,8 @@ gs_stream_thread(void *arg)
 				gs_stream_finish(st, err);
 				return NULL;
 			}
-			/* replay w's path, as gs_cascade_replay does: masks, not branches */
-			{
-				uint64		wk = r->k0;
-
-				for (node = (w + n) / 2; node >= 1; node /= 2)
-				{
-					int			l = st->tree[node];
-					uint64		lk = st->tree_k0[node];
-					bool		swap = lk < wk;
-					uint64		mask;
-					int			imask;
-
-					if (unlikely(lk == wk))
-						swap = gs_reader_before(st, l, w);
-					mask = (uint64) 0 - (uint64) swap;
-					imask = (int) (uint32) mask;
-					st->tree[node] = l ^ ((l ^ w) & imask);
-					st->tree_k0[node] = lk ^ ((lk ^ wk) & mask);
-					w ^= (l ^ w) & imask;
-					wk ^= (lk ^ wk) & mask;
-				}
-			}
-			st->tree[0] = w;
+			(void) gs_loser_tree_replay(st->tree, st->tree_k0, n, w, r->k0,
+										gs_reader_before_cb, st);
 		}
 
 		gs_stream_publish(st, &blk, used, end);
@@ -572,36 +561,12 @@ gs_cascade_advance(GsStream *st, int i)
 	return true;
 }
 
-/*
- * Input w moved on: replay its path to the root.  Random keys make each
- * match a coin toss, which a branch mispredicts half the time; so, as in
- * the backend's merges, the first key words are kept in the tree and the
- * winner chosen with masks, the full comparison only for equal words.
- */
+/* input w moved on: replay its path to the root */
 static inline void
 gs_cascade_replay(GsStream *st, int w)
 {
-	uint64		wk = st->ink0[w];
-	int			node;
-
-	for (node = (w + st->ninputs) / 2; node >= 1; node /= 2)
-	{
-		int			l = st->tree[node];
-		uint64		lk = st->tree_k0[node];
-		bool		swap = lk < wk;
-		uint64		mask;
-		int			imask;
-
-		if (unlikely(lk == wk))
-			swap = gs_cascade_before(st, l, w);
-		mask = (uint64) 0 - (uint64) swap;
-		imask = (int) (uint32) mask;
-		st->tree[node] = l ^ ((l ^ w) & imask);
-		st->tree_k0[node] = lk ^ ((lk ^ wk) & mask);
-		w ^= (l ^ w) & imask;
-		wk ^= (lk ^ wk) & mask;
-	}
-	st->tree[0] = w;
+	(void) gs_loser_tree_replay(st->tree, st->tree_k0, st->ninputs, w,
+								st->ink0[w], gs_cascade_before_cb, st);
 }
 
 static void *
@@ -792,17 +757,7 @@ gs_cascade_ref_publish(GsStream *st, int *blk, size_t n, bool end)
 		any |= st->pend[i] > 0;
 		st->pend[i] = 0;
 	}
-	pthread_mutex_lock(&st->lock);
-	if (any)
-	{
-		st->used[*blk] = n;
-		st->nfull++;
-		*blk = (*blk + 1) % STREAM_BLOCKS;
-	}
-	if (end)
-		st->done = true;
-	pthread_cond_broadcast(&st->cv);
-	pthread_mutex_unlock(&st->lock);
+	gs_stream_hand_over(st, blk, n, any, end);
 }
 
 static void *
