@@ -425,6 +425,19 @@ gs_stream_thread(void *arg)
 	return NULL;
 }
 
+/* the reader is done with the block it holds: back to the thread */
+static inline void
+gs_stream_give_back(GsStream *st)
+{
+	pthread_mutex_lock(&st->lock);
+	st->nfull--;
+	pthread_cond_broadcast(&st->cv);
+	pthread_mutex_unlock(&st->lock);
+	st->cblk = (st->cblk + 1) % STREAM_BLOCKS;
+	st->holding = false;
+	st->cpos = 0;
+}
+
 /*
  * The next record of the block being read, or NULL once the block is read
  * (it is then handed back to the stream's thread) or none is held.
@@ -453,13 +466,7 @@ gs_stream_take(GsStream *st)
 			st->cpos += reclen;
 			return rec;
 		}
-		pthread_mutex_lock(&st->lock);
-		st->nfull--;
-		pthread_cond_broadcast(&st->cv);
-		pthread_mutex_unlock(&st->lock);
-		st->cblk = (st->cblk + 1) % STREAM_BLOCKS;
-		st->holding = false;
-		st->cpos = 0;
+		gs_stream_give_back(st);
 	}
 	return NULL;
 }
@@ -871,13 +878,7 @@ gs_stream_take_ref(GsStream *st)
 				pthread_mutex_unlock(&in->lock);
 			}
 		}
-		pthread_mutex_lock(&st->lock);
-		st->nfull--;
-		pthread_cond_broadcast(&st->cv);
-		pthread_mutex_unlock(&st->lock);
-		st->cblk = (st->cblk + 1) % STREAM_BLOCKS;
-		st->holding = false;
-		st->cpos = 0;
+		gs_stream_give_back(st);
 	}
 	return NULL;
 }
