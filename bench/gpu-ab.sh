@@ -53,8 +53,11 @@ t "$PAR; $MI" "$QI" >/dev/null
 row "new $NEWC" "" 3
 expl new
 cancel new gpusort
-# NEW_VARIANT: settings of one more row of the new side (an A/B within it)
+# NEW_VARIANT: settings of one more row of the new side (an A/B within it);
+# NEW_VARIANTS: several such, separated by "|"
 if [ -n "${NEW_VARIANT:-}" ]; then row "new $NEWC, $NEW_VARIANT" "$NEW_VARIANT" 3; fi
+IFS='|' read -r -a nvs <<<"${NEW_VARIANTS:-}"
+for v in "${nvs[@]}"; do [ -n "$v" ] && row "new $NEWC, $v" "$v" 3; done
 cat $res $OUT/cancel-*.md 2>/dev/null
 for f in $OUT/explain-*; do echo "## $f"; grep -E "GpuSort|Leader Load|Collect|Execution|Copied" $f; done > $OUT/explains.txt
 say done

@@ -8,7 +8,9 @@
 #   run  command="OUT=$OUT bash bench/gpu-perf.sh"  carry=[".gpu"]
 # Env: PERF_SET (settings, default 8 maintenance workers, 64MB), PERF_SQL
 # (the statement, default CREATE INDEX on g50(k)), PERF_RUNS (runs before
-# the profiled one, default 1).  Results: $OUT/perf-main.txt (the backend's
+# the profiled one, default 1), PERF_ANNOTATE (more functions to annotate,
+# of any thread), PERF_ALL (1: profile the whole machine, parallel workers
+# included; $OUT/perf-postgres.txt then sums every postgres process).  Results: $OUT/perf-main.txt (the backend's
 # own thread), $OUT/perf-all.txt (every thread, by thread), $OUT/stmt.txt.
 set -uo pipefail
 T0=$(date +%s)
@@ -48,7 +50,9 @@ for _ in $(seq 1 50); do
 	sleep 0.05
 done
 say "profiling backend $pid"
-PERF record -F 999 -g -p "$pid" -o "$OUT/perf.data" -- sleep 30 >"$OUT/perf-record.log" 2>&1 &
+# PERF_ALL=1: the whole machine (parallel workers too), not only the backend
+if [ -n "${PERF_ALL:-}" ]; then target=(-a); else target=(-p "$pid"); fi
+PERF record -F 999 -g "${target[@]}" -o "$OUT/perf.data" -- sleep 30 >"$OUT/perf-record.log" 2>&1 &
 perfpid=$!
 wait $stmt
 sleep 0.2
@@ -59,8 +63,15 @@ PERF report -i "$OUT/perf.data" --tid="$pid" --no-children --sort sym --stdio -g
 	grep -E "^ +[0-9]" | head -60 >"$OUT/perf-main.txt"
 PERF report -i "$OUT/perf.data" --no-children --sort pid,sym --stdio -g none 2>/dev/null |
 	grep -E "^ +[0-9]" | head -80 >"$OUT/perf-all.txt"
+# every thread's share, and the parallel workers' symbols together
+PERF report -i "$OUT/perf.data" --no-children --sort pid --stdio -g none 2>/dev/null |
+	grep -E "^ +[0-9]" | head -40 >"$OUT/perf-threads.txt"
+if [ -n "${PERF_ALL:-}" ]; then
+	PERF report -i "$OUT/perf.data" --no-children --comm postgres --sort dso,sym --stdio -g none 2>/dev/null |
+		grep -E "^ +[0-9]" | head -80 >"$OUT/perf-postgres.txt"
+fi
 # the backend's three hottest functions of gpusort or PostgreSQL, line by line
-for f in $(awk '$2 == "[.]" {print $3}' "$OUT/perf-main.txt" | grep -v '^0x' | head -3); do
+for f in $(awk '$2 == "[.]" {print $3}' "$OUT/perf-main.txt" | grep -v '^0x' | head -3) ${PERF_ANNOTATE:-}; do
 	echo "== $f"
 	PERF annotate -i "$OUT/perf.data" --stdio -s "$f" 2>/dev/null |
 		grep -E "^ +[0-9]+\.[0-9]+ +:" | sort -rn | head -25

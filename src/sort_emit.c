@@ -595,6 +595,8 @@ gs_merge_chunks_to_array(GsSortState *s)
 
 /* how many records ahead the walk of a cascade's addresses prefetches */
 #define STREAM_REF_AHEAD	16
+/* ... and how many addresses ahead it asks for the block's lines */
+#define STREAM_REF_LINES_AHEAD	64
 
 static inline void
 gs_store(GsSortState *s, size_t pos, TupleTableSlot *slot)
@@ -744,7 +746,12 @@ gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot)
 			size_t		ahead = s->ref_pos + STREAM_REF_AHEAD;
 			const char *rec;
 
-			/* the records were written on other cores: ask early */
+			/*
+			 * The records, and the block of their addresses, were written on
+			 * other cores: ask early for both (an address past the block's
+			 * end is harmless to a prefetch).
+			 */
+			__builtin_prefetch(&s->refs[ahead + STREAM_REF_LINES_AHEAD]);
 			if (ahead < s->ref_n)
 			{
 				__builtin_prefetch(s->refs[ahead]);
