@@ -86,6 +86,10 @@
 /* shared-memory blocks a loader writes: first size, doubling to the last */
 #define LOAD_FIRST_BLOCK	(1024 * 1024)
 #define LOAD_MAX_BLOCK		(32 * 1024 * 1024)
+/* a new DSA segment's bookkeeping beyond its block, with room to spare */
+#define LOAD_SEGMENT_SLACK	(1024 * 1024)
+/* the segment dsa_create makes (DSA_INITIAL_SEGMENT_SIZE, private to dsa.c) */
+#define DSA_INITIAL_SEGMENT_BYTES	(1024 * 1024)
 
 /* the least memory a loader writing runs gets */
 
@@ -213,6 +217,8 @@ typedef struct GsLoadWriter
 	size_t		ent_start;		/* lowest entry */
 	size_t		esz;			/* entry size */
 	size_t		next_size;
+	size_t		limit;			/* the area's size limit (see
+								 * gs_load_new_block); 0: none set */
 	char	   *entry;			/* entry of the row being added */
 	GsTask	   *populate;		/* faulting in the current block's pages */
 	GsPrefault	pf;
@@ -651,7 +657,24 @@ gs_load_new_block(GsLoadWriter *w, size_t len)
 	dsa_pointer dp;
 	GsLoadBlock *b;
 
+	/*
+	 * An area makes each new segment about as large as all its segments
+	 * before (by 440 MB a worker, 128 MB and more), and PostgreSQL
+	 * zero-fills a new segment (posix_fallocate) with signals blocked: a
+	 * worker canceled meanwhile went on for up to 100 ms before it noticed.
+	 * The area's size limit, raised by one block whenever a block does not
+	 * fit, keeps every new segment about as large as the block it is made
+	 * for.  (A failure with the limit raised is the area's own: out of
+	 * segments.)
+	 */
 	dp = dsa_allocate_extended(w->area, size, DSA_ALLOC_HUGE | DSA_ALLOC_NO_OOM);
+	if (!DsaPointerIsValid(dp) && w->limit > 0)
+	{
+		w->limit += size + LOAD_SEGMENT_SLACK;
+		dsa_set_size_limit(w->area, w->limit);
+		dp = dsa_allocate_extended(w->area, size,
+								   DSA_ALLOC_HUGE | DSA_ALLOC_NO_OOM);
+	}
 	if (!DsaPointerIsValid(dp))
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
@@ -729,6 +752,12 @@ gs_load_worker(GsLoadState *ls)
 
 	memset(&w, 0, sizeof(w));
 	w.area = dsa_attach(slot->area);
+	if (slot->area != sh->area)
+	{
+		/* an area of its own: its segments are kept small */
+		w.limit = LOAD_SEGMENT_SLACK + DSA_INITIAL_SEGMENT_BYTES;
+		dsa_set_size_limit(w.area, w.limit);
+	}
 	w.slot = slot;
 	w.esz = sh->key_bytes + sizeof(uint32);
 	w.next_size = LOAD_FIRST_BLOCK;
