@@ -204,6 +204,13 @@ typedef struct GsPrefault
 {
 	char	   *start[GS_PREFAULT_RANGES];
 	size_t		len[GS_PREFAULT_RANGES];
+
+	/*
+	 * A range of a shared mapping that the process is done with, whose page
+	 * table entries are dropped first (its contents stay; see sort_load.c)
+	 */
+	char	   *drop;
+	size_t		drop_len;
 } GsPrefault;
 
 extern void gs_populate_start(MemoryContext cxt, GsTask **task, GsPrefault *pf);

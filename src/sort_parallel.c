@@ -656,6 +656,7 @@ gs_load_new_block(GsLoadWriter *w, size_t len)
 	size_t		size = Max(w->next_size, LOAD_BLOCK_HDR + len + w->esz);
 	dsa_pointer dp;
 	GsLoadBlock *b;
+	GsLoadBlock *filled = w->blk;
 
 	/*
 	 * An area makes each new segment about as large as all its segments
@@ -705,6 +706,12 @@ gs_load_new_block(GsLoadWriter *w, size_t len)
 	memset(&w->pf, 0, sizeof(GsPrefault));
 	w->pf.start[0] = (char *) b;
 	w->pf.len[0] = size;
+	/* a worker is done with the block it filled: its exit is then quick */
+	if (filled != NULL && IsParallelWorker())
+	{
+		w->pf.drop = (char *) filled;
+		w->pf.drop_len = filled->size;
+	}
 	gs_populate_start(CurrentMemoryContext, &w->populate, &w->pf);
 }
 
