@@ -47,6 +47,7 @@ extern char *gpusort_cuda_library;
 typedef struct GsReap GsReap;
 
 extern GsReap *gs_reap_begin(void);
+extern void gs_reap_zap(GsReap *r);
 extern void gs_reap_end(GsReap *r);
 
 /* ---- engines (engine.c) ---- */

@@ -383,7 +383,10 @@ static void
 gs_load_abort_begin(void)
 {
 	if (live_loads > 0 && abort_reap == NULL)
+	{
 		abort_reap = gs_reap_begin();
+		gs_reap_zap(abort_reap);
+	}
 }
 
 static void
@@ -525,6 +528,7 @@ gs_load_release(GsLoadState *ls)
 		gs_sort_stop_copies();
 		/* the last to detach frees the pages: let a thread do it */
 		reap = gs_reap_begin();
+		gs_reap_zap(reap);
 		if (live_loads > 0)
 			live_loads--;
 	}
