@@ -49,6 +49,7 @@ typedef struct GsReap GsReap;
 extern GsReap *gs_reap_begin(void);
 extern void gs_reap_zap(GsReap *r);
 extern void gs_reap_end(GsReap *r);
+extern void gs_reap_close(const int *fds, int n);
 
 /* ---- engines (engine.c) ---- */
 

@@ -14,6 +14,9 @@
  * backend opens the large segments it maps (gs_reap_begin), and after it
  * a thread closes them (gs_reap_end), the freeing happening there.
  *
+ * The same thread closes a canceled external sort's temporary files,
+ * unlinked first (gs_reap_close).
+ *
  * Only segments of dynamic_shared_memory_type posix are found this way
  * (by their names in /proc/self/maps); any failure leaves the freeing
  * where it was, in the detach.  A descriptor opened for a segment that
@@ -216,6 +219,40 @@ gs_reap_thread(void *arg)
 		close(r->fds[i]);
 	free(r);
 	return NULL;
+}
+
+/*
+ * Close n descriptors (counted by fd.c as external ones) of files already
+ * unlinked on a thread, as gs_reap_end does: their last close frees their
+ * pages there.  A canceled external sort's temporary files (spill.c) hold
+ * up to GBs of page cache.
+ */
+void
+gs_reap_close(const int *fds, int n)
+{
+	GsReap	   *r = malloc(sizeof(GsReap));
+	int			i;
+
+	for (i = 0; i < n && r == NULL; i++)
+	{
+		close(fds[i]);
+		ReleaseExternalFD();
+	}
+	if (r == NULL)
+		return;
+	r->nfds = 0;
+	r->nranges = 0;
+	for (i = 0; i < n; i++)
+	{
+		if (r->nfds < REAP_MAX_FDS)
+			r->fds[r->nfds++] = fds[i];
+		else
+		{
+			close(fds[i]);
+			ReleaseExternalFD();
+		}
+	}
+	gs_reap_end(r);
 }
 
 /*

@@ -123,27 +123,37 @@ gs_temp_stripe_path(GsTempFile *f, int i, char *path)
 		snprintf(path, MAXPGPATH, "%s.%d", f->path, i);
 }
 
-/* close stripes [0, n) of f, removing them if remove */
+/*
+ * Close stripes [0, n) of f, removing them if remove.  Removed files are
+ * unlinked first and closed on a thread (shm_reap.c): the last close frees
+ * their page cache, GBs when a sort is canceled before its merge.
+ */
 static void
 gs_temp_close_stripes(GsTempFile *f, int n, bool remove)
 {
 	int			i;
 
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n && remove; i++)
 	{
 		char		path[MAXPGPATH];
 
-		close(f->fds[i]);
-		f->fds[i] = -1;
-		ReleaseExternalFD();
-		if (!remove)
-			continue;
 		gs_temp_stripe_path(f, i, path);
 		if (unlink(path) < 0 && errno != ENOENT)
 			ereport(LOG,
 					(errcode_for_file_access(),
 					 errmsg("could not remove temporary file \"%s\": %m",
 							path)));
+	}
+	if (remove)
+		gs_reap_close(f->fds, n);
+	for (i = 0; i < n; i++)
+	{
+		if (!remove)
+		{
+			close(f->fds[i]);
+			ReleaseExternalFD();
+		}
+		f->fds[i] = -1;
 	}
 	f->fd = -1;
 }
