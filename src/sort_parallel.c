@@ -384,6 +384,8 @@ gs_load_abort_begin(void)
 {
 	if (live_loads > 0 && abort_reap == NULL)
 	{
+		/* threads copying rows would map pages again as they are dropped */
+		gs_sort_stop_copies();
 		abort_reap = gs_reap_begin();
 		gs_reap_zap(abort_reap);
 	}
