@@ -6,7 +6,8 @@
 # block, a subtransaction's abort), and sorts that finish, must leave the
 # backend holding no descriptor of a shared memory segment, no segment
 # more in /dev/shm than before, and no parallel worker; and the backend's
-# next sort must give PostgreSQL's answer.
+# next sort must give PostgreSQL's answer.  Canceled external sorts must
+# leave no descriptor of their run file and no file.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 gs_psql <<'SQL' || exit 1
@@ -99,6 +100,41 @@ SQL
 )
 gs_expect "a sort after a cancel gives PostgreSQL's rows" \
 	"$(sort -u <<<"$got" | wc -l)" "1"
+
+# external sorts (a run file, striped over several files): canceled ones,
+# at top level and in exception blocks, must leave no descriptor of the
+# files (closed on a thread, after their unlink: spill.c) and no file
+ext="SET gpusort.min_rows = 0;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SET max_parallel_workers_per_gather = 2;
+SET work_mem = '1MB';"
+plan=$(gs_psql -c "$ext" -c "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) $q")
+gs_expect "the sort writes runs to a file" "$(grep -c 'Disk:' <<<"$plan")" "1"
+out=$(psql -X -q -At -v ON_ERROR_STOP=0 2>&1 <<SQL
+$ext
+SELECT pg_backend_pid() AS pid \gset
+\setenv GS_LCS_PID :pid
+SET statement_timeout = 150;
+$q;
+SET statement_timeout = 400;
+$q;
+RESET statement_timeout;
+SELECT gs_lcs_caught('SET LOCAL statement_timeout = 100; $q');
+SELECT gs_lcs_caught('SET LOCAL statement_timeout = 300; $q');
+SELECT pg_sleep(0.5);
+\! echo "tmp-fds \$(ls -l /proc/\$GS_LCS_PID/fd | grep -c pgsql_tmp) of \$(ls /proc/\$GS_LCS_PID/fd | wc -l)"
+SELECT 'tmp-files ' || count(*) FROM pg_ls_tmpdir() WHERE name LIKE '%gpusort%';
+SQL
+)
+gs_expect "the external sorts' session ran" \
+	"$(grep -cE '^tmp-fds [0-9]+ of [1-9]' <<<"$out")" "1"
+gs_expect "no descriptor of a run file is left open" \
+	"$(grep -o 'tmp-fds [0-9]*' <<<"$out" | cut -d' ' -f2)" "0"
+gs_expect "no run file is left" "$(grep -c '^tmp-files 0$' <<<"$out")" "1"
+gs_expect "no error in the external sorts other than the cancels" \
+	"$(grep ERROR <<<"$out" | grep -vc 'canceling statement due to statement timeout')" "0"
 
 gs_psql -c "DROP TABLE gs_lcs; DROP FUNCTION gs_lcs_caught(text)" >/dev/null
 gs_done
