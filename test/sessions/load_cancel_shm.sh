@@ -29,11 +29,12 @@ END
 $fn$;
 SQL
 
-settings="SET gpusort.min_rows = 0;
+parallel="SET gpusort.min_rows = 0;
 SET parallel_setup_cost = 0;
 SET parallel_tuple_cost = 0;
 SET min_parallel_table_scan_size = 0;
-SET max_parallel_workers_per_gather = 2;
+SET max_parallel_workers_per_gather = 2;"
+settings="$parallel
 SET work_mem = '1GB';
 SET gpusort.parallel_load_mem = '1GB';"
 q="SELECT * FROM gs_lcs ORDER BY k, id OFFSET 600000"
@@ -104,11 +105,7 @@ gs_expect "a sort after a cancel gives PostgreSQL's rows" \
 # external sorts (a run file, striped over several files): canceled ones,
 # at top level and in exception blocks, must leave no descriptor of the
 # files (closed on a thread, after their unlink: spill.c) and no file
-ext="SET gpusort.min_rows = 0;
-SET parallel_setup_cost = 0;
-SET parallel_tuple_cost = 0;
-SET min_parallel_table_scan_size = 0;
-SET max_parallel_workers_per_gather = 2;
+ext="$parallel
 SET work_mem = '1MB';"
 plan=$(gs_psql -c "$ext" -c "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) $q")
 gs_expect "the sort writes runs to a file" "$(grep -c 'Disk:' <<<"$plan")" "1"
