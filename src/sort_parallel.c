@@ -86,6 +86,8 @@
 /* shared-memory blocks a loader writes: first size, doubling to the last */
 #define LOAD_FIRST_BLOCK	(1024 * 1024)
 #define LOAD_MAX_BLOCK		(32 * 1024 * 1024)
+/* a new DSA segment: at least a 16th of what the worker loaded before */
+#define LOAD_SEGMENT_GROWTH	16
 /* a new DSA segment's bookkeeping beyond its block, with room to spare */
 #define LOAD_SEGMENT_SLACK	(1024 * 1024)
 /* the segment dsa_create makes (DSA_INITIAL_SEGMENT_SIZE, private to dsa.c) */
@@ -671,13 +673,15 @@ gs_load_new_block(GsLoadWriter *w, size_t len)
 	 * worker canceled meanwhile went on for up to 100 ms before it noticed.
 	 * The area's size limit, raised by one block whenever a block does not
 	 * fit, keeps every new segment about as large as the block it is made
-	 * for.  (A failure with the limit raised is the area's own: out of
-	 * segments.)
+	 * for; past 16 blocks' worth it grows by a 16th of what the worker has
+	 * loaded, so that an area's 1024 segments still hold TBs.  (A failure
+	 * with the limit raised is the area's own: out of segments.)
 	 */
 	dp = dsa_allocate_extended(w->area, size, DSA_ALLOC_HUGE | DSA_ALLOC_NO_OOM);
 	if (!DsaPointerIsValid(dp) && w->limit > 0)
 	{
-		w->limit += size + LOAD_SEGMENT_SLACK;
+		w->limit += Max(size, w->slot->bytes / LOAD_SEGMENT_GROWTH) +
+			LOAD_SEGMENT_SLACK;
 		dsa_set_size_limit(w->area, w->limit);
 		dp = dsa_allocate_extended(w->area, size,
 								   DSA_ALLOC_HUGE | DSA_ALLOC_NO_OOM);
