@@ -22,6 +22,7 @@
 
 #include <unistd.h>
 
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
 #include "utils/memutils.h"
@@ -488,10 +489,29 @@ gs_job_unlink(GsSortJob *job)
 	job->pending = false;
 }
 
+/*
+ * A transaction's abort stops every job before anything is freed or
+ * detached: the memory contexts that own the jobs and their keys go later,
+ * in an order of their own.
+ */
+static void
+gs_engine_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		gs_engine_stop_all();
+}
+
 void
 gs_engine_submit(GsSortJob *job, GsEngine *e, void *keys, size_t n,
 				 int key_bytes, uint32 *perm, int flags)
 {
+	static bool xact_callback_registered = false;
+
+	if (!xact_callback_registered)
+	{
+		RegisterXactCallback(gs_engine_xact_callback, NULL);
+		xact_callback_registered = true;
+	}
 	memset(job, 0, sizeof(*job));
 	job->engine = e;
 	job->keys = keys;

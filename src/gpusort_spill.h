@@ -177,8 +177,11 @@ typedef struct GsTask GsTask;
 
 extern GsTask *gs_task_start(MemoryContext parent, GsPartFn fn, void *arg,
 							 int nparts);
+extern GsTask *gs_task_start_copy(MemoryContext parent, GsPartFn fn,
+								  const void *arg, Size argsize, int nparts);
 extern bool gs_task_wait(GsTask *t);
 extern void gs_task_cancel(GsTask *t);
+extern void gs_tasks_stop(int level);
 extern bool gs_parallel(GsPartFn fn, void *arg, int nparts);
 
 /*
@@ -213,7 +216,8 @@ typedef struct GsPrefault
 	size_t		drop_len;
 } GsPrefault;
 
-extern void gs_populate_start(MemoryContext cxt, GsTask **task, GsPrefault *pf);
+extern void gs_populate_start(MemoryContext cxt, GsTask **task,
+							  const GsPrefault *pf);
 extern void gs_populate_wait(GsTask **task);
 
 /* ---- runs merged by threads into streams of rows (spill_stream.c) ---- */

@@ -1124,7 +1124,7 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 			 double *reltuples, double *indtuples, bool *external,
 			 const char **why)
 {
-	GsIdxBuild	b;
+	GsIdxBuild *b;
 	GsIdxParallel *par = NULL;
 	int			nworkers = 0;
 	Size		share = (Size) maintenance_work_mem * 1024;
@@ -1138,9 +1138,15 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	double		end_cpu_ms;
 	char	   *wreport = NULL;
 
-	if (!gs_idx_init(&b, heap, index, indexInfo))
+	/*
+	 * Not on the stack: the threads of its tasks read it, and an error
+	 * unwinds the stack before the abort stops them
+	 */
+	b = palloc0(sizeof(GsIdxBuild));
+	if (!gs_idx_init(b, heap, index, indexInfo))
 	{
 		*why = "leading key column cannot be encoded";
+		pfree(b);
 		return false;
 	}
 
@@ -1150,7 +1156,7 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	INSTR_TIME_SET_CURRENT(t0);
 	/* a concurrent build's MVCC snapshot is not passed on: scan alone */
 	if (indexInfo->ii_ParallelWorkers > 0 && !indexInfo->ii_Concurrent)
-		par = gs_idx_parallel_begin(&b, indexInfo,
+		par = gs_idx_parallel_begin(b, indexInfo,
 									indexInfo->ii_ParallelWorkers, &share);
 	/*
 	 * Runs written while the scan goes on are half as long: twice as many
@@ -1159,20 +1165,20 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	 * about what the overlap saves: those builds write their runs as
 	 * before.
 	 */
-	b.overlap_ok = (par == NULL && b.exact);
-	gs_idx_setup_share(&b, indexInfo->ii_Predicate != NIL, share,
+	b->overlap_ok = (par == NULL && b->exact);
+	gs_idx_setup_share(b, indexInfo->ii_Predicate != NIL, share,
 					   (double) share / ((Size) maintenance_work_mem * 1024));
 	if (par != NULL)
 	{
 		nworkers = gs_idx_parallel_nworkers(par);
-		b.merge_threads = nworkers + 1;
-		*reltuples = gs_idx_parallel_scan(par, &b, indexInfo);
+		b->merge_threads = nworkers + 1;
+		*reltuples = gs_idx_parallel_scan(par, b, indexInfo);
 	}
 	else
 		*reltuples = gs_idx_heap_scan(heap, index, indexInfo, true,
-									  gs_idx_collect, &b, NULL);
-	gs_idx_prefault_wait(&b);
-	gs_idx_run_bg_finish(&b);
+									  gs_idx_collect, b, NULL);
+	gs_idx_prefault_wait(b);
+	gs_idx_run_bg_finish(b);
 	scan_ms = gs_idx_ms_since(t0);
 	{
 		const int	progress_index[] = {
@@ -1180,38 +1186,38 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 			PROGRESS_SCAN_BLOCKS_TOTAL,
 			PROGRESS_SCAN_BLOCKS_DONE
 		};
-		const int64 progress_vals[] = {(int64) b.indtuples, 0, 0};
+		const int64 progress_vals[] = {(int64) b->indtuples, 0, 0};
 
 		pgstat_progress_update_multi_param(3, progress_index, progress_vals);
 	}
-	Assert(!b.overflow);
-	reduce_ms = b.passes_ms;
+	Assert(!b->overflow);
+	reduce_ms = b->passes_ms;
 
 	/* the workers' rows: into memory, or as runs */
 	INSTR_TIME_SET_CURRENT(t0);
-	if (par != NULL && !gs_idx_parallel_spilled(par, &b))
-		gs_idx_parallel_gather(par, &b);
+	if (par != NULL && !gs_idx_parallel_spilled(par, b))
+		gs_idx_parallel_gather(par, b);
 	else if (par != NULL)
 	{
-		if (b.n > 0)
-			gs_idx_spill_run(&b);
-		gs_idx_parallel_runs(par, &b);
+		if (b->n > 0)
+			gs_idx_spill_run(b);
+		gs_idx_parallel_runs(par, b);
 	}
 	collect_ms = gs_idx_ms_since(t0);
-	runs_ms = b.runs_ms;
+	runs_ms = b->runs_ms;
 
 	INSTR_TIME_SET_CURRENT(t0);
 	cpu0 = gs_idx_thread_cpu_ms();
-	if (b.nruns > 0)
+	if (b->nruns > 0)
 	{
 		/* runs on disk: merge them into the index, with all the memory */
-		b.mem_limit = (Size) maintenance_work_mem * 1024;
-		b.npasses = 0;
-		gs_idx_spill_build(&b);
+		b->mem_limit = (Size) maintenance_work_mem * 1024;
+		b->npasses = 0;
+		gs_idx_spill_build(b);
 		*external = true;
 	}
 	else
-		gs_idx_write_sorted(&b);
+		gs_idx_write_sorted(b);
 	end_ms = gs_idx_ms_since(t0);
 	end_cpu_ms = gs_idx_thread_cpu_ms() - cpu0;
 
@@ -1223,41 +1229,42 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 
 	if (*external)
 	{
-		double		passes_ms = b.passes_ms - reduce_ms;
-		double		late_runs_ms = b.runs_ms - runs_ms;
+		double		passes_ms = b->passes_ms - reduce_ms;
+		double		late_runs_ms = b->runs_ms - runs_ms;
 
 		ereport(DEBUG2,
 				(errmsg_internal("gpusort index \"%s\": %.0f rows, %d-byte keys%s; "
 								 "scan %.1f ms with %d workers; the leader wrote %d runs in %.1f ms (sort %.1f ms)%s%s%s%s; "
 								 "%d runs merged: %d merge passes %.1f ms, final merge and write %.1f ms (%d merge threads; the leader waited %.1f ms for them%s%s; its CPU %.1f ms, page writes %.1f ms)",
-								 RelationGetRelationName(index), b.indtuples,
-								 b.keybytes, b.exact ? "" : " (tie-breaks)",
-								 scan_ms, nworkers, b.nruns_written,
-								 b.runs_ms, b.sort_ms,
+								 RelationGetRelationName(index), b->indtuples,
+								 b->keybytes, b->exact ? "" : " (tie-breaks)",
+								 scan_ms, nworkers, b->nruns_written,
+								 b->runs_ms, b->sort_ms,
 								 reduce_ms > 0 ? psprintf(" and merged its own in %.1f ms", reduce_ms) : "",
 								 wreport ? "; " : "", wreport ? wreport : "",
 								 nworkers > 0 ? psprintf("; workers' runs collected in %.1f ms", collect_ms) : "",
-								 b.nruns_merged, b.npasses, passes_ms,
+								 b->nruns_merged, b->npasses, passes_ms,
 								 end_ms - passes_ms - late_runs_ms,
-								 b.nstreams, b.final_wait_ms,
-								 b.final_report ? "; " : "",
-								 b.final_report ? b.final_report : "",
-								 end_cpu_ms, b.write_ms)));
+								 b->nstreams, b->final_wait_ms,
+								 b->final_report ? "; " : "",
+								 b->final_report ? b->final_report : "",
+								 end_cpu_ms, b->write_ms)));
 	}
 	else
 		ereport(DEBUG2,
 				(errmsg_internal("gpusort index \"%s\": %zu rows, %d-byte keys%s; "
 								 "scan %.1f ms with %d workers%s%s%s; "
 								 "sort %.1f ms (%s engine), gather and write %.1f ms",
-								 RelationGetRelationName(index), b.n, b.keybytes,
-								 b.exact ? "" : " (tie-breaks)",
+								 RelationGetRelationName(index), b->n, b->keybytes,
+								 b->exact ? "" : " (tie-breaks)",
 								 scan_ms, nworkers,
 								 wreport ? "; " : "", wreport ? wreport : "",
 								 nworkers > 0 ? psprintf("; workers' rows gathered in %.1f ms", collect_ms) : "",
-								 b.sort_ms, b.eng->ops->name,
-								 end_ms - b.sort_ms)));
+								 b->sort_ms, b->eng->ops->name,
+								 end_ms - b->sort_ms)));
 
-	*indtuples = b.indtuples;
+	*indtuples = b->indtuples;
+	pfree(b);
 	return true;
 }
 

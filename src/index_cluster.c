@@ -737,7 +737,7 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 	MemoryContext cxt;
 	MemoryContext oldcxt;
 	IndexInfo  *indexInfo;
-	GsIdxBuild	b;
+	GsIdxBuild *b;
 	GsClusterWrite cw;
 	GsClusterCounts counts;
 	instr_time	t0;
@@ -757,23 +757,25 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 								ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(cxt);
 	indexInfo = NULL;
+	/* not on the stack, which an error unwinds before its threads stop */
+	b = palloc0(sizeof(GsIdxBuild));
 	if (why == NULL)
 	{
 		indexInfo = BuildIndexInfo(OldIndex);
-		if (!gs_idx_init(&b, OldHeap, OldIndex, indexInfo))
+		if (!gs_idx_init(b, OldHeap, OldIndex, indexInfo))
 			why = "leading key column cannot be encoded";
 	}
 	if (why == NULL)
 	{
 		/* no unique check: the index's own rebuild makes it */
-		b.isunique = false;
-		b.payload = true;
-		b.payload_width = GS_CLUSTER_TID_BYTES +
+		b->isunique = false;
+		b->payload = true;
+		b->payload_width = GS_CLUSTER_TID_BYTES +
 			MAXALIGN(SizeofHeapTupleHeader +
 					 get_rel_data_width(OldHeap, NULL));
 
 		INSTR_TIME_SET_CURRENT(t0);
-		why = gs_cluster_collect_rows(OldHeap, OldIndex, indexInfo, &b,
+		why = gs_cluster_collect_rows(OldHeap, OldIndex, indexInfo, b,
 									  !use_sort, OldestXmin, &counts,
 									  &nworkers, &wreport);
 		scan_ms = gs_idx_ms_since(t0);
@@ -787,8 +789,8 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 			};
 			const int64 zeros[] = {0, 0, 0};
 
-			if (b.file != NULL)
-				gs_temp_close(b.file);
+			if (b->file != NULL)
+				gs_temp_close(b->file);
 			/* its index scan sets none of the block counts */
 			pgstat_progress_update_multi_param(3, index, zeros);
 		}
@@ -824,39 +826,39 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 			cw.anydropped = true;
 	cw.rwstate = begin_heap_rewrite(OldHeap, NewHeap, OldestXmin,
 									*xid_cutoff, *multi_cutoff);
-	b.sink = gs_cluster_sink;
-	b.sink_arg = &cw;
+	b->sink = gs_cluster_sink;
+	b->sink_arg = &cw;
 
 	/* sort, then write in order (the sink sets the write phase) */
 	pgstat_progress_update_param(PROGRESS_CLUSTER_PHASE,
 								 PROGRESS_CLUSTER_PHASE_SORT_TUPLES);
 	INSTR_TIME_SET_CURRENT(t0);
-	if (b.nruns > 0)
+	if (b->nruns > 0)
 	{
-		b.npasses = 0;
-		gs_idx_spill_build(&b);
+		b->npasses = 0;
+		gs_idx_spill_build(b);
 	}
 	else
-		gs_idx_write_sorted(&b);
+		gs_idx_write_sorted(b);
 	if (cw.written == 0)
 		pgstat_progress_update_param(PROGRESS_CLUSTER_PHASE,
 									 PROGRESS_CLUSTER_PHASE_WRITE_NEW_HEAP);
 	end_heap_rewrite(cw.rwstate);
 	end_ms = gs_idx_ms_since(t0);
-	if (b.parallel != NULL)
-		gs_idx_parallel_end(b.parallel);
+	if (b->parallel != NULL)
+		gs_idx_parallel_end(b->parallel);
 
 	ereport(DEBUG2,
 			(errmsg_internal("gpusort cluster \"%s\": %.0f rows, %d-byte keys%s; "
 							 "scan %.1f ms with %d workers, %d runs written in %.1f ms (sort %.1f ms)%s%s; "
 							 "%d merge passes %.1f ms; sort or final merge and write %.1f ms",
-							 RelationGetRelationName(OldHeap), b.indtuples,
-							 b.keybytes, b.exact ? "" : " (tie-breaks)",
-							 scan_ms, nworkers, b.nruns_written, b.runs_ms,
-							 b.sort_ms,
+							 RelationGetRelationName(OldHeap), b->indtuples,
+							 b->keybytes, b->exact ? "" : " (tie-breaks)",
+							 scan_ms, nworkers, b->nruns_written, b->runs_ms,
+							 b->sort_ms,
 							 wreport ? "; " : "", wreport ? wreport : "",
-							 b.npasses, b.passes_ms,
-							 end_ms - b.passes_ms)));
+							 b->npasses, b->passes_ms,
+							 end_ms - b->passes_ms)));
 	ereport(DEBUG1,
 			(errmsg_internal("gpusort cluster \"%s\": %.0f tuples copied as they were, %.0f reformed",
 							 RelationGetRelationName(OldHeap),
@@ -869,7 +871,7 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 			(errmsg_internal("table \"%s\" sorted by gpusort%s%s%s",
 							 RelationGetRelationName(OldHeap),
 							 use_sort ? "" : " instead of PostgreSQL's index scan",
-							 b.nruns > 0 || b.nruns_written > 0 ?
+							 b->nruns > 0 || b->nruns_written > 0 ?
 							 " (sorted in runs on disk)" : "",
 							 nworkers > 0 ?
 							 psprintf(" with %d parallel workers", nworkers) : "")));

@@ -943,8 +943,8 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 	Relation	heap;
 	Relation	index;
 	IndexInfo  *indexInfo;
-	GsIdxWorker w;
-	GsIdxBuild *b = &w.b;
+	GsIdxWorker *w;
+	GsIdxBuild *b;
 	double		reltuples;
 	char	   *query;
 	instr_time	t0;
@@ -966,7 +966,12 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 	indexInfo = BuildIndexInfo(index);
 	indexInfo->ii_Concurrent = false;
 
-	memset(&w, 0, sizeof(w));
+	/*
+	 * Not on the stack: the threads of its tasks read it, and an error
+	 * unwinds the stack before the abort stops them
+	 */
+	w = palloc0(sizeof(GsIdxWorker));
+	b = &w->b;
 	if (!gs_idx_init(b, heap, index, indexInfo) ||
 		b->keybytes != sh->keybytes || b->colbytes != sh->colbytes)
 		elog(ERROR, "index key layout differs in parallel worker");
@@ -991,12 +996,12 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 							  (GS_IDX_ROW_BYTES(b) + 16 +
 							   gs_pidx_entry_size(b->keybytes)), NULL);
 
-	w.sh = sh;
-	w.area = dsa_attach(sh->area);
-	w.first = InvalidDsaPointer;
-	w.curdp = InvalidDsaPointer;
-	w.esz = gs_pidx_entry_size(b->keybytes);
-	w.block_size = MAXALIGN(Min(GS_PIDX_MAX_BLOCK,
+	w->sh = sh;
+	w->area = dsa_attach(sh->area);
+	w->first = InvalidDsaPointer;
+	w->curdp = InvalidDsaPointer;
+	w->esz = gs_pidx_entry_size(b->keybytes);
+	w->block_size = MAXALIGN(Min(GS_PIDX_MAX_BLOCK,
 								Max(sh->share / 16, GS_PIDX_MIN_BLOCK)));
 
 	if (sh->cluster)
@@ -1005,7 +1010,7 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 
 		memset(&counts, 0, sizeof(counts));
 		gave_up = gs_cluster_scan(heap, indexInfo,
-								  gs_pidx_worker_collect_payload, &w,
+								  gs_pidx_worker_collect_payload, w,
 								  GsIdxSharedScan(sh), &sh->cl,
 								  sh->follow_index, sh->oldest_xmin, &counts,
 								  false) != NULL;
@@ -1013,9 +1018,9 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 	}
 	else
 		reltuples = gs_idx_heap_scan(heap, index, indexInfo, false,
-									 gs_pidx_worker_collect, &w,
+									 gs_pidx_worker_collect, w,
 									 GsIdxSharedScan(sh));
-	gs_populate_wait(&w.prefault_task);
+	gs_populate_wait(&w->prefault_task);
 
 	/*
 	 * Once it wrote a run, its last rows are one too, and it merges its runs
@@ -1029,24 +1034,24 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 		b->n = 0;
 	}
 	else if (b->nruns > 0 && b->n > 0)
-		gs_pidx_worker_spill(&w);
+		gs_pidx_worker_spill(w);
 	if (b->nruns > 0 && !gave_up)
 	{
 		dsa_pointer dp;
 
 		/* the blocks are not needed any more: their memory merges */
-		while (DsaPointerIsValid(w.first))
+		while (DsaPointerIsValid(w->first))
 		{
-			dsa_pointer next = ((GsIdxBlock *) dsa_get_address(w.area, w.first))->next;
+			dsa_pointer next = ((GsIdxBlock *) dsa_get_address(w->area, w->first))->next;
 
-			dsa_free(w.area, w.first);
-			w.first = next;
+			dsa_free(w->area, w->first);
+			w->first = next;
 		}
 		gs_idx_spill_reduce(b, gs_idx_reduce_budget(b, sh->nslots +
 													(parallel_leader_participation ? 1 : 0)));
 
-		dp = dsa_allocate(w.area, b->nruns * sizeof(GsIdxRun));
-		memcpy(dsa_get_address(w.area, dp), b->runs,
+		dp = dsa_allocate(w->area, b->nruns * sizeof(GsIdxRun));
+		memcpy(dsa_get_address(w->area, dp), b->runs,
 			   b->nruns * sizeof(GsIdxRun));
 		slot->runs = dp;
 		slot->nruns = b->nruns;
@@ -1056,7 +1061,7 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 	}
 	else if (!gave_up)
 	{
-		slot->first = w.first;
+		slot->first = w->first;
 		slot->nrows = b->n;
 		slot->anylossy = b->anylossy;
 	}
@@ -1074,7 +1079,7 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 	SpinLockRelease(&sh->mutex);
 
 	/* the area's segments stay while the leader is attached */
-	dsa_detach(w.area);
+	dsa_detach(w->area);
 	index_close(index, RowExclusiveLock);
 	table_close(heap, ShareLock);
 }

@@ -132,14 +132,17 @@ gs_prefault_part(void *arg, int part, int nparts, volatile bool *stop)
 
 /*
  * Populate pf's ranges on a thread, in the background; *task (NULL or an
- * earlier one, waited for first) gets the new task, owned by cxt.  pf must
- * stay put until the task is waited for.
+ * earlier one, waited for first) gets the new task, owned by cxt.  The
+ * thread works on a copy of pf: a caller's pf may lie on a stack that an
+ * error unwinds, and a thread that read the frames written there since
+ * took them for a range to drop (MADV_DONTNEED) and zeroed the stack.
  */
 void
-gs_populate_start(MemoryContext cxt, GsTask **task, GsPrefault *pf)
+gs_populate_start(MemoryContext cxt, GsTask **task, const GsPrefault *pf)
 {
 	gs_populate_wait(task);
-	*task = gs_task_start(cxt, gs_prefault_part, pf, 1);
+	*task = gs_task_start_copy(cxt, gs_prefault_part, pf, sizeof(GsPrefault),
+							   1);
 }
 
 /* wait for the populating thread, if any (it is quick) */

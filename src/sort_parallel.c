@@ -751,7 +751,7 @@ gs_load_worker(GsLoadState *ls)
 	PlanState  *child = outerPlanState(ls);
 	TupleDesc	desc = ExecGetResultType(child);
 	GsKeyPlan  *kp;
-	GsLoadWriter w;
+	GsLoadWriter *w;
 	GsHeapReader *hr;
 	instr_time	t0;
 	uint64		nrows = 0;
@@ -767,17 +767,18 @@ gs_load_worker(GsLoadState *ls)
 	if (kp == NULL || gs_keyplan_key_bytes(kp) != sh->key_bytes)
 		elog(ERROR, "gpusort: a parallel loader's key layout differs from the leader's");
 
-	memset(&w, 0, sizeof(w));
-	w.area = dsa_attach(slot->area);
+	/* not on the stack, as its block's populating thread reads it */
+	w = palloc0(sizeof(GsLoadWriter));
+	w->area = dsa_attach(slot->area);
 	if (slot->area != sh->area)
 	{
 		/* an area of its own: its segments are kept small */
-		w.limit = LOAD_SEGMENT_SLACK + DSA_INITIAL_SEGMENT_BYTES;
-		dsa_set_size_limit(w.area, w.limit);
+		w->limit = LOAD_SEGMENT_SLACK + DSA_INITIAL_SEGMENT_BYTES;
+		dsa_set_size_limit(w->area, w->limit);
 	}
-	w.slot = slot;
-	w.esz = sh->key_bytes + sizeof(uint32);
-	w.next_size = LOAD_FIRST_BLOCK;
+	w->slot = slot;
+	w->esz = sh->key_bytes + sizeof(uint32);
+	w->next_size = LOAD_FIRST_BLOCK;
 	hr = gs_heapread_begin(child);
 
 	for (;;)
@@ -789,22 +790,22 @@ gs_load_worker(GsLoadState *ls)
 		if (TupIsNull(ts))
 			break;
 		slot_getsomeattrs(ts, ls->maxattno);
-		tup = gs_form_row(ts, desc->natts, gs_load_alloc, &w);
-		word = (uint32) ((char *) tup - (char *) w.blk);
-		if (gs_encode_key(kp, ts->tts_values, ts->tts_isnull, w.entry))
+		tup = gs_form_row(ts, desc->natts, gs_load_alloc, w);
+		word = (uint32) ((char *) tup - (char *) w->blk);
+		if (gs_encode_key(kp, ts->tts_values, ts->tts_isnull, w->entry))
 		{
 			word |= LOAD_LOSSY_BIT;
 			nlossy++;
 		}
 		max_tuple_len = Max(max_tuple_len, tup->t_len);
-		memcpy(w.entry + sh->key_bytes, &word, sizeof(uint32));
-		w.blk->nrows++;
+		memcpy(w->entry + sh->key_bytes, &word, sizeof(uint32));
+		w->blk->nrows++;
 		nrows++;
 	}
 
 	if (hr)
 		gs_heapread_end(hr);
-	gs_populate_wait(&w.populate);
+	gs_populate_wait(&w->populate);
 	slot->nrows = nrows;
 	slot->nlossy = nlossy;
 	slot->max_tuple_len = max_tuple_len;
@@ -812,7 +813,7 @@ gs_load_worker(GsLoadState *ls)
 	pg_write_barrier();
 	slot->done = true;
 	/* the area's segments stay pinned until the leader lets them go */
-	dsa_detach(w.area);
+	dsa_detach(w->area);
 
 	/* the node's row count, as its instrumentation shows it */
 	if (ls->css.ss.ps.instrument)

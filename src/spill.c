@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "access/xact.h"
 #include "catalog/pg_tablespace_d.h"
 #include "commands/tablespace.h"
 #include "common/file_perm.h"
@@ -540,6 +541,16 @@ gs_temp_close(GsTempFile *f)
  * given, whose deletion (by gs_task_wait, or with its parent when an error
  * unwinds) stops and joins the threads.  Being the parent's newest child,
  * it goes before any older sibling whose memory the threads may read.
+ *
+ * That deletion comes late when an error unwinds: after the abort has
+ * detached the transaction's shared memory, and, in a parallel worker,
+ * after the exit callbacks have closed the files.  So every live task is
+ * also on a list, with the (sub)transaction level that started it, and
+ * the abort of that level stops and joins it first (gs_task_xact_callback):
+ * no thread of a task runs once its transaction's abort has begun.  A task
+ * stopped so, and waited for later by a sort that goes on (a cursor fetched
+ * in a subtransaction that failed), reports "stopped": its caller does it
+ * again.
  */
 struct GsTask
 {
@@ -552,6 +563,8 @@ struct GsTask
 	pthread_cond_t cv;
 	int			left;			/* parts not finished */
 	bool		joined;
+	int			level;			/* transaction nesting level that owns it */
+	dlist_node	node;			/* in live_tasks until freed */
 	MemoryContextCallback cb;
 	struct GsTaskPart
 	{
@@ -597,7 +610,14 @@ gs_deadline(struct timespec *ts, int ms)
 	}
 }
 
-/* ask the parts to stop and wait for every thread (idempotent) */
+/* tasks whose threads may be running, oldest first */
+static dlist_head live_tasks = DLIST_STATIC_INIT(live_tasks);
+static bool task_callbacks_registered = false;
+
+/*
+ * Ask the parts to stop and wait for every thread (idempotent).  The lock
+ * and condition variable stay: a later gs_task_wait still takes them.
+ */
 static void
 gs_task_join(GsTask *t)
 {
@@ -611,23 +631,94 @@ gs_task_join(GsTask *t)
 		if (t->parts[i].started)
 			pthread_join(t->parts[i].thread, NULL);
 	}
-	pthread_cond_destroy(&t->cv);
-	pthread_mutex_destroy(&t->lock);
 	t->joined = true;
 }
 
+/* the task's memory goes: its threads first */
 static void
 gs_task_callback(void *arg)
 {
-	gs_task_join((GsTask *) arg);
+	GsTask	   *t = (GsTask *) arg;
+
+	gs_task_join(t);
+	dlist_delete(&t->node);
+	pthread_cond_destroy(&t->cv);
+	pthread_mutex_destroy(&t->lock);
 }
 
 /*
- * Start fn on nparts threads, in the background.  A part whose thread
- * can't be started runs here, before this returns.
+ * Stop and join the threads of every task started at transaction nesting
+ * level "level" or deeper (0: every task).  Their memory stays, for the
+ * context deletion that follows.  It must not fail: it runs in abort and
+ * exit callbacks.
  */
-GsTask *
-gs_task_start(MemoryContext parent, GsPartFn fn, void *arg, int nparts)
+void
+gs_tasks_stop(int level)
+{
+	dlist_iter	it;
+
+	dlist_foreach(it, &live_tasks)
+	{
+		GsTask	   *t = dlist_container(GsTask, node, it.cur);
+
+		if (t->level >= level)
+			gs_task_join(t);
+	}
+}
+
+static void
+gs_task_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		gs_tasks_stop(0);
+}
+
+/*
+ * A subtransaction's abort stops what it started; its commit hands what it
+ * started to its parent, whose abort stops it then.
+ */
+static void
+gs_task_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						 SubTransactionId parentSubid, void *arg)
+{
+	int			level = GetCurrentTransactionNestLevel();
+	dlist_iter	it;
+
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		gs_tasks_stop(level);
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		dlist_foreach(it, &live_tasks)
+		{
+			GsTask	   *t = dlist_container(GsTask, node, it.cur);
+
+			if (t->level >= level)
+				t->level = level - 1;
+		}
+	}
+}
+
+/*
+ * Process exit, an error's included: a parallel worker's error ends the
+ * process without a transaction abort before the exit callbacks, and
+ * those close files and detach segments that the threads use.  Registered
+ * with the first task; gs_spill_at_exit, registered earlier or later, calls
+ * it as well.
+ */
+static void
+gs_task_at_exit(int code, Datum arg)
+{
+	gs_tasks_stop(0);
+}
+
+/*
+ * Start fn on nparts threads, in the background; with argsize > 0, on a
+ * copy of arg in the task's memory.  A part whose thread can't be started
+ * runs here, before this returns.
+ */
+static GsTask *
+gs_task_launch(MemoryContext parent, GsPartFn fn, const void *arg,
+			   Size argsize, int nparts)
 {
 	MemoryContext cxt;
 	GsTask	   *t;
@@ -642,11 +733,26 @@ gs_task_start(MemoryContext parent, GsPartFn fn, void *arg, int nparts)
 							   nparts * sizeof(struct GsTaskPart));
 	t->cxt = cxt;
 	t->fn = fn;
-	t->arg = arg;
+	if (argsize > 0)
+	{
+		t->arg = MemoryContextAlloc(cxt, argsize);
+		memcpy(t->arg, arg, argsize);
+	}
+	else
+		t->arg = unconstify(void *, arg);
 	t->nparts = nparts;
 	t->left = nparts;
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_cond_init(&t->cv, NULL);
+	if (!task_callbacks_registered)
+	{
+		RegisterXactCallback(gs_task_xact_callback, NULL);
+		RegisterSubXactCallback(gs_task_subxact_callback, NULL);
+		before_shmem_exit(gs_task_at_exit, (Datum) 0);
+		task_callbacks_registered = true;
+	}
+	t->level = GetCurrentTransactionNestLevel();
+	dlist_push_tail(&live_tasks, &t->node);
 	t->cb.func = gs_task_callback;
 	t->cb.arg = t;
 	MemoryContextRegisterResetCallback(cxt, &t->cb);
@@ -669,6 +775,25 @@ gs_task_start(MemoryContext parent, GsPartFn fn, void *arg, int nparts)
 			gs_part_run(&t->parts[i]);
 	}
 	return t;
+}
+
+/* Start fn(arg) on nparts threads, in the background. */
+GsTask *
+gs_task_start(MemoryContext parent, GsPartFn fn, void *arg, int nparts)
+{
+	return gs_task_launch(parent, fn, arg, 0, nparts);
+}
+
+/*
+ * gs_task_start with an argument of argsize bytes copied into the task's
+ * own memory: the threads never read the caller's copy, which may be on a
+ * stack that an error unwinds before the abort stops them.
+ */
+GsTask *
+gs_task_start_copy(MemoryContext parent, GsPartFn fn, const void *arg,
+				   Size argsize, int nparts)
+{
+	return gs_task_launch(parent, fn, arg, argsize, nparts);
 }
 
 /*
@@ -738,6 +863,8 @@ gs_spill_at_exit(int code, Datum arg)
 {
 	dlist_mutable_iter it;
 
+	/* no thread may write a file being closed */
+	gs_tasks_stop(0);
 	dlist_foreach_modify(it, &open_files)
 		gs_temp_close(dlist_container(GsTempFile, node, it.cur));
 }
