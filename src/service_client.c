@@ -560,8 +560,20 @@ svc_wait_done(gs_engine *eng, SvcOut *o, gs_cancel_fn cancel, void *cancel_arg,
 	bool		canceled = abort;
 	time_t		canceled_at = 0;
 
+	/*
+	 * An abort (also from an abort or exit callback) cancels at once, and
+	 * gives up waiting as a canceled wait does: a device that hangs must
+	 * not hang the backend's error path.
+	 */
 	if (abort)
+	{
+		Latch	   *latch = ctl->service_latch;
+
 		req->cancel = 1;
+		canceled_at = time(NULL);
+		if (latch)
+			SetLatch(latch);
+	}
 	for (;;)
 	{
 		int			state;
