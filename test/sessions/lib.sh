@@ -81,3 +81,74 @@ gs_crash_restart()
 	tail -n 30 "$log"
 	return 1
 }
+
+# Shared memory segments of the server under test, and of no other server
+# on the machine: a count of all of /dev/shm/PostgreSQL.* changes whenever
+# another cluster runs a parallel query (CI failed so: "got '7', want '4'").
+#
+# gs_shm_snapshot notes this server's postmaster (the first line of
+# postmaster.pid) and the segments that exist now.  gs_shm_segments then
+# prints how many segments count as this server's and new: a segment
+#  - that was not there at the snapshot (names are random 32-bit numbers),
+#  - whose file belongs to the postmaster's operating system user,
+#  - that no process other than the postmaster and its children (PPid =
+#    the postmaster: backends, parallel and background workers) holds,
+#    mapped (/proc/PID/maps) or open (/proc/PID/fd): a segment of ours is
+#    held by our processes, or by none when it was left behind, which is
+#    what the tests look for, while another server's is held by its
+#    processes from shm_open to the last detach,
+#  - and is so at two looks 0.2 s apart: another server's segment is held
+#    by nobody only for an instant, between its last detach and its unlink.
+# Run as root (as the test runner does) /proc shows every process's maps;
+# as the server's user, another user's processes can't be read, but their
+# segments belong to that user.
+gs_shm_snapshot()
+{
+	local datadir
+	datadir=$(gs_psql -c 'SHOW data_directory') || return 1
+	GS_PM_PID=$(head -n 1 "$datadir/postmaster.pid") || return 1
+	GS_SHM_BEFORE=$(gs_shm_list)
+}
+
+gs_shm_list()
+{
+	ls /dev/shm 2>/dev/null | grep -E '^PostgreSQL\.[0-9]+$' | LC_ALL=C sort
+}
+
+# the segments that a process not of this server maps or has open
+gs_shm_foreign()
+{
+	local d stat rest
+	local -a pids=() maps=() fds=()
+	for d in /proc/[0-9]*; do
+		[ "${d#/proc/}" = "$GS_PM_PID" ] && continue
+		read -r stat 2>/dev/null <"$d/stat" || continue
+		# after the command name (which may hold ") "): state, ppid
+		rest=${stat##*) }
+		rest=${rest#* }
+		[ "${rest%% *}" = "$GS_PM_PID" ] && continue
+		maps+=("$d/maps")
+		fds+=("$d/fd")
+	done
+	{
+		grep -ho '/dev/shm/PostgreSQL\.[0-9]*' "${maps[@]}" 2>/dev/null
+		find "${fds[@]}" -maxdepth 1 -lname '/dev/shm/PostgreSQL.*' -printf '%l\n' 2>/dev/null
+	} | sed 's|^/dev/shm/||; s/ .*//' | LC_ALL=C sort -u
+}
+
+# this server's segments made since gs_shm_snapshot (see above); prints a count
+gs_shm_segments()
+{
+	local owner look s
+	local -a looks=()
+	owner=$(stat -c %U "/proc/$GS_PM_PID" 2>/dev/null) || { echo "no postmaster $GS_PM_PID"; return 1; }
+	for look in 1 2; do
+		[ "$look" = 2 ] && sleep 0.2
+		looks+=("$(LC_ALL=C comm -23 <(gs_shm_list) <(echo "$GS_SHM_BEFORE") |
+			LC_ALL=C comm -23 - <(gs_shm_foreign) |
+			while read -r s; do
+				[ "$(stat -c %U "/dev/shm/$s" 2>/dev/null)" = "$owner" ] && echo "$s"
+			done)")
+	done
+	LC_ALL=C comm -12 <(echo "${looks[0]}") <(echo "${looks[1]}") | grep -c .
+}

@@ -5,9 +5,10 @@
 # several points of the load (at top level and inside a PL/pgSQL exception
 # block, a subtransaction's abort), and sorts that finish, must leave the
 # backend holding no descriptor of a shared memory segment, no segment
-# more in /dev/shm than before, and no parallel worker; and the backend's
-# next sort must give PostgreSQL's answer.  Canceled external sorts must
-# leave no descriptor of their run file and no file.
+# of this server more in /dev/shm than before (gs_shm_segments: another
+# server's parallel queries don't count), and no parallel worker; and the
+# backend's next sort must give PostgreSQL's answer.  Canceled external
+# sorts must leave no descriptor of their run file and no file.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 gs_psql <<'SQL' || exit 1
@@ -44,8 +45,7 @@ plan=$(gs_psql -c "$settings" -c "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) $q")
 gs_expect "the sort loads in parallel, in shared memory" \
 	"$(grep -c 'Shared Memory' <<<"$plan")" "1"
 
-shm_count() { ls /dev/shm 2>/dev/null | grep -c '^PostgreSQL\.'; }
-before=$(shm_count)
+gs_shm_snapshot || exit 1
 
 # one session: its pid, then canceled and finished sorts, then its
 # descriptors of /dev/shm files (counted by the shell, through \!)
@@ -84,7 +84,7 @@ gs_expect "the sorts inside exception blocks came back" \
 gs_expect "no error other than the cancels" \
 	"$(grep ERROR <<<"$out" | grep -vc 'canceling statement due to statement timeout')" "0"
 sleep 0.5
-gs_expect "no shared memory segment is left in /dev/shm" "$(shm_count)" "$before"
+gs_expect "no shared memory segment of this server is left in /dev/shm" "$(gs_shm_segments)" "0"
 
 # the backend's next sorts give PostgreSQL's answer
 digest="SELECT md5(string_agg(format('%s/%s', id, k), ',' ORDER BY ord))
