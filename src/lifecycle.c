@@ -18,9 +18,11 @@
  * sends a pg_proc cache invalidation to every backend.  While the
  * extension exists, the cache listens for one of its functions (by the
  * hash value of its OID); while it does not, for any function, since any
- * function created may be the first of a new gpusort.  When a dropped
- * extension is noticed, cached plans are invalidated too, so that a
- * prepared statement planned with a GpuSort is planned again without it.
+ * function created may be the first of a new gpusort.  When the extension
+ * may have been dropped, and when a look-up finds it created, cached plans
+ * are invalidated too, so that a prepared statement is planned again with
+ * or without GpuSorts (a session that only executes prepared statements
+ * plans nothing: it notices a new extension at its next planning).
  *
  * Copyright (c) 2026, gpusort developers
  *
@@ -57,6 +59,8 @@ typedef enum GsExtState
 } GsExtState;
 
 static GsExtState ext_state = GS_EXT_UNKNOWN;
+/* the answer of the last look-up */
+static GsExtState ext_last = GS_EXT_UNKNOWN;
 /* the pg_proc cache hash value of one of the extension's functions; 0: none */
 static uint32 ext_func_hash = 0;
 static bool ext_callback_registered = false;
@@ -160,6 +164,14 @@ gs_extension_present(void)
 		GetSysCacheHashValue1(PROCOID, ObjectIdGetDatum(fn)) : 0;
 	if (ext_state == GS_EXT_LOOKING)
 		ext_state = OidIsValid(extoid) ? GS_EXT_PRESENT : GS_EXT_ABSENT;
+
+	/*
+	 * Created since the last look: plans made without it (prepared
+	 * statements) are made again, now with GpuSorts.
+	 */
+	if (OidIsValid(extoid) && ext_last == GS_EXT_ABSENT)
+		ResetPlanCache();
+	ext_last = OidIsValid(extoid) ? GS_EXT_PRESENT : GS_EXT_ABSENT;
 	return OidIsValid(extoid);
 }
 
