@@ -107,9 +107,9 @@ SELECT (pg_stat_file('/dev/nvidiactl', true) IS NULL AND
 		pg_stat_file('/dev/dxg', true) IS NULL) OR
 	   pg_stat_file((SELECT setting FROM pg_config WHERE name = 'PKGLIBDIR') ||
 					'/libgpusort_cuda.so', true) IS NULL AS no_gpu \gset
-SELECT NOT :'no_gpu'::boolean OR size <= 16 * 1048576 AS pool_small_without_gpu
+SELECT NOT :'no_gpu'::boolean OR size <= 32 * 1048576 AS pool_small_without_gpu
 FROM pg_shmem_allocations WHERE name = 'gpusort service pool';
-SELECT NOT :'no_gpu'::boolean OR memory_bytes <= 16 * 1048576 AS view_says_so FROM gpusort_service;
+SELECT NOT :'no_gpu'::boolean OR memory_bytes <= 32 * 1048576 AS view_says_so FROM gpusort_service;
 CREATE TABLE gs_life_t AS SELECT g AS id, (g * 7919) % 100003 AS k FROM generate_series(1, 30000) g;
 ANALYZE gs_life_t;
 SET gpusort.engine = auto;
