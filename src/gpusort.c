@@ -316,7 +316,7 @@ _PG_init(void)
 								"into 1MB slices; sorts that find no free slice run on the CPU engine. "
 								"0 turns the service's data path off. A server that finds no NVIDIA "
 								"GPU at start (no driver, or no CUDA engine library) reserves at most "
-								"16MB.",
+								CppAsString2(GS_SERVICE_NO_GPU_POOL_MB) "MB.",
 								&gpusort_service_memory_mb,
 								GS_SERVICE_MEMORY_DEFAULT_MB,
 								0, INT_MAX / 2,
