@@ -27,6 +27,7 @@ OBJS = \
 	src/keys_sql.o \
 	src/service.o \
 	src/service_client.o \
+	src/lifecycle.o \
 	$(patsubst $(srcdir)/%.c,%.o,$(wildcard $(srcdir)/src/index*.c))
 
 # pg_regress suites, one file per concern; order matters only for "setup"

@@ -49,7 +49,13 @@ if [ "${1:-}" = --in-chroot ]; then
 
 	gs_log "package: dpkg -i $deb"
 	dpkg -i "$deb"
-	files=("$libdir/gpusort.so" "$extdir/gpusort.control" "$extdir/gpusort--0.1.sql")
+	# the package's version is the extension's (debian/rules checks it too)
+	version=$(dpkg-deb -f "$deb" Version)
+	extversion=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$extdir/gpusort.control")
+	[ "${version%-*}" = "$extversion" ] ||
+		gs_die "package version $version, extension version $extversion"
+	files=("$libdir/gpusort.so" "$extdir/gpusort.control" "$extdir/gpusort--0.1.sql"
+		"$extdir/gpusort--$extversion.sql")
 	if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null; then
 		files+=("$libdir/libgpusort_cuda.so")
 	fi

@@ -22,6 +22,7 @@
 
 #include <unistd.h>
 
+#include "access/parallel.h"
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
@@ -121,8 +122,13 @@ gs_engine_cpu_thread(void)
 char *
 gs_cuda_library_path(void)
 {
-	const char *name = gpusort_cuda_library ? gpusort_cuda_library :
-		"$libdir/" GS_CUDA_LIBRARY_NAME;
+	return gs_cuda_library_path_of(gpusort_cuda_library ? gpusort_cuda_library :
+								   GS_CUDA_LIBRARY_DEFAULT);
+}
+
+char *
+gs_cuda_library_path_of(const char *name)
+{
 	char		path[MAXPGPATH];
 
 	if (strncmp(name, "$libdir/", 8) == 0)
@@ -134,6 +140,56 @@ gs_cuda_library_path(void)
 	else
 		strlcpy(path, name, sizeof(path));
 	return pstrdup(path);
+}
+
+/*
+ * Is there perhaps an NVIDIA GPU for the CUDA engine?  File checks only,
+ * so that the postmaster can ask (it sizes the gpusort service's pool
+ * from the answer) without initialising CUDA: the engine library must be
+ * installed, and a driver loaded -- /dev/nvidiactl (also in containers
+ * given a GPU), /proc/driver/nvidia/gpus, or WSL's /dev/dxg.  A "maybe"
+ * is settled by the service, which opens the devices.
+ */
+GsGpuProbe
+gs_gpu_probe(void)
+{
+	static const char *const driver_files[] = {
+		"/dev/nvidiactl", "/proc/driver/nvidia/gpus", "/dev/dxg"
+	};
+	int			i;
+
+	if (!gs_cuda_built())
+		return GS_GPU_NO_LIBRARY;
+	for (i = 0; i < lengthof(driver_files); i++)
+		if (access(driver_files[i], F_OK) == 0)
+			return GS_GPU_MAYBE;
+	return GS_GPU_NO_DRIVER;
+}
+
+/* the short reason gs_gpu_probe's answer gives, for EXPLAIN and the view */
+const char *
+gs_gpu_probe_reason(GsGpuProbe probe)
+{
+	switch (probe)
+	{
+		case GS_GPU_NO_LIBRARY:
+			return "no GPU: gpusort was built without the CUDA engine";
+		case GS_GPU_NO_DRIVER:
+			return "no GPU: no NVIDIA driver is loaded";
+		default:
+			return NULL;
+	}
+}
+
+/*
+ * No GPU here: the service runs without a device (or does not exist).
+ * Only EXPLAIN's engine line asks; a sort on the CPU engine then says
+ * "no GPU".
+ */
+bool
+gs_gpu_absent(void)
+{
+	return gs_service == NULL || gs_service->state == GS_SVC_NO_DEVICE;
 }
 
 bool
@@ -210,10 +266,13 @@ gs_engine_choose(double nrows, const char **fallback)
 	strlcpy(gpu_error, why, sizeof(gpu_error));
 
 	/*
-	 * Wanted the GPU and can't have it.  A service that is restarting is
-	 * back in a second: only EXPLAIN tells about that.
+	 * Wanted the GPU and can't have it: a WARNING once a session, from the
+	 * backend the client talks to (not from each parallel worker); EXPLAIN
+	 * says it for every sort.  A service that is restarting is back in a
+	 * second: only EXPLAIN tells about that.
 	 */
 	if (gpusort_engine_choice == GS_ENGINE_GPU && !gpu_warned &&
+		!IsParallelWorker() &&
 		!(gs_service != NULL && gs_service->state == GS_SVC_STOPPED))
 	{
 		gpu_warned = true;
@@ -224,12 +283,15 @@ gs_engine_choose(double nrows, const char **fallback)
 				 errhint("Check that the NVIDIA driver is loaded and a device is visible, or set gpusort.engine to \"auto\" or \"cpu\".")));
 	}
 	/*
-	 * Under "auto", a build without the CUDA library simply has no GPU: not
-	 * worth a word in EXPLAIN.  A library that is there but can't be used
-	 * is.
+	 * Under "auto", a server without a GPU (no device, no driver, or a
+	 * build without the CUDA library) says so on EXPLAIN's engine line
+	 * ("cpu (no GPU)"), not in a fallback line on every sort.  A GPU that
+	 * is there but can't be used now (the service restarting) is worth
+	 * that line.
 	 */
 	if (fallback &&
-		(gpusort_engine_choice == GS_ENGINE_GPU || gs_cuda_built()))
+		(gpusort_engine_choice == GS_ENGINE_GPU ||
+		 (!gs_gpu_absent() && gs_cuda_built())))
 		*fallback = gpu_error;
 	return gs_engine_cpu();
 }

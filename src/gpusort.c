@@ -9,6 +9,10 @@
  */
 #include "postgres.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -28,6 +32,9 @@ PG_MODULE_MAGIC;
 #define GS_MAX_KEY_BYTES_DEFAULT 32
 #define GS_CPU_THREADS_DEFAULT	4
 #define GS_PARALLEL_LOAD_MEM_DEFAULT (1024 * 1024)	/* kB: 1GB */
+
+/* fault injection, for the tests: superuser-only, left out of SHOW ALL */
+#define GS_GUC_TEST_ONLY		(GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE | GUC_SUPERUSER_ONLY)
 
 bool		gpusort_enabled = true;
 int			gpusort_engine_choice = GS_ENGINE_AUTO;
@@ -78,11 +85,66 @@ check_max_key_bytes(int *newval, void **extra, GucSource source)
 	return true;
 }
 
+/*
+ * gpusort.cuda_library: a file that is there, readable, and an ELF shared
+ * object.  The default may be missing (a build without the CUDA engine).
+ * The library is not opened here: this runs in the postmaster too, which
+ * must never initialise CUDA (its runtime is not fork-safe), and opening
+ * it runs the CUDA runtime's initialisers.  A library that is there but
+ * cannot be opened (a missing dependency, another engine ABI) is reported
+ * by the gpusort service when it starts.
+ */
+static bool
+check_cuda_library(char **newval, void **extra, GucSource source)
+{
+	const char *hint = "Set it to the path of the " GS_CUDA_LIBRARY_NAME DLSUFFIX
+		" that gpusort's \"make install\" builds, or reset it.";
+	char	   *path;
+	struct stat st;
+	char		magic[4];
+	int			fd;
+	bool		ok = false;
+
+	if (*newval == NULL || strcmp(*newval, GS_CUDA_LIBRARY_DEFAULT) == 0)
+		return true;
+	if ((*newval)[0] == '\0')
+	{
+		GUC_check_errdetail("The file name is empty.");
+		GUC_check_errhint("%s", hint);
+		return false;
+	}
+	/* "$libdir" needs the package library directory, set early in main() */
+	if (pkglib_path[0] == '\0' && (*newval)[0] != '/')
+		return true;
+
+	path = gs_cuda_library_path_of(*newval);
+	if (stat(path, &st) != 0)
+		GUC_check_errdetail("Could not find file \"%s\": %m.", path);
+	else if (!S_ISREG(st.st_mode))
+		GUC_check_errdetail("\"%s\" is not a regular file.", path);
+	else if ((fd = open(path, O_RDONLY | PG_BINARY, 0)) < 0)
+		GUC_check_errdetail("Could not open file \"%s\": %m.", path);
+	else
+	{
+		ok = read(fd, magic, sizeof(magic)) == sizeof(magic) &&
+			memcmp(magic, "\177ELF", 4) == 0;
+		close(fd);
+		if (!ok)
+			GUC_check_errdetail("\"%s\" is not a shared library.", path);
+	}
+	if (!ok)
+		GUC_check_errhint("%s", hint);
+	pfree(path);
+	return ok;
+}
+
 void		_PG_init(void);
 
 void
 _PG_init(void)
 {
+	gs_lifecycle_init();
+
 	DefineCustomBoolVariable("gpusort.enabled",
 							 "Enables sorting through gpusort instead of PostgreSQL's own Sort.",
 							 "When off, plans keep PostgreSQL's Sort nodes.",
@@ -149,11 +211,12 @@ _PG_init(void)
 							"Sets the most GPU memory one sort uses for its keys.",
 							"Larger sorts are cut into chunks of this size, each sorted on the "
 							"GPU and merged on the CPU. 0 means half the device's free memory "
-							"(and no limit for the CPU engine).",
+							"(and no limit for the CPU engine). Superuser-only: the devices "
+							"are shared by every session.",
 							&gpusort_gpu_memory_limit_kb,
 							0,
 							0, INT_MAX,
-							PGC_USERSET,
+							PGC_SUSET,
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
@@ -161,11 +224,12 @@ _PG_init(void)
 							"Sets how many threads one sort may use for its CPU-side passes over the rows.",
 							"Gathering the rows of a large sort into sorted order, writing its runs "
 							"to disk and merging them are spread over this many threads. "
-							"1 keeps every pass in the backend's own thread.",
+							"1 keeps every pass in the backend's own thread. Superuser-only: "
+							"work_mem does not bound the threads a query starts.",
 							&gpusort_cpu_threads,
 							GS_CPU_THREADS_DEFAULT,
 							1, GS_CPU_THREADS_MAX,
-							PGC_USERSET,
+							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);
 
@@ -190,7 +254,7 @@ _PG_init(void)
 							 GS_SORT_FAULT_NONE,
 							 sort_fault_options,
 							 PGC_SUSET,
-							 0,
+							 GS_GUC_TEST_ONLY,
 							 NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("gpusort.load_page_scan",
@@ -228,13 +292,15 @@ _PG_init(void)
 							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("gpusort.cuda_library",
-							   "Sets the file name of the CUDA engine library.",
-							   "A name without a directory is looked up in the PostgreSQL package library directory.",
+							   "Sets the file name of the CUDA engine library that the gpusort service opens.",
+							   "A name without a directory is looked up in the PostgreSQL package library "
+							   "directory. The service opens the library when it starts: after a change, "
+							   "at the next server start or service restart.",
 							   &gpusort_cuda_library,
-							   "$libdir/" GS_CUDA_LIBRARY_NAME,
-							   PGC_SUSET,
+							   GS_CUDA_LIBRARY_DEFAULT,
+							   PGC_SIGHUP,
 							   0,
-							   NULL, NULL, NULL);
+							   check_cuda_library, NULL, NULL);
 
 	/*
 	 * The gpusort service (service.c).  Its pool is sized at server start,
@@ -248,7 +314,9 @@ _PG_init(void)
 								"Sets the shared memory the gpusort service pins for keys.",
 								"Backends encode the keys of GPU sorts straight into this pool, cut "
 								"into 1MB slices; sorts that find no free slice run on the CPU engine. "
-								"0 turns the service's data path off.",
+								"0 turns the service's data path off. A server that finds no NVIDIA "
+								"GPU at start (no driver, or no CUDA engine library) reserves at most "
+								CppAsString2(GS_SERVICE_NO_GPU_POOL_MB) "MB.",
 								&gpusort_service_memory_mb,
 								GS_SERVICE_MEMORY_DEFAULT_MB,
 								0, INT_MAX / 2,
@@ -266,18 +334,24 @@ _PG_init(void)
 							 GS_FAULT_NONE,
 							 service_fault_options,
 							 PGC_SUSET,
-							 0,
+							 GS_GUC_TEST_ONLY,
 							 NULL, NULL, NULL);
 
 	if (process_shared_preload_libraries_in_progress)
 		gs_service_register();
 
 	if (gs_index_init)
-		gs_index_init();
+		gs_index_init(gs_preloaded);
 
 	MarkGUCPrefixReserved("gpusort");
 
-	gs_planner_init();
+	/*
+	 * Sorts are taken only by a server that preloads gpusort: a load in
+	 * the middle of a session (LOAD, a gpusort function) defines the
+	 * settings and the functions, and leaves planning as it was.
+	 */
+	if (gs_preloaded)
+		gs_planner_init();
 	gs_exec_init();
 }
 

@@ -41,6 +41,7 @@ extern bool gpusort_merge_byref;
 /* the most threads gpusort.cpu_threads allows */
 #define GS_CPU_THREADS_MAX	64
 extern char *gpusort_cuda_library;
+#define GS_CUDA_LIBRARY_DEFAULT "$libdir/" GS_CUDA_LIBRARY_NAME
 
 /* ---- large shared memory segments freed on a thread (shm_reap.c) ---- */
 
@@ -133,7 +134,20 @@ extern GsEngine *gs_engine_wait(GsSortJob *job, gs_sort_stats *stats,
 
 /* what gpusort_info() reports */
 extern char *gs_cuda_library_path(void);
+extern char *gs_cuda_library_path_of(const char *name);
 extern bool gs_cuda_built(void);
+
+/* is there perhaps a GPU?  File checks only: the postmaster may ask */
+typedef enum GsGpuProbe
+{
+	GS_GPU_MAYBE,				/* library and driver there: ask the devices */
+	GS_GPU_NO_LIBRARY,			/* built without the CUDA engine */
+	GS_GPU_NO_DRIVER			/* no NVIDIA driver loaded */
+} GsGpuProbe;
+
+extern GsGpuProbe gs_gpu_probe(void);
+extern const char *gs_gpu_probe_reason(GsGpuProbe probe);
+extern bool gs_gpu_absent(void);
 extern bool gs_cuda_loaded(void);
 extern const char *gs_cuda_load_error(void);
 
@@ -160,6 +174,11 @@ gs_prefetch_page(const char *page)
 }
 
 /* ---- index builds (src/index*.c, optional) ---- */
-extern void gs_index_init(void) __attribute__((weak));
+extern void gs_index_init(bool install_hooks) __attribute__((weak));
+
+/* ---- when gpusort takes sorts (lifecycle.c) ---- */
+extern bool gs_preloaded;		/* loaded by shared_preload_libraries */
+extern void gs_lifecycle_init(void);
+extern bool gs_active(void);
 
 #endif							/* GPUSORT_INT_H */

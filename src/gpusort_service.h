@@ -36,6 +36,8 @@
 /* the pool's unit; a key buffer or permutation takes whole slices */
 #define GS_SLICE_BYTES			((Size) 1 << 20)
 #define GS_SERVICE_MEMORY_DEFAULT_MB 1024
+/* the pool of a server without a GPU: for the fake device only (tests) */
+#define GS_SERVICE_NO_GPU_POOL_MB	16
 #define GS_SERVICE_MAX_DEVICES	16
 /* engine instances (each with its own streams) per device */
 #define GS_SERVICE_STREAMS_PER_DEVICE 2

@@ -141,7 +141,7 @@ static int	gs_create_index_depth = 0;
 bool
 gs_index_wanted(void)
 {
-	return gpusort_enabled && gs_index_build_enabled;
+	return gs_index_build_enabled && gs_active();
 }
 
 /* replace ambuild in an open btree index's relcache entry */
@@ -407,7 +407,19 @@ gs_index_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	volatile bool rebuild = false;
 	volatile bool cluster = false;
 
-	if (gs_index_wanted())
+	/* statements whose index builds the planner hook may take */
+	rebuild = IsA(parsetree, IndexStmt) ||
+		IsA(parsetree, AlterTableStmt) ||
+		IsA(parsetree, ReindexStmt) ||
+		IsA(parsetree, ClusterStmt) ||
+		IsA(parsetree, VacuumStmt) ||
+		IsA(parsetree, TruncateStmt) ||
+		IsA(parsetree, RefreshMatViewStmt);
+
+	/* (the others need not look the extension up) */
+	if (rebuild && !gs_index_wanted())
+		rebuild = false;
+	if (rebuild)
 	{
 		if (IsA(parsetree, IndexStmt))
 			track = !((IndexStmt *) parsetree)->concurrent;
@@ -416,14 +428,6 @@ gs_index_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		else if (IsA(parsetree, ReindexStmt))
 			gs_index_prepare_reindex((ReindexStmt *) parsetree);
 
-		/* statements whose index builds the planner hook may take */
-		rebuild = IsA(parsetree, IndexStmt) ||
-			IsA(parsetree, AlterTableStmt) ||
-			IsA(parsetree, ReindexStmt) ||
-			IsA(parsetree, ClusterStmt) ||
-			IsA(parsetree, VacuumStmt) ||
-			IsA(parsetree, TruncateStmt) ||
-			IsA(parsetree, RefreshMatViewStmt);
 		cluster = IsA(parsetree, ClusterStmt);
 
 		/*
@@ -468,7 +472,7 @@ gs_index_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 }
 
 void
-gs_index_init(void)
+gs_index_init(bool install_hooks)
 {
 	DefineCustomBoolVariable("gpusort.index_build",
 							 "Builds btree indexes (CREATE INDEX, REINDEX, and the rebuilds of CLUSTER, VACUUM FULL and TRUNCATE) through gpusort.",
@@ -506,9 +510,12 @@ gs_index_init(void)
 							 GS_INDEX_FAULT_NONE,
 							 index_fault_options,
 							 PGC_SUSET,
-							 0,
+							 GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE | GUC_SUPERUSER_ONLY,
 							 NULL, NULL, NULL);
 
+	/* only a server that preloads gpusort builds indexes with it */
+	if (!install_hooks)
+		return;
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = gs_index_ProcessUtility;
 	prev_object_access = object_access_hook;

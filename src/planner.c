@@ -616,7 +616,7 @@ gpusort_planner(Query *parse, const char *query_string, int cursorOptions,
 	else
 		stmt = standard_planner(parse, query_string, cursorOptions, boundParams);
 
-	if (!gpusort_enabled)
+	if (!gs_active())
 		return stmt;
 
 	gather_depth = 0;

@@ -119,11 +119,33 @@ gs_service_nprocs(void)
 	return MaxBackends;
 }
 
+/*
+ * What the postmaster found when it sized the pool (gs_gpu_probe): with no
+ * GPU the pool is GS_SERVICE_NO_GPU_POOL_MB, enough for the sessions that
+ * make the service sort on its CPU engine (gpusort.service_fault, for the
+ * tests), rather than gpusort.service_memory.  Children inherit it.
+ */
+static bool svc_probed = false;
+static GsGpuProbe svc_probe = GS_GPU_MAYBE;
+
+static int
+gs_service_pool_mb(void)
+{
+	if (!svc_probed)
+	{
+		svc_probe = gs_gpu_probe();
+		svc_probed = true;
+	}
+	if (svc_probe != GS_GPU_MAYBE)
+		return Min(gpusort_service_memory_mb, GS_SERVICE_NO_GPU_POOL_MB);
+	return gpusort_service_memory_mb;
+}
+
 static Size
 gs_service_ctl_size(int nprocs)
 {
 	int			nreq = nprocs * GS_MAX_INFLIGHT;
-	int			nslices = (int) (((Size) gpusort_service_memory_mb << 20) / GS_SLICE_BYTES);
+	int			nslices = (int) (((Size) gs_service_pool_mb() << 20) / GS_SLICE_BYTES);
 	Size		sz;
 
 	sz = MAXALIGN(sizeof(GsServiceCtl));
@@ -136,7 +158,7 @@ gs_service_ctl_size(int nprocs)
 static Size
 gs_service_pool_size(void)
 {
-	Size		pool = (Size) gpusort_service_memory_mb << 20;
+	Size		pool = (Size) gs_service_pool_mb() << 20;
 
 	/* room to align the pool to a slice */
 	return pool > 0 ? add_size(pool, GS_SLICE_BYTES) : 0;
@@ -174,7 +196,7 @@ gs_service_shmem_startup(void)
 		ctl->state = GS_SVC_STOPPED;
 		ctl->nprocs = nprocs;
 		ctl->nrequests = nprocs * GS_MAX_INFLIGHT;
-		ctl->nslices = (int) (((Size) gpusort_service_memory_mb << 20) / GS_SLICE_BYTES);
+		ctl->nslices = (int) (((Size) gs_service_pool_mb() << 20) / GS_SLICE_BYTES);
 		ctl->pool_bytes = (Size) ctl->nslices * GS_SLICE_BYTES;
 		p = (char *) ctl + MAXALIGN(sizeof(GsServiceCtl));
 		ctl->requests = (GsRequest *) p;
@@ -866,12 +888,49 @@ gs_service_wait_set(void)
 	return wes;
 }
 
+/*
+ * The service's line in the server log.  Without a GPU it is said once,
+ * at the first start after the server's; the service's restarts say it
+ * at DEBUG1 only.
+ */
+static void
+gs_service_log_start(GsGpuProbe probe, bool first_start)
+{
+	GsServiceCtl *ctl = gs_service;
+
+	if (ctl->ndevices > 0)
+		ereport(LOG,
+				(errmsg("gpusort service started with %d device(s): %s",
+						ctl->ndevices, ctl->devices)));
+	else if (probe == GS_GPU_NO_DRIVER)
+		ereport(first_start ? LOG : DEBUG1,
+				(errmsg("gpusort found no NVIDIA GPU, sorts run on the CPU engine"),
+				 errdetail("No NVIDIA driver is loaded (neither /dev/nvidiactl nor /proc/driver/nvidia/gpus exists); the gpusort service keeps %d MB of shared memory for keys.",
+						   gs_service_pool_mb())));
+	else if (probe == GS_GPU_NO_LIBRARY)
+	{
+		char	   *path = gs_cuda_library_path();
+
+		ereport(first_start ? LOG : DEBUG1,
+				(errmsg("gpusort has no CUDA engine, sorts run on the CPU engine"),
+				 errdetail("The CUDA engine library \"%s\" is not installed: gpusort was built without nvcc; the gpusort service keeps %d MB of shared memory for keys.",
+						   path, gs_service_pool_mb())));
+		pfree(path);
+	}
+	else
+		ereport(LOG,
+				(errmsg("gpusort service started without a device, backends sort on the CPU"),
+				 errdetail("%s", ctl->reason[0] ? ctl->reason : "no usable device")));
+}
+
 void
 gs_service_main(Datum arg)
 {
 	GsServiceCtl *ctl;
 	WaitEventSet *wes;
 	time_t		last_reclaim = time(NULL);
+	GsGpuProbe	probe;
+	bool		first_start;
 
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
@@ -886,25 +945,24 @@ gs_service_main(Datum arg)
 
 	svc_jobs = MemoryContextAllocZero(TopMemoryContext,
 									  sizeof(GsJob) * ctl->nrequests);
-	gs_service_open_devices();
+	/* no GPU (file checks): the CUDA library is not even opened */
+	probe = gs_gpu_probe();
+	if (probe == GS_GPU_MAYBE)
+		gs_service_open_devices();
+	else
+		strlcpy(ctl->reason, gs_gpu_probe_reason(probe), sizeof(ctl->reason));
 	gs_service_start_workers();
 	wes = gs_service_wait_set();
 
 	LWLockAcquire(ctl->lock, LW_EXCLUSIVE);
+	first_start = ctl->generation == 0;
 	ctl->nworkers = svc_nworkers;
 	ctl->service_pid = MyProcPid;
 	ctl->service_latch = MyLatch;
 	ctl->generation++;
 	ctl->state = ctl->ndevices > 0 ? GS_SVC_READY : GS_SVC_NO_DEVICE;
 	LWLockRelease(ctl->lock);
-	if (ctl->ndevices > 0)
-		ereport(LOG,
-				(errmsg("gpusort service started with %d device(s): %s",
-						ctl->ndevices, ctl->devices)));
-	else
-		ereport(LOG,
-				(errmsg("gpusort service started without a device, backends sort on the CPU"),
-				 errdetail("%s", ctl->reason[0] ? ctl->reason : "no usable device")));
+	gs_service_log_start(probe, first_start);
 
 	for (;;)
 	{

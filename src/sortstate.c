@@ -355,6 +355,9 @@ gs_sort_report(GsSortState *s, GsSortReport *r)
 	{
 		r->engine = s->sort_engine->ops->name;
 		r->device = s->sort_engine->info.name;
+		/* "cpu (no GPU)": the server has none, rather than "cpu (CPU)" */
+		if (!s->sort_engine->is_gpu && gs_gpu_absent())
+			r->device = "no GPU";
 	}
 	initStringInfo(&buf);
 	gs_keyplan_describe(s->kp, &buf);
