@@ -18,6 +18,7 @@
 #include "gpusort_exec.h"
 #include "gpusort_int.h"
 #include "gpusort_service.h"
+#include "gpusort_stats.h"
 
 PG_MODULE_MAGIC;
 
@@ -279,6 +280,7 @@ _PG_init(void)
 
 	gs_planner_init();
 	gs_exec_init();
+	gs_stats_init();
 }
 
 /*
