@@ -2,9 +2,10 @@
 # (CPU always, CUDA when a toolkit is found at build time).
 
 EXTENSION = gpusort
-EXTVERSION = 0.2
+EXTVERSION = 0.3
 MODULE_big = gpusort
-DATA = gpusort--0.1.sql gpusort--0.2.sql gpusort--0.1--0.2.sql
+DATA = gpusort--0.1.sql gpusort--0.2.sql gpusort--0.3.sql \
+	gpusort--0.1--0.2.sql gpusort--0.2--0.3.sql
 PGFILEDESC = "gpusort - sorts on the GPU"
 
 OBJS = \
@@ -13,6 +14,8 @@ OBJS = \
 	src/engine_cpu.o \
 	src/keys.o \
 	src/planner.o \
+	src/declined.o \
+	src/stats.o \
 	src/exec.o \
 	src/sortstate.o \
 	src/sort_load.o \

@@ -27,9 +27,11 @@
 #include "miscadmin.h"
 #include "portability/instr_time.h"
 #include "utils/memutils.h"
+#include "utils/wait_event.h"
 
 #include "gpusort_int.h"
 #include "gpusort_service.h"
+#include "gpusort_stats.h"
 
 /* the two engines of this backend */
 static GsEngine cpu_engine;
@@ -489,7 +491,7 @@ gs_engine_sort(GsEngine *e, void *keys, size_t n, int key_bytes,
 		 * EXPLAIN tells; later sorts try it again.
 		 */
 		if (fallback)
-			*fallback = psprintf("GPU sort failed (%s): %s",
+			*fallback = psprintf(GS_FALLBACK_ERROR_TEXT " (%s): %s",
 								 gs_status_text(st), errbuf);
 		e = gs_engine_cpu();
 	}
@@ -650,8 +652,13 @@ gs_engine_wait(GsSortJob *job, gs_sort_stats *stats, char **fallback)
 	errbuf[0] = '\0';
 	if (stats)
 		memset(stats, 0, sizeof(*stats));
+	/* the service's client reports its own wait; the CPU engine's thread */
+	if (!e->is_gpu)
+		pgstat_report_wait_start(gs_wait_event(GS_WAIT_THREADS));
 	st = e->ops->sort_wait(e->eng, job->ticket, gs_cancel_requested, NULL,
 						   stats, errbuf, sizeof(errbuf));
+	if (!e->is_gpu)
+		pgstat_report_wait_end();
 	gs_job_unlink(job);
 	if (st == GS_OK)
 	{
@@ -667,7 +674,7 @@ gs_engine_wait(GsSortJob *job, gs_sort_stats *stats, char **fallback)
 	{
 		/* the service failed it: the keys are as given, the CPU sorts them */
 		if (fallback)
-			*fallback = psprintf("GPU sort failed (%s): %s",
+			*fallback = psprintf(GS_FALLBACK_ERROR_TEXT " (%s): %s",
 								 gs_status_text(st), errbuf);
 		fallback = NULL;
 		e = gs_engine_cpu();

@@ -173,6 +173,7 @@ gpusort_load(GpuSortState *gss)
 	estate->es_direction = dir;
 
 	gs_sort_perform(gss->sort);
+	gs_sort_count(gss->sort);
 	gss->sorted = true;
 }
 

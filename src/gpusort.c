@@ -22,6 +22,7 @@
 #include "gpusort_exec.h"
 #include "gpusort_int.h"
 #include "gpusort_service.h"
+#include "gpusort_stats.h"
 
 PG_MODULE_MAGIC;
 
@@ -353,6 +354,7 @@ _PG_init(void)
 	if (gs_preloaded)
 		gs_planner_init();
 	gs_exec_init();
+	gs_stats_init();
 }
 
 /*

@@ -179,4 +179,28 @@
 #define GS_WAIT_EVENT_MQ_RECEIVE	WAIT_EVENT_MQ_RECEIVE
 #endif
 
+/*
+ * 17: extensions name their own wait events (WaitEventExtensionNew(), shown
+ * in pg_stat_activity with type Extension); before, all of them show as
+ * "Extension".
+ */
+#if PG_VERSION_NUM >= 170000
+#define gs_WaitEventExtensionNew(name)	WaitEventExtensionNew(name)
+#else
+#define gs_WaitEventExtensionNew(name)	((void) (name), PG_WAIT_EXTENSION)
+#endif
+
+/* ---- EXPLAIN ---- */
+
+/*
+ * 17: standard_ExplainOneQuery() is exported, for an ExplainOneQuery_hook
+ * to call.  Before, a hook plans the query and calls ExplainOnePlan()
+ * itself: declined.c defines gs_standard_ExplainOneQuery() then.
+ */
+#if PG_VERSION_NUM >= 170000
+#define gs_standard_ExplainOneQuery	standard_ExplainOneQuery
+#else
+#define GS_NEED_STANDARD_EXPLAIN 1
+#endif
+
 #endif							/* GPUSORT_COMPAT_H */

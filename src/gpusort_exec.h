@@ -106,6 +106,8 @@ typedef enum GsSortFault
 extern int	gpusort_sort_fault;
 extern void gs_sort_shared_span(GsSortState *s, void *addr, size_t len);
 extern void gs_sort_perform(GsSortState *s);
+/* count a performed sort in gpusort_stats */
+extern void gs_sort_count(GsSortState *s);
 
 /* runs written by a parallel load's participants (sort_runs.c) */
 struct GsTempFile;

@@ -48,6 +48,7 @@
 #include "gpusort_int.h"
 #include "gpusort_keys.h"
 #include "gpusort_spill.h"
+#include "gpusort_stats.h"
 #include "index_int.h"
 
 /* column part of the key: at most this many bytes, so the TID fits */
@@ -1286,6 +1287,8 @@ gs_btbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 		ereport(GS_IDX_REPORT_LEVEL,
 				(errmsg_internal("index \"%s\" built by PostgreSQL: %s",
 								 RelationGetRelationName(index), why)));
+		if (gs_index_wanted())
+			gs_stats_index_build(false);
 		return btbuild(heap, index, indexInfo);
 	}
 
@@ -1305,6 +1308,8 @@ gs_btbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 				(errmsg_internal("index \"%s\" built by PostgreSQL: %s",
 								 RelationGetRelationName(index), why)));
 		pfree(result);
+		if (gs_index_wanted())
+			gs_stats_index_build(false);
 		return btbuild(heap, index, indexInfo);
 	}
 
@@ -1312,6 +1317,7 @@ gs_btbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 			(errmsg_internal("index \"%s\" built by gpusort%s",
 							 RelationGetRelationName(index),
 							 external ? " (sorted in runs on disk)" : "")));
+	gs_stats_index_build(true);
 	result->heap_tuples = reltuples;
 	result->index_tuples = indtuples;
 	return result;

@@ -114,6 +114,7 @@
 #include <math.h>
 
 #include "gpusort_spill.h"
+#include "gpusort_stats.h"
 #include "index_int.h"
 
 /*
@@ -802,6 +803,8 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 		ereport(GS_CLUSTER_REPORT_LEVEL,
 				(errmsg_internal("table \"%s\" sorted by PostgreSQL: %s",
 								 RelationGetRelationName(OldHeap), why)));
+		if (gs_index_wanted())
+			gs_stats_cluster(false);
 		gs_heap_am->relation_copy_for_cluster(OldHeap, NewHeap, OldIndex,
 											  use_sort, OldestXmin,
 											  xid_cutoff, multi_cutoff,
@@ -867,6 +870,7 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextDelete(cxt);
 
+	gs_stats_cluster(true);
 	ereport(GS_CLUSTER_REPORT_LEVEL,
 			(errmsg_internal("table \"%s\" sorted by gpusort%s%s%s",
 							 RelationGetRelationName(OldHeap),

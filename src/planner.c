@@ -29,6 +29,7 @@
 #include "access/parallel.h"
 #include "access/table.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_collation.h"
 #include "miscadmin.h"
 #include "nodes/extensible.h"
 #include "nodes/makefuncs.h"
@@ -40,11 +41,14 @@
 #include "optimizer/planner.h"
 #include "parser/parsetree.h"
 #include "storage/bufmgr.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/typcache.h"
 
 #include "gpusort_exec.h"
 #include "gpusort_int.h"
 #include "gpusort_keys.h"
+#include "gpusort_stats.h"
 
 static planner_hook_type prev_planner_hook = NULL;
 
@@ -64,6 +68,8 @@ typedef enum SortBound
 } SortBound;
 
 static Plan *replace_sorts(Plan *plan, SortBound bound, int64 nbound);
+static SortBound child_bound(Plan *plan, SortBound bound, int64 nbound,
+							 int64 *childn);
 
 /*
  * While replace_sorts walks the main plan tree: how many Gathers are above
@@ -110,32 +116,105 @@ limit_bound(Limit *limit, int64 *nbound)
 }
 
 /*
- * Should this Sort become a GpuSort?
+ * What plan, itself bounded by bound/nbound, tells its outer child (and
+ * the children of its lists): which nodes pass a Limit's bound on.
+ */
+static SortBound
+child_bound(Plan *plan, SortBound bound, int64 nbound, int64 *childn)
+{
+	*childn = 0;
+	switch (nodeTag(plan))
+	{
+		case T_Limit:
+			return limit_bound((Limit *) plan, childn);
+		case T_Result:
+		case T_SubqueryScan:
+		case T_Append:
+		case T_MergeAppend:
+		case T_Gather:
+		case T_GatherMerge:
+			*childn = nbound;
+			return bound;
+		default:
+			return BOUND_NONE;
+	}
+}
+
+/*
+ * Should this Sort become a GpuSort?  When not, *d (if given) says why.
  */
 static bool
-sort_is_eligible(Sort *sort, SortBound bound, int64 nbound)
+sort_is_eligible(Sort *sort, SortBound bound, int64 nbound,
+				 GsDeclinedSort *d)
 {
+	GsDeclinedSort local;
 	TargetEntry *tle;
 	Oid			keytype;
+	Oid			sortop;
+	Oid			coll;
+
+	if (d == NULL)
+		d = &local;
+	memset(d, 0, sizeof(*d));
+	d->sort = sort;
+	d->bound = -1;
 
 	if (sort->numCols < 1 || sort->plan.lefttree == NULL)
+	{
+		d->reason = GS_DECLINE_NO_KEY;
 		return false;
+	}
 	if (sort->plan.plan_rows < (double) gpusort_min_rows)
+	{
+		d->reason = GS_DECLINE_MIN_ROWS;
+		d->rows = sort->plan.plan_rows;
 		return false;
+	}
 
 	/* a small top-N is PostgreSQL's bounded heap sort's best case */
-	if (bound == BOUND_UNKNOWN)
+	if (bound == BOUND_UNKNOWN ||
+		(bound == BOUND_CONST && nbound <= (int64) gpusort_topn_limit))
+	{
+		d->reason = GS_DECLINE_TOP_N;
+		d->bound = bound == BOUND_CONST ? nbound : -1;
 		return false;
-	if (bound == BOUND_CONST && nbound <= (int64) gpusort_topn_limit)
-		return false;
+	}
 
 	/* the leading key must be encodable, or there is nothing to sort on */
 	tle = get_tle_by_resno(sort->plan.targetlist, sort->sortColIdx[0]);
 	if (tle == NULL)
+	{
+		d->reason = GS_DECLINE_NO_KEY;
 		return false;
+	}
 	keytype = exprType((Node *) tle->expr);
-	return gs_column_encodable(keytype, sort->sortOperators[0],
-							   sort->collations[0], NULL);
+	sortop = sort->sortOperators[0];
+	coll = sort->collations[0];
+	if (gs_column_encodable(keytype, sortop, coll, &d->why))
+		return true;
+
+	/*
+	 * Which of the three is in the way: the same key under the C collation
+	 * tells a collation from a type, the type's own "<" and ">" an
+	 * ordering.
+	 */
+	d->keytype = keytype;
+	d->collation = coll;
+	if (OidIsValid(coll) && coll != C_COLLATION_OID &&
+		gs_column_encodable(keytype, sortop, C_COLLATION_OID, NULL))
+		d->reason = GS_DECLINE_KEY_COLLATION;
+	else
+	{
+		TypeCacheEntry *tc;
+
+		tc = lookup_type_cache(getBaseType(keytype),
+							   TYPECACHE_LT_OPR | TYPECACHE_GT_OPR);
+		if (sortop != tc->lt_opr && sortop != tc->gt_opr)
+			d->reason = GS_DECLINE_KEY_OPERATOR;
+		else
+			d->reason = GS_DECLINE_KEY_TYPE;
+	}
+	return false;
 }
 
 /*
@@ -227,7 +306,7 @@ replace_in_list(List *plans, SortBound bound, int64 nbound)
 static Plan *
 replace_sorts(Plan *plan, SortBound bound, int64 nbound)
 {
-	SortBound	childbound = BOUND_NONE;
+	SortBound	childbound;
 	int64		childn = 0;
 
 	if (plan == NULL)
@@ -235,24 +314,7 @@ replace_sorts(Plan *plan, SortBound bound, int64 nbound)
 
 	check_stack_depth();
 
-	/* which nodes pass a Limit's bound on to their children */
-	switch (nodeTag(plan))
-	{
-		case T_Limit:
-			childbound = limit_bound((Limit *) plan, &childn);
-			break;
-		case T_Result:
-		case T_SubqueryScan:
-		case T_Append:
-		case T_MergeAppend:
-		case T_Gather:
-		case T_GatherMerge:
-			childbound = bound;
-			childn = nbound;
-			break;
-		default:
-			break;
-	}
+	childbound = child_bound(plan, bound, nbound, &childn);
 
 	if (IsA(plan, Gather) || IsA(plan, GatherMerge))
 		gather_depth++;
@@ -286,7 +348,7 @@ replace_sorts(Plan *plan, SortBound bound, int64 nbound)
 			break;
 	}
 
-	if (IsA(plan, Sort) && sort_is_eligible((Sort *) plan, bound, nbound))
+	if (IsA(plan, Sort) && sort_is_eligible((Sort *) plan, bound, nbound, NULL))
 	{
 		Plan	   *gs = make_gpusort((Sort *) plan);
 
@@ -616,7 +678,7 @@ gpusort_planner(Query *parse, const char *query_string, int cursorOptions,
 	else
 		stmt = standard_planner(parse, query_string, cursorOptions, boundParams);
 
-	if (!gs_active())
+	if (!gs_sorts_replaced())
 		return stmt;
 
 	gather_depth = 0;
@@ -649,6 +711,121 @@ gpusort_planner(Query *parse, const char *query_string, int cursorOptions,
 	load_gm_workers = NIL;
 
 	return stmt;
+}
+
+/*
+ * Whether the planner replaces Sorts now (gpusort.enabled, preloaded, and
+ * the extension created in this database: gs_active); where it does not,
+ * no Sort is said to be declined either.
+ */
+bool
+gs_sorts_replaced(void)
+{
+	return gs_active();
+}
+
+/* ---------------------------------------------------------------------
+ * Declined Sorts: the Sorts of a finished plan that stay PostgreSQL's,
+ * each with its reason, found by the walk replace_sorts makes (same
+ * children, same Limit bounds) for EXPLAIN and the statistics (declined.c).
+ * ---------------------------------------------------------------------
+ */
+
+static void declined_walk(Plan *plan, SortBound bound, int64 nbound,
+						  List *ancestors, List **out);
+static bool want_ancestors = false;
+
+static void
+declined_walk_list(List *plans, SortBound bound, int64 nbound,
+				   List *ancestors, List **out)
+{
+	ListCell   *lc;
+
+	foreach(lc, plans)
+		declined_walk((Plan *) lfirst(lc), bound, nbound, ancestors, out);
+}
+
+static void
+declined_walk(Plan *plan, SortBound bound, int64 nbound, List *ancestors,
+			  List **out)
+{
+	SortBound	childbound;
+	int64		childn;
+	List	   *up;
+
+	if (plan == NULL)
+		return;
+	check_stack_depth();
+
+	if (IsA(plan, Sort))
+	{
+		GsDeclinedSort d;
+
+		if (!sort_is_eligible((Sort *) plan, bound, nbound, &d))
+		{
+			GsDeclinedSort *copy = palloc(sizeof(GsDeclinedSort));
+
+			*copy = d;
+			copy->ancestors = ancestors;
+			*out = lappend(*out, copy);
+		}
+	}
+
+	childbound = child_bound(plan, bound, nbound, &childn);
+	/* EXPLAIN's deparser wants the parents; the statistics need none */
+	up = want_ancestors ? lcons(plan, list_copy(ancestors)) : NIL;
+	declined_walk(plan->lefttree, childbound, childn, up, out);
+	declined_walk(plan->righttree, BOUND_NONE, 0, up, out);
+	switch (nodeTag(plan))
+	{
+		case T_Append:
+			declined_walk_list(((Append *) plan)->appendplans, childbound,
+							   childn, up, out);
+			break;
+		case T_MergeAppend:
+			declined_walk_list(((MergeAppend *) plan)->mergeplans, childbound,
+							   childn, up, out);
+			break;
+		case T_SubqueryScan:
+			declined_walk(((SubqueryScan *) plan)->subplan, childbound,
+						  childn, up, out);
+			break;
+		case T_BitmapAnd:
+			declined_walk_list(((BitmapAnd *) plan)->bitmapplans, BOUND_NONE,
+							   0, up, out);
+			break;
+		case T_BitmapOr:
+			declined_walk_list(((BitmapOr *) plan)->bitmapplans, BOUND_NONE,
+							   0, up, out);
+			break;
+		case T_CustomScan:
+			declined_walk_list(((CustomScan *) plan)->custom_plans, BOUND_NONE,
+							   0, up, out);
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * The Sorts of stmt that gpusort leaves to PostgreSQL (GsDeclinedSort,
+ * palloc'd), in the order of the plan tree then of its subplans; NIL when
+ * gpusort replaces no Sort at all now.  with_ancestors: fill in their
+ * ancestors too.
+ */
+List *
+gs_declined_sorts(PlannedStmt *stmt, bool with_ancestors)
+{
+	List	   *out = NIL;
+	ListCell   *lc;
+
+	if (!gs_sorts_replaced() || stmt->commandType == CMD_UTILITY)
+		return NIL;
+	want_ancestors = with_ancestors;
+	declined_walk(stmt->planTree, BOUND_NONE, 0, NIL, &out);
+	foreach(lc, stmt->subplans)
+		declined_walk((Plan *) lfirst(lc), BOUND_NONE, 0, NIL, &out);
+	return out;
 }
 
 void

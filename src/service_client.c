@@ -41,6 +41,7 @@
 
 #include "gpusort_int.h"
 #include "gpusort_service.h"
+#include "gpusort_stats.h"
 
 /* a key buffer of this backend */
 typedef struct SvcBuf
@@ -624,7 +625,7 @@ svc_wait_done(gs_engine *eng, SvcOut *o, gs_cancel_fn cancel, void *cancel_arg,
 			return GS_ERR_CANCELED;
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 GS_SERVICE_POLL_MS, PG_WAIT_EXTENSION);
+						 GS_SERVICE_POLL_MS, gs_wait_event(GS_WAIT_SERVICE));
 		ResetLatch(MyLatch);
 	}
 
@@ -838,7 +839,7 @@ gs_service_admit(void *keys, size_t n, int key_bytes, char **why)
 	cpu_ms = n / cpu;
 	if (gpu_ms <= cpu_ms)
 		return true;
-	*why = psprintf("GPU queue: %llu rows ahead, expected %.1f ms against %.1f ms on the CPU engine",
+	*why = psprintf(GS_FALLBACK_QUEUE_TEXT ": %llu rows ahead, expected %.1f ms against %.1f ms on the CPU engine",
 					(unsigned long long) queued, gpu_ms, cpu_ms);
 	return false;
 }

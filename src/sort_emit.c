@@ -26,11 +26,13 @@
 #include "utils/memutils.h"
 #include "utils/sortsupport.h"
 #include "utils/tuplestore.h"
+#include "utils/wait_event.h"
 
 #include "gpusort_exec.h"
 #include "gpusort_int.h"
 #include "gpusort_keys.h"
 #include "gpusort_spill.h"
+#include "gpusort_stats.h"
 #include "sortstate_int.h"
 
 /*
@@ -507,7 +509,9 @@ gs_copy_wait(GsSortState *s, size_t pos)
 		else
 		{
 			CHECK_FOR_INTERRUPTS();
+			pgstat_report_wait_start(gs_wait_event(GS_WAIT_THREADS));
 			pg_usleep(20);
+			pgstat_report_wait_end();
 		}
 	}
 	pg_read_barrier();

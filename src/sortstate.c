@@ -55,6 +55,7 @@
 #include "gpusort_int.h"
 #include "gpusort_keys.h"
 #include "gpusort_spill.h"
+#include "gpusort_stats.h"
 #include "sortstate_int.h"
 
 
@@ -362,6 +363,14 @@ gs_sort_report(GsSortState *s, GsSortReport *r)
 	initStringInfo(&buf);
 	gs_keyplan_describe(s->kp, &buf);
 	r->keydesc = buf.data;
+}
+
+/* count the sort just performed in gpusort_stats (stats.c) */
+void
+gs_sort_count(GsSortState *s)
+{
+	gs_stats_sort(s->sort_engine != NULL && s->sort_engine->is_gpu,
+				  s->total_rows, s->key_bytes, s->fallback);
 }
 
 void

@@ -59,9 +59,11 @@
 #include "utils/backend_status.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/wait_event.h"
 
 #include "gpusort_int.h"
 #include "gpusort_spill.h"
+#include "gpusort_stats.h"
 
 /* space is given back in steps of at least this many bytes */
 #define DISCARD_STEP		(1024 * 1024)
@@ -809,6 +811,7 @@ gs_task_wait(GsTask *t)
 {
 	bool		stopped;
 
+	pgstat_report_wait_start(gs_wait_event(GS_WAIT_THREADS));
 	pthread_mutex_lock(&t->lock);
 	while (t->left > 0)
 	{
@@ -821,6 +824,7 @@ gs_task_wait(GsTask *t)
 			t->stop = true;
 	}
 	pthread_mutex_unlock(&t->lock);
+	pgstat_report_wait_end();
 	stopped = t->stop;
 	MemoryContextDelete(t->cxt);	/* joins the threads */
 	if (stopped)

@@ -38,8 +38,10 @@
 #include "portability/instr_time.h"
 #include "storage/ipc.h"
 #include "utils/memutils.h"
+#include "utils/wait_event.h"
 
 #include "gpusort_spill.h"
+#include "gpusort_stats.h"
 
 /*
  * Blocks of a stream: several let the merging thread stay a few blocks
@@ -1149,6 +1151,8 @@ gs_stream_await(GsStream *st)
 		INSTR_TIME_SET_CURRENT(t0);
 	else
 		INSTR_TIME_SET_ZERO(t0);
+	if (st->nfull == 0 && !st->done)
+		pgstat_report_wait_start(gs_wait_event(GS_WAIT_THREADS));
 	while (st->nfull == 0 && !st->done)
 	{
 		struct timespec ts;
@@ -1162,6 +1166,7 @@ gs_stream_await(GsStream *st)
 			pthread_mutex_lock(&st->lock);
 		}
 	}
+	pgstat_report_wait_end();
 	err = st->err;
 	if (st->nfull > 0)
 		st->holding = true;
