@@ -37,7 +37,7 @@ OBJS = \
 REGRESS = $(patsubst $(srcdir)/sql/%.sql,%,$(sort $(wildcard $(srcdir)/sql/*.sql)))
 REGRESS_OPTS = --load-extension=gpusort
 
-PG_CPPFLAGS = -I$(srcdir)/src
+PG_CPPFLAGS = -I$(srcdir)/src -DGPUSORT_VERSION=\"$(EXTVERSION)\"
 # the CPU engine sorts chunks on a worker thread of its own
 PG_CFLAGS = -pthread
 SHLIB_LINK = -ldl -licui18n -licuuc -lm -pthread

@@ -385,7 +385,7 @@ gpusort_info(PG_FUNCTION_ARGS)
 	e = (gpusort_engine_choice == GS_ENGINE_CPU) ? gs_engine_cpu() :
 		gs_engine_choose((double) INT_MAX, &fallback);
 
-	EMIT("version", "0.2");
+	EMIT("version", GPUSORT_VERSION);
 	EMIT("enabled", gpusort_enabled ? "on" : "off");
 	EMIT("engine_setting", engine_options[gpusort_engine_choice].name);
 	EMIT("cuda_built", gs_cuda_built() ? "yes" : "no");
