@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A text bar chart of bench/run.sh's results: for each case, PostgreSQL's
 # median time and gpusort's, as bars on one scale, with the speedup; the
-# scan alone (the floor) as a reference line.
+# scan alone (the floor of each key's cases) as reference lines.
 #
 #   bench/bars.sh RESULTS.csv [WIDTH]      (WIDTH: the longest bar, default 50)
 #
@@ -30,8 +30,7 @@ tail -n +2 "$csv" | awk -F, -v W="$width" '
 		}
 		for (i = 1; i <= n; i++)
 			if (kind[i] == "scan") {
-				printf "scan alone, no sort (the floor)\n"
+				printf "scan %s alone, no sort (the floor of full %s)\n", key[i], key[i]
 				printf "             %s %6.0f ms\n", bar(pg[i]), pg[i]
-				break
 			}
 	}'
