@@ -8,8 +8,8 @@
 # the start is PostgreSQL's and cannot be canceled either).
 #
 # Against the server of the libpq environment, on a table with an int8
-# column k (default g50 of bench/gpu-env.sh; locally e.g. TABLE=g5):
-#   TABLE=g50 bash bench/cancel.sh
+# column k (default g50), e.g.:
+#   TABLE=g5 WORKERS=2 bash bench/cancel.sh
 # Env: TABLE, SIDES (default "PostgreSQL gpusort"), TIMEOUTS (ms, default "50 100 200 300 500 700 1000 1300 1600
 # 2000 2500"), CONFIGS (default "serial-mem par-mem serial-64mb par-64mb"),
 # WORKERS (for par-*, default 8), EXTRA (more settings, for both sides).

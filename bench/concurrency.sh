@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Concurrency benchmark (issue 13): N sessions sorting at once, through pgbench.
+# Concurrency benchmark: N sessions sorting at once, through pgbench.
 #
 # The query: SELECT * FROM conc_t ORDER BY k OFFSET <rows>, over a table of
 # CONC_ROWS rows (int8 key in random order, md5 text, int4), work_mem 1GB,
@@ -12,12 +12,10 @@
 # every live child, from /proc) per query, and peak GPU memory (nvidia-smi,
 # when there is one).
 #
-# Here (a CPU machine, the server of `source /work/wt/pgenv.sh N`):
+# Against the server of the libpq environment (PGHOST, PGPORT, ...), which
+# must preload gpusort and allow 64 more connections; psql and pgbench from
+# PATH, e.g.:
 #   CONC_ROWS=200000 bash bench/concurrency.sh
-# On the GPU machine, from the repository root with .gpu carried (see
-# bench/gpu-run.sh: it starts PostgreSQL from .gpu/debs, builds, installs and
-# preloads gpusort), within one 10-minute command:
-#   run command="CONC_SETUP=1 bash bench/concurrency.sh" carry=[".gpu"]
 #
 # Environment (all optional):
 #   CONC_ROWS      table rows (default 2000000)
@@ -26,9 +24,6 @@
 #                  (default "1:6 16:4 64:3")
 #   CONC_MODES     "persistent connect" (default both)
 #   CONC_ENGINES   "pg cpu gpu" (default all three)
-#   CONC_SETUP=1   start PostgreSQL from .gpu/ and build/install gpusort first
-#   CONC_SERVICE_MEMORY  gpusort.service_memory for that start (e.g. 2GB;
-#                  default: the setting's default)
 #   CONC_LIMIT     seconds after which no new case starts (default 540, to
 #                  stay inside a 10-minute command)
 #   OUT            results folder (default /tmp/concurrency-out)
@@ -48,28 +43,8 @@ TCK=$(getconf CLK_TCK)
 
 say() { echo "== [$(($(date +%s) - T0))s] $*"; }
 
-if [ "${CONC_SETUP:-0}" = 1 ]; then
-	say "start PostgreSQL from .gpu/debs, build and preload gpusort"
-	# shellcheck disable=SC1091
-	source .gpu/pg-up.sh .gpu/debs -c shared_buffers=8GB >"$OUT/pg-up.log" 2>&1 ||
-		{ echo "FAIL: pg-up.sh (see $OUT/pg-up.log)"; exit 1; }
-	# shellcheck disable=SC1091
-	source bench/gpu-env.sh
-	if ! timeout 330 make -j"$NPROC" PG_CONFIG="$PG_CONFIG" with_llvm=no all >"$OUT/build.log" 2>&1 ||
-		! make PG_CONFIG="$PG_CONFIG" with_llvm=no install >>"$OUT/build.log" 2>&1; then
-		tail -n 30 "$OUT/build.log"
-		echo "FAIL: build"
-		exit 1
-	fi
-	pg_restart -c shared_preload_libraries=gpusort -c max_connections=200 \
-		${CONC_SERVICE_MEMORY:+-c gpusort.service_memory=$CONC_SERVICE_MEMORY} ||
-		{ echo "FAIL: restart"; exit 1; }
-	PSQL=(pgsql)
-	PGBENCH=$(dirname "$PG_CONFIG")/pgbench
-else
-	PSQL=(psql -X -v ON_ERROR_STOP=1)
-	PGBENCH=$(command -v pgbench)
-fi
+PSQL=(psql -X -v ON_ERROR_STOP=1)
+PGBENCH=$(command -v pgbench)
 
 sql() { "${PSQL[@]}" -Atc "$1"; }
 
@@ -191,7 +166,7 @@ sql "SELECT * FROM gpusort_service" >"$OUT/service-after.txt" 2>&1
 {
 	echo "# Concurrency: \`SELECT * FROM conc_t ORDER BY k OFFSET $ROWS\`, $ROWS rows, work_mem 1GB"
 	echo
-	echo "commit ${GS_COMMIT:-$(head -n 1 .gpu/commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)}; $(nproc) cores; $(nvidia-smi -L 2>/dev/null | head -n 1 || echo 'no GPU')"
+	echo "commit ${GS_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}; $(nproc) cores; $(nvidia-smi -L 2>/dev/null | head -n 1 || echo 'no GPU')"
 	echo
 	echo "| clients | connections | latency PG / CPU / GPU (ms) | GPU÷CPU | GPU÷PG | TPS PG / CPU / GPU | CPU-s per query PG / CPU / GPU | peak GPU MiB PG / CPU / GPU | failed |"
 	echo "| ---: | --- | --- | ---: | ---: | --- | --- | --- | --- |"

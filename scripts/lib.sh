@@ -118,7 +118,7 @@ gs_build_install()
 # settings come from the array GS_CLUSTER_OPTS (name=value).  The cluster
 # lives in a temporary directory (-t) so that concurrent runs do not collide;
 # as root, pg_virtualenv runs the server as the postgres user.  The locale is
-# C with UTF8 encoding, as on the GPU machine (see gpu-machine/pg-up.sh).
+# C with UTF8 encoding.
 gs_in_cluster()
 {
 	local opts=(-o shared_preload_libraries=gpusort -o fsync=off

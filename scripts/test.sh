@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Run every gpusort test, on each PostgreSQL version asked for.
+# Run gpusort's tests.
 #
-#   scripts/test.sh [15] [17] [18]        (default: all three)
+#   scripts/test.sh                 the host's PostgreSQL only (15 on Debian 12)
+#   scripts/test.sh all             every supported version (15, 17, 18) and
+#                                   the Debian package of each (what CI runs)
+#   scripts/test.sh 15 [17] [18]    the versions named, with their packages
 #
 # For each version: build and install the extension, then, inside a throwaway
 # cluster that preloads gpusort, run the C unit tests (make -C test/<dir>
@@ -9,10 +12,11 @@
 # expected/*.out) twice: as it is, and with every sort sent through the
 # gpusort service's fake device (make installcheck-service), then the
 # session tests (test/sessions/*.sh: a second session, a crash and restart).
-# Then build the Debian package and run the regression
-# suite against the installed package (scripts/package-test.sh), for the
-# versions in GS_PACKAGE_VERSIONS (default: each version tested; "none" for
-# none).
+# With versions named (or "all"), then build the Debian package and run the
+# regression suite against the installed package (scripts/package-test.sh),
+# for the versions in GS_PACKAGE_VERSIONS (default: each version tested;
+# "none" for none).  Without an argument no package is built, unless
+# GS_PACKAGE_VERSIONS names the host's version.
 #
 # A version whose Debian suite is the host's own (15 on Debian 12, bookworm)
 # runs on the host: the missing Debian packages are installed with apt-get.
@@ -125,15 +129,33 @@ if [ "${1:-}" = --local ]; then
 fi
 
 # ---- outside: each version, then the summary ----
+usage="usage: scripts/test.sh [all | VERSION...]  (versions: $GS_VERSIONS; default: the host's)"
 versions=()
 for a in "$@"; do
-	case " $GS_VERSIONS " in
-		*" $a "*) versions+=("$a") ;;
-		*) gs_die "usage: scripts/test.sh [VERSION...]  (versions: $GS_VERSIONS; default all)" ;;
+	case " all $GS_VERSIONS " in
+		*" $a "*) ;;
+		*) gs_die "$usage" ;;
 	esac
+	if [ "$a" = all ]; then
+		versions+=($GS_VERSIONS)
+	else
+		versions+=("$a")
+	fi
 done
-[ "${#versions[@]}" -gt 0 ] || versions=($GS_VERSIONS)
-package_versions=${GS_PACKAGE_VERSIONS:-${versions[*]}}
+if [ "${#versions[@]}" -gt 0 ]; then
+	package_versions=${GS_PACKAGE_VERSIONS:-${versions[*]}}
+else
+	# no argument: the version the host's own Debian release carries, no package
+	for v in $GS_VERSIONS; do
+		if gs_runs_on_host "$v"; then
+			versions=("$v")
+			break
+		fi
+	done
+	[ "${#versions[@]}" -gt 0 ] ||
+		gs_die "no PostgreSQL version of $GS_VERSIONS comes from this host's release ($(gs_host_suite)); name one: $usage"
+	package_versions=${GS_PACKAGE_VERSIONS:-none}
+fi
 
 start=$(date +%s)
 results=$(mktemp "${TMPDIR:-/tmp}/gpusort-test.XXXXXX")
