@@ -487,7 +487,7 @@ run_case()
 	gs_ms=$(printf '%s\n' "$gs_runs" | median)
 	if [ "$kind" = index ] || [ "$kind" = scan ]; then
 		in_plan=n/a
-	elif awk '/^PLAN on/{p=1; next} /^WARMUP/{p=0} p && /GpuSort/{f=1} END{exit !f}' "$log"; then
+	elif awk '/^PLAN on/{p=1; next} /^WARMUP/{p=0} p && /Custom Scan \(GpuSort\)/{f=1} END{exit !f}' "$log"; then
 		in_plan=yes
 	else
 		in_plan=no

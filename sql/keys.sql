@@ -276,7 +276,7 @@ BEGIN
 	PERFORM set_config('gpusort.max_key_bytes', mkb::text, true);
 	PERFORM set_config('gpusort.enabled', 'on', true);
 	FOR l IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
-		IF l LIKE '%GpuSort%' THEN
+		IF l LIKE '%Custom Scan (GpuSort)%' THEN
 			gpusorts := gpusorts + 1;
 		END IF;
 	END LOOP;

@@ -34,6 +34,13 @@ gs_done()
 	exit $GS_FAILED
 }
 
+# gpusort takes sorts, index builds and CLUSTER only in a database where
+# the extension exists: the tests' database gets it (the regression suite
+# makes its own database, and the server keeps no other state)
+gs_psql -c "SET client_min_messages = warning" \
+	-c "CREATE EXTENSION IF NOT EXISTS gpusort" >/dev/null ||
+	echo "(could not create the extension gpusort in the test database)"
+
 # Immediate shutdown of the server (SIGQUIT to the postmaster, as
 # pg_ctl stop -m immediate sends), then start it again the way it was
 # started: the same command line, environment and user.  Works for any
