@@ -24,6 +24,8 @@ ROWS=$(psql -X -qAt -c "SELECT count(*) FROM $TABLE") || exit 1
 Q="SELECT * FROM $TABLE ORDER BY k OFFSET $ROWS"
 
 psql -X -q <<'SQL' || exit 1
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS gpusort;
 CREATE OR REPLACE FUNCTION gs_bench_cancel_ms(q text) RETURNS float8
 LANGUAGE plpgsql AS $fn$
 BEGIN
