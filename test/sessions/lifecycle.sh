@@ -20,7 +20,7 @@ datadir=$(gs_psql -c 'SHOW data_directory') || exit 1
 owner=$(stat -c %U "$datadir") || exit 1
 dir=$(mktemp -d /tmp/gs-lifecycle.XXXXXX)
 chown "$owner" "$dir"
-port=$((PGPORT + 37))
+port=$(( ${PGPORT:-5432} + 37 ))
 
 as_owner()
 {
