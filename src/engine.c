@@ -271,11 +271,13 @@ gs_engine_choose(double nrows, const char **fallback)
 	 * Wanted the GPU and can't have it: a WARNING once a session, from the
 	 * backend the client talks to (not from each parallel worker); EXPLAIN
 	 * says it for every sort.  A service that is restarting is back in a
-	 * second: only EXPLAIN tells about that.
+	 * second: only EXPLAIN tells about that.  One that has no memory to
+	 * serve from (gpusort.service_memory 0) is stopped for good.
 	 */
 	if (gpusort_engine_choice == GS_ENGINE_GPU && !gpu_warned &&
 		!IsParallelWorker() &&
-		!(gs_service != NULL && gs_service->state == GS_SVC_STOPPED))
+		!(gs_service != NULL && gs_service->nslices > 0 &&
+		  gs_service->state == GS_SVC_STOPPED))
 	{
 		gpu_warned = true;
 		ereport(WARNING,

@@ -15,6 +15,10 @@ gs_reexec_in_cluster()
 	shift
 	if [ "${1:-}" = --in-cluster ]; then
 		GS_PG_MAJOR=$2
+		# gpusort builds indexes only where the extension exists
+		psql -X -q -v ON_ERROR_STOP=1 -c "SET client_min_messages = warning" \
+			-c "CREATE EXTENSION IF NOT EXISTS gpusort" ||
+			fail "could not create the extension gpusort"
 		return 0
 	fi
 	pg_config=${PG_CONFIG:-pg_config}
