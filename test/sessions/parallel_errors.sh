@@ -188,8 +188,8 @@ lost_pattern='connection to server was lost|server closed the connection|termina
 # error_case NAME STATEMENT SETUP REPS WHO [SOME]: each statement fails
 # with gs_pe_key's error, through a parallel worker when WHO is one.  With
 # SOME, a statement may also succeed: a worker with the leader scanning
-# too may find the scan over when it starts (late, under load); then at
-# least one of the statements must fail, and none otherwise.
+# too may find the scan over when it starts (late, under load: in one run
+# none of five did); every error must still be the worker's.
 error_case()
 {
 	local name=$1 stmt=$2 setup=$3 reps=$4 who=$5 some=${6:-} out ctx errs
@@ -207,7 +207,7 @@ SET gs_pe.what = 'error';" "$stmt" "$reps")
 	ctx=$(grep -c '^parallel worker$' <<<"$out")
 	errs=$(grep -c '^ERROR:  gs_pe_key failed on row [0-9]*$' <<<"$out")
 	[ "$who" = leader ] && ctx=$((errs - ctx))
-	if [ -n "$some" ] && [ "$errs" -ge 1 ]; then
+	if [ -n "$some" ]; then
 		gs_expect "$name, $reps times: the error ($errs times), from the $who" \
 			"$ctx from the $who, $(grep -c '^ERROR' <<<"$out") in all" \
 			"$errs from the $who, $errs in all"
