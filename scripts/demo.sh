@@ -59,7 +59,8 @@ if [ "${3:-}" = --in-cluster ]; then
 	psql_demo -c "CREATE EXTENSION gpusort" >>"$log"
 	engine=$(psql_demo -At -F ' ' -c "SELECT name, value FROM gpusort_info()" | tee -a "$log" |
 		awk '$1 == "engine" { e = $2 } $1 == "device" { $1 = ""; d = substr($0, 2) }
-			END { print e " (" d ")" }')
+			$1 == "cuda_error" { $1 = ""; why = substr($0, 2) }
+			END { if (e == "cpu" && why ~ /^no GPU/) d = why; print e " (" d ")" }')
 	gs_step engine "$t" "large sorts run on: $engine"
 
 	# the table, made in the background by bench/run.sh in 8 slices; the
