@@ -251,14 +251,15 @@ BEGIN
 END
 $fn$;
 
--- Wait (up to 10 s) until no other session holds the xmin horizon back:
+-- Wait (up to 60 s: an ANALYZE on a loaded 2-core machine took longer
+-- than 10 s) until no other session holds the xmin horizon back:
 -- an autovacuum worker's snapshot makes CLUSTER and VACUUM FULL keep
 -- deleted rows as recently dead, so that two rewrites (or a rewrite and a
 -- reference build) made a moment apart would see different rows.
 CREATE FUNCTION gs_quiet() RETURNS void
 LANGUAGE plpgsql AS $fn$
 BEGIN
-	FOR i IN 1 .. 200 LOOP
+	FOR i IN 1 .. 1200 LOOP
 		PERFORM pg_stat_clear_snapshot();
 		EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_activity
 							  WHERE pid <> pg_backend_pid()
