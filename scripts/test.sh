@@ -9,9 +9,11 @@
 # For each version: build and install the extension, then, inside a throwaway
 # cluster that preloads gpusort, run the C unit tests (make -C test/<dir>
 # check) and the pg_regress suite (make installcheck; sql/*.sql against
-# expected/*.out) twice: as it is, and with every sort sent through the
-# gpusort service's fake device (make installcheck-service), then the
-# session tests (test/sessions/*.sh: a second session, a crash and restart).
+# expected/*.out), with versions named (or "all") a second time with every
+# sort sent through the gpusort service's fake device (make
+# installcheck-service; GS_SERVICE_PASS=yes or no decides it either way),
+# then the session tests (test/sessions/*.sh: a second session, a crash
+# and restart).
 # With versions named (or "all"), then build the Debian package and run the
 # regression suite against the installed package (scripts/package-test.sh),
 # for the versions in GS_PACKAGE_VERSIONS (default: each version tested;
@@ -41,9 +43,12 @@ if [ "${1:-}" = --in-cluster ]; then
 	prefix=$3
 	builddir=$4
 	gs_find_pg_config
-	# the suite twice: as it is, then with every sort sent through the
-	# gpusort service ("fake" device: the service sorts with its CPU engine)
-	for pass in regress:installcheck service:installcheck-service; do
+	# the suite as it is, then (GS_SERVICE_PASS) with every sort sent
+	# through the gpusort service ("fake" device: the service sorts with
+	# its CPU engine)
+	passes=regress:installcheck
+	[ "${GS_SERVICE_PASS:-yes}" = no ] || passes+=" service:installcheck-service"
+	for pass in $passes; do
 		kind=${pass%%:*}
 		target=${pass#*:}
 		gs_log "$prefix: pg_regress: make $target (server $PGHOST:$PGPORT)"
@@ -155,6 +160,8 @@ else
 	[ "${#versions[@]}" -gt 0 ] ||
 		gs_die "no PostgreSQL version of $GS_VERSIONS comes from this host's release ($(gs_host_suite)); name one: $usage"
 	package_versions=${GS_PACKAGE_VERSIONS:-none}
+	# and the suite once: the service's pass is CI's ("all")
+	export GS_SERVICE_PASS=${GS_SERVICE_PASS:-no}
 fi
 
 start=$(date +%s)
