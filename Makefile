@@ -14,6 +14,7 @@ OBJS = \
 	src/engine_cpu.o \
 	src/keys.o \
 	src/planner.o \
+	src/shards.o \
 	src/declined.o \
 	src/stats.o \
 	src/exec.o \

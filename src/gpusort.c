@@ -352,7 +352,10 @@ _PG_init(void)
 	 * settings and the functions, and leaves planning as it was.
 	 */
 	if (gs_preloaded)
+	{
 		gs_planner_init();
+		gs_shards_init();
+	}
 	gs_exec_init();
 	gs_stats_init();
 }

@@ -153,6 +153,7 @@ extern const char *gs_cuda_load_error(void);
 
 /* ---- planner.c / exec.c ---- */
 extern void gs_planner_init(void);
+extern void gs_shards_init(void);
 extern void gs_exec_init(void);
 
 /*
