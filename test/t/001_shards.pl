@@ -1,4 +1,3 @@
-
 # A table sharded over two servers with postgres_fdw, every server with
 # gpusort preloaded.  The coordinator holds a hash-partitioned table "t"
 # whose partitions are foreign tables on shard1 and shard2, and a local
@@ -13,11 +12,13 @@
 #   - a shard that is down: postgres_fdw's error, nothing else harmed, and
 #     the same answers once it is back.
 #
-# Run by scripts/test.sh; by hand (not as root), with the PostgreSQL to
-# test first in PATH and gpusort installed there:
-#   PERL5LIB=$(pg_config --pkglibdir)/pgxs/src/test/perl \
-#   PG_REGRESS=$(pg_config --pkglibdir)/pgxs/src/test/regress/pg_regress \
-#   TESTDIR=/tmp/x prove -v test/t/001_shards.pl
+# Run by scripts/test.sh; by hand (not as root: initdb refuses it), with
+# the PostgreSQL to test first in PATH and gpusort installed there:
+#   lib=$(pg_config --pkglibdir)/pgxs/src/test d=$(mktemp -d)
+#   PERL5LIB=$lib/perl PG_REGRESS=$lib/regress/pg_regress TESTDIR=$d \
+#   TESTDATADIR=$d/tmp_check TESTLOGDIR=$d/tmp_check/log \
+#   prove -v test/t/001_shards.pl
+# (the servers and their logs go to $d/tmp_check)
 
 use strict;
 use warnings;
