@@ -481,7 +481,33 @@ load_fits(double bytes)
 }
 
 /*
- * A Gather Merge over a GpuSort of a Parallel Seq Scan: each worker sorts
+ * Whether plan is a partial scan that parallel workers can share with no
+ * help from a Gather: a Parallel Seq Scan, or the Parallel Append of a
+ * partitioned table's (Parallel) Seq Scans.
+ */
+static bool
+partial_scan(Plan *plan)
+{
+	ListCell   *lc;
+
+	if (plan == NULL || !plan->parallel_aware)
+		return false;
+	if (IsA(plan, SeqScan))
+		return true;
+	if (!IsA(plan, Append) || plan->initPlan != NIL)
+		return false;
+	foreach(lc, ((Append *) plan)->appendplans)
+	{
+		Plan	   *sub = (Plan *) lfirst(lc);
+
+		if (!IsA(sub, SeqScan) || sub->initPlan != NIL)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * A Gather Merge over a GpuSort of a partial scan (partial_scan): each worker sorts
  * its share and the leader merges them row by row through tuple queues,
  * which keeps it the bottleneck.  Replace it by the GpuSort alone, loaded
  * in parallel by as many workers (add_parallel_load adds the GpuSortLoad).
@@ -500,7 +526,7 @@ gather_merge_to_load(GatherMerge *gm)
 		((CustomScan *) gs)->methods != &gpusort_scan_methods)
 		return (Plan *) gm;
 	scan = gs->lefttree;
-	if (scan == NULL || !IsA(scan, SeqScan) || !scan->parallel_aware ||
+	if (!partial_scan(scan) ||
 		gm->plan.initPlan != NIL || gm->initParam != NULL ||
 		gm->plan.qual != NIL || gs->initPlan != NIL ||
 		!identity_tlist(gm->plan.targetlist, gs->targetlist))
@@ -568,7 +594,7 @@ add_parallel_load(PlannedStmt *stmt, Query *parse, CustomScan *cs,
 
 		if (!g->single_copy && g->num_workers > 0 && g->initParam == NULL &&
 			g->plan.initPlan == NIL && g->plan.qual == NIL &&
-			scan != NULL && IsA(scan, SeqScan) && scan->parallel_aware &&
+			partial_scan(scan) &&
 			identity_tlist(g->plan.targetlist, scan->targetlist) &&
 			load_fits(load_bytes(scan) * g->plan.plan_rows /
 					  Max(scan->plan_rows, 1)))
