@@ -221,6 +221,9 @@ SET enable_hashagg = off;
 SET enable_partitionwise_aggregate = on;
 SELECT * FROM gsp_plan('SELECT r, count(*) FROM gsp_r GROUP BY r ORDER BY r');
 SELECT * FROM gs_check('SELECT r, count(*), min(tc) FROM gsp_r GROUP BY r ORDER BY r');
+-- a LIMIT above the Merge Append stops at the GroupAggregates: the sorts
+-- under them are not bounded
+SELECT * FROM gs_check('SELECT r, count(*), min(tc) FROM gsp_r GROUP BY r ORDER BY r DESC LIMIT 20');
 -- (-0 and 0 are one group, shown as its first row's: + 0 makes both 0)
 SELECT * FROM gs_check('SELECT f8 + 0, count(*), max(id) FROM gsp_r GROUP BY f8 ORDER BY f8 NULLS FIRST');
 RESET enable_partitionwise_aggregate;
