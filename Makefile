@@ -15,6 +15,7 @@ OBJS = \
 	src/keys.o \
 	src/planner.o \
 	src/shards.o \
+	src/plan_walk.o \
 	src/declined.o \
 	src/stats.o \
 	src/exec.o \

@@ -28,7 +28,7 @@ if [ "$GS_JOBS" -gt 2 ]; then GS_JOBS=2; fi
 gs_packages()
 {
 	echo "postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-common
-		libicu-dev build-essential pkg-config locales-all"
+		libicu-dev build-essential pkg-config locales-all libipc-run-perl"
 }
 # and what building the Debian package needs on top (scripts/package-test.sh)
 GS_PACKAGES_DEB="debhelper postgresql-server-dev-all fakeroot"

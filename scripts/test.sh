@@ -13,7 +13,10 @@
 # sort sent through the gpusort service's fake device (make
 # installcheck-service; GS_SERVICE_PASS=yes or no decides it either way),
 # then the session tests (test/sessions/*.sh: a second session, a crash
-# and restart).
+# and restart), and last the TAP tests (test/t/*.pl, run with prove on
+# PostgreSQL's own test framework, PostgreSQL::Test::Cluster): each starts
+# its own servers, e.g. a coordinator and two postgres_fdw shards, on
+# 127.0.0.1 ports of their own.
 # With versions named (or "all"), then build the Debian package and run the
 # regression suite against the installed package (scripts/package-test.sh),
 # for the versions in GS_PACKAGE_VERSIONS (default: each version tested;
@@ -30,11 +33,51 @@
 # without one gpusort uses its CPU engine.
 #
 # The last line printed is "N passed, M failed", counting each pg_regress
-# test and each unit-test directory once per version ("pg17/regress/01_int"),
-# plus each package test; a build failure counts as one failure.  The exit
+# test, each unit-test directory, each session test and each TAP test file
+# once per version ("pg17/regress/01_int", "pg17/tap/001_shards"), plus each
+# package test; a build failure counts as one failure.  The exit
 # status is 0 only when nothing failed.
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# Run one TAP test (test/t/NAME.pl) with prove, in a throwaway directory that
+# holds a copy of test/t (the build tree may be unreadable to the test's
+# user) and the test's servers and logs (tmp_check).  As root the test runs
+# as the postgres user, since initdb refuses root.  A test that hangs is
+# killed after 5 minutes; on failure the tails of its logs are printed.
+gs_tap_test()
+{
+	local test=$1 dir perl_lib rc=0 log
+	local -a as_user=()
+	perl_lib=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/gpusort-tap.XXXXXX")
+	cp -r "$(dirname "$test")" "$dir/t"
+	if [ "$(id -u)" -eq 0 ]; then
+		chown -R postgres: "$dir"
+		as_user=(runuser -u postgres --)
+	fi
+	(
+		cd "$dir" &&
+			"${as_user[@]}" env -i HOME="$dir" LANG=C.UTF-8 \
+				PATH="$PG_BINDIR:/usr/local/bin:/usr/bin:/bin" \
+				PERL5LIB="$perl_lib/perl" PG_REGRESS="$perl_lib/regress/pg_regress" \
+				TESTDIR="$dir" TESTDATADIR="$dir/tmp_check" TESTLOGDIR="$dir/tmp_check/log" \
+				timeout -k 10 300 prove -v "t/$(basename "$test")"
+	) || rc=$?
+	if [ "$rc" -ne 0 ]; then
+		for log in "$dir"/tmp_check/log/*; do
+			[ -f "$log" ] || continue
+			echo "--- $(basename "$log") (last 40 lines)"
+			tail -n 40 "$log"
+		done
+	fi
+	# servers that a killed test left running
+	find "$dir" -name postmaster.pid -printf '%h\n' | while read -r data; do
+		"${as_user[@]}" "$PG_BINDIR/pg_ctl" -D "$data" stop -m immediate >/dev/null 2>&1
+	done
+	rm -rf "$dir"
+	return "$rc"
+}
 
 # ---- inside the cluster: pg_regress; appends "PASS pgN/..."/"FAIL pgN/..." ----
 if [ "${1:-}" = --in-cluster ]; then
@@ -130,6 +173,19 @@ if [ "${1:-}" = --local ]; then
 	if ! gs_in_cluster bash "$builddir/scripts/test.sh" --in-cluster "$results" "$prefix" "$builddir"; then
 		echo "FAIL $prefix/cluster (pg_virtualenv failed)" >>"$results"
 	fi
+	# the TAP tests: each test/t/*.pl starts its own servers with
+	# PostgreSQL's test framework (PostgreSQL::Test::Cluster); "PASS pgN/tap/name"
+	for t in "$builddir"/test/t/*.pl; do
+		[ -f "$t" ] || continue
+		name=$(basename "$t" .pl)
+		gs_log "$prefix: TAP test $name"
+		gs_tap_test "$t" 2>&1 | sed 's/^/    /'
+		if [ "${PIPESTATUS[0]}" -eq 0 ]; then
+			echo "PASS $prefix/tap/$name" >>"$results"
+		else
+			echo "FAIL $prefix/tap/$name" >>"$results"
+		fi
+	done
 	exit 0
 fi
 

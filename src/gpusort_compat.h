@@ -190,6 +190,18 @@
 #define gs_WaitEventExtensionNew(name)	((void) (name), PG_WAIT_EXTENSION)
 #endif
 
+/* ---- planner ---- */
+
+/*
+ * 18: a PathKey's direction is a CompareType (pk_cmptype: COMPARE_LT or
+ * COMPARE_GT), no longer a btree strategy number (pk_strategy).
+ */
+#if PG_VERSION_NUM >= 180000
+#define gs_pathkey_desc(pk)		((pk)->pk_cmptype == COMPARE_GT)
+#else
+#define gs_pathkey_desc(pk)		((pk)->pk_strategy == BTGreaterStrategyNumber)
+#endif
+
 /* ---- EXPLAIN ---- */
 
 /*

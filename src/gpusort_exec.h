@@ -25,8 +25,11 @@ extern CustomScanMethods gpusort_scan_methods;
 typedef struct GsSortState GsSortState;
 
 extern CustomScanMethods gs_load_scan_methods;
+/* gs_load_make_plan flags: the input is an Append of shards (shards.c) */
+#define GS_LOAD_SHARDS	0x01
 extern CustomScan *gs_load_make_plan(Plan *child, List *sortinfo,
-									 int nworkers, int plan_node_id);
+									 int nworkers, int flags,
+									 int plan_node_id);
 extern bool gs_load_is(PlanState *ps);
 extern void gs_load_into(PlanState *ps, GsSortState *sort);
 

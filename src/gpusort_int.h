@@ -12,6 +12,8 @@
 
 #include "postgres.h"
 
+#include "nodes/parsenodes.h"
+#include "nodes/plannodes.h"
 #include "port/atomics.h"
 
 #include "gpusort_compat.h"
@@ -154,6 +156,14 @@ extern const char *gs_cuda_load_error(void);
 /* ---- planner.c / exec.c ---- */
 extern void gs_planner_init(void);
 extern void gs_shards_init(void);
+extern int	gs_shards_parallel_append(PlannedStmt *stmt, Plan *child,
+									  Query *parse);
+
+/* ---- plan_walk.c ---- */
+extern void gs_plan_walk(Plan *plan, void (*visit) (Plan *plan, void *arg),
+						 void *arg);
+extern void gs_stmt_walk(PlannedStmt *stmt,
+						 void (*visit) (Plan *plan, void *arg), void *arg);
 extern void gs_exec_init(void);
 
 /*

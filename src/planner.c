@@ -390,41 +390,11 @@ parallel_load_allowed(Query *parse, PlannedStmt *stmt, int cursorOptions)
 }
 
 static void
-max_id_walk(Plan *plan, int *maxid)
+max_id_visit(Plan *plan, void *arg)
 {
-	ListCell   *lc;
-	List	   *children = NIL;
+	int		   *maxid = (int *) arg;
 
-	if (plan == NULL)
-		return;
 	*maxid = Max(*maxid, plan->plan_node_id);
-	max_id_walk(plan->lefttree, maxid);
-	max_id_walk(plan->righttree, maxid);
-	switch (nodeTag(plan))
-	{
-		case T_Append:
-			children = ((Append *) plan)->appendplans;
-			break;
-		case T_MergeAppend:
-			children = ((MergeAppend *) plan)->mergeplans;
-			break;
-		case T_SubqueryScan:
-			max_id_walk(((SubqueryScan *) plan)->subplan, maxid);
-			break;
-		case T_BitmapAnd:
-			children = ((BitmapAnd *) plan)->bitmapplans;
-			break;
-		case T_BitmapOr:
-			children = ((BitmapOr *) plan)->bitmapplans;
-			break;
-		case T_CustomScan:
-			children = ((CustomScan *) plan)->custom_plans;
-			break;
-		default:
-			break;
-	}
-	foreach(lc, children)
-		max_id_walk((Plan *) lfirst(lc), maxid);
 }
 
 /* the highest plan_node_id in the statement, so that new nodes get others */
@@ -432,11 +402,8 @@ static int
 max_plan_node_id(PlannedStmt *stmt)
 {
 	int			maxid = 0;
-	ListCell   *lc;
 
-	max_id_walk(stmt->planTree, &maxid);
-	foreach(lc, stmt->subplans)
-		max_id_walk((Plan *) lfirst(lc), &maxid);
+	gs_stmt_walk(stmt, max_id_visit, &maxid);
 	return maxid;
 }
 
@@ -579,8 +546,8 @@ gather_merge_to_load(GatherMerge *gm)
 }
 
 static void
-add_parallel_load(PlannedStmt *stmt, CustomScan *cs, int *next_id,
-				  int gm_workers)
+add_parallel_load(PlannedStmt *stmt, Query *parse, CustomScan *cs,
+				  int *next_id, int gm_workers)
 {
 	Plan	   *child = cs->scan.plan.lefttree;
 	RangeTblEntry *rte;
@@ -626,8 +593,23 @@ add_parallel_load(PlannedStmt *stmt, CustomScan *cs, int *next_id,
 	{
 		/* a Gather Merge replaced: its scan is parallel aware already */
 		cs->scan.plan.lefttree = (Plan *) gs_load_make_plan(child, cs->custom_private,
-															gm_workers, (*next_id)++);
+															gm_workers, 0,
+															(*next_id)++);
 		stmt->parallelModeNeeded = true;
+		return;
+	}
+
+	/* an Append of postgres_fdw shards: a worker reads each (shards.c) */
+	if (child != NULL && IsA(child, Append) && load_fits(load_bytes(child)))
+	{
+		nworkers = gs_shards_parallel_append(stmt, child, parse);
+		if (nworkers > 0)
+		{
+			cs->scan.plan.lefttree = (Plan *) gs_load_make_plan(child, cs->custom_private,
+																nworkers, GS_LOAD_SHARDS,
+																(*next_id)++);
+			stmt->parallelModeNeeded = true;
+		}
 		return;
 	}
 
@@ -662,7 +644,7 @@ add_parallel_load(PlannedStmt *stmt, CustomScan *cs, int *next_id,
 
 	child->parallel_aware = true;
 	cs->scan.plan.lefttree = (Plan *) gs_load_make_plan(child, cs->custom_private,
-														nworkers, (*next_id)++);
+														nworkers, 0, (*next_id)++);
 	stmt->parallelModeNeeded = true;
 }
 
@@ -704,8 +686,8 @@ gpusort_planner(Query *parse, const char *query_string, int cursorOptions,
 		ListCell   *lw;
 
 		forboth(lc, load_candidates, lw, load_gm_workers)
-			add_parallel_load(stmt, (CustomScan *) lfirst(lc), &next_id,
-							  lfirst_int(lw));
+			add_parallel_load(stmt, parse, (CustomScan *) lfirst(lc),
+							  &next_id, lfirst_int(lw));
 	}
 	load_candidates = NIL;
 	load_gm_workers = NIL;

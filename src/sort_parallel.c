@@ -177,6 +177,7 @@ typedef struct GsLoadState
 	bool	   *nulls_first;
 	int			maxattno;
 	int			nworkers;		/* planned */
+	bool		shards;			/* the input is an Append of shards */
 
 	/* leader */
 	ParallelExecutorInfo *pei;
@@ -274,7 +275,8 @@ static CustomExecMethods gs_load_exec_methods = {
  * EXPLAIN resolves the GpuSort's keys through it to the scan's columns.
  */
 CustomScan *
-gs_load_make_plan(Plan *child, List *sortinfo, int nworkers, int plan_node_id)
+gs_load_make_plan(Plan *child, List *sortinfo, int nworkers, int flags,
+				  int plan_node_id)
 {
 	CustomScan *cscan = makeNode(CustomScan);
 	List	   *tlist = NIL;
@@ -319,7 +321,7 @@ gs_load_make_plan(Plan *child, List *sortinfo, int nworkers, int plan_node_id)
 	cscan->custom_plans = NIL;
 	cscan->custom_exprs = NIL;
 	cscan->custom_private = lappend(list_copy(sortinfo),
-									list_make1_int(nworkers));
+									list_make2_int(nworkers, flags));
 	cscan->custom_scan_tlist = scan_tlist;
 	cscan->custom_relids = NULL;
 	cscan->methods = &gs_load_scan_methods;
@@ -359,6 +361,7 @@ gs_load_create_state(CustomScan *cscan)
 		ls->maxattno = Max(ls->maxattno, ls->attnums[i]);
 	}
 	ls->nworkers = linitial_int(opts);
+	ls->shards = (lsecond_int(opts) & GS_LOAD_SHARDS) != 0;
 	return (Node *) ls;
 }
 
@@ -1160,6 +1163,14 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 		reason = "no workers planned";
 	else if (!estate->es_use_parallel_mode)
 		reason = "not in parallel mode";
+	else if (ls->shards && IsTransactionBlock())
+	{
+		/*
+		 * The leader's remote transactions may hold this transaction's
+		 * writes and snapshot; a worker's connection would see neither.
+		 */
+		reason = "inside a transaction block";
+	}
 	else if (ls->est_bytes > (double) work_mem * 1024 ||
 			 ls->est_bytes > (double) gpusort_parallel_load_mem_kb * 1024)
 	{
