@@ -236,7 +236,8 @@ SELECT * FROM gs_check('SELECT * FROM gsp_m ORDER BY tc DESC NULLS LAST, i8, id'
 SELECT * FROM gs_check('SELECT id, dense_rank() OVER (PARTITION BY grp ORDER BY i8 NULLS FIRST) FROM gsp_m ORDER BY id');
 
 --
--- parallel plans (parallel workers forced, whatever the tables' sizes)
+-- parallel plans (parallel workers forced, whatever the tables' sizes): the
+-- workers load the Parallel Append's rows into one GpuSort (GpuSortLoad)
 --
 SET parallel_setup_cost = 0;
 SET parallel_tuple_cost = 0;
