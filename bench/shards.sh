@@ -32,14 +32,17 @@
 #   --shards N        shard servers (default 4)
 #   --partitions N    local partitions (default 16)
 #   --kinds LIST      orderby,mergejoin (default both)
+#   --tables LIST     one,parts,shards (default all three)
+#   --fetch-size N    postgres_fdw's fetch_size for the shards (its default: 100)
 #   --runs N          timed runs of each case (default 2; the best is reported)
 #   --port P          first port (default 55432)
 #   --dir DIR         where the clusters live (default: a new temporary folder)
 #   --set NAME=VALUE  a setting for every server (repeatable)
 #   --keep            leave the servers running and the data in place
 #
-# Prints a Markdown table; the EXPLAIN ANALYZE of every gpusort case (its time
-# split) is kept in DIR/explain-*.txt.
+# Each run is an EXPLAIN (ANALYZE, TIMING OFF): its execution time is the
+# figure reported, and its plan (for gpusort, the time split of the sort) is
+# kept in DIR/explain-*.txt.  Prints a Markdown table.
 
 set -euo pipefail
 
@@ -47,6 +50,8 @@ rows=10000000
 nshards=4
 nparts=16
 kinds=orderby,mergejoin
+tables=one,parts,shards
+fetch_size=
 runs=2
 port=55432
 dir=
@@ -59,6 +64,8 @@ while [ $# -gt 0 ]; do
 		--shards) nshards=$2; shift 2 ;;
 		--partitions) nparts=$2; shift 2 ;;
 		--kinds) kinds=$2; shift 2 ;;
+		--tables) tables=$2; shift 2 ;;
+		--fetch-size) fetch_size=$2; shift 2 ;;
 		--runs) runs=$2; shift 2 ;;
 		--port) port=$2; shift 2 ;;
 		--dir) dir=$2; shift 2 ;;
@@ -146,9 +153,9 @@ if [ "$(spsql 0 -Atc "SELECT count(*) FROM pg_class WHERE relname = 'shards'")" 
 					  CASE WHEN p = $nparts - 1 THEN $rows + 1 ELSE (p + 1) * ($rows / $nparts) + 1 END)
 		FROM generate_series(0, $nparts - 1) p \gexec
 	SQL
-	fill 0 one 1 "$rows" &
-	fill 0 parts 1 "$rows" &
-	fill 0 dim 1 $((rows / 5)) 5 &
+	case ",$tables," in *,one,*) fill 0 one 1 "$rows" & ;; esac
+	case ",$tables," in *,parts,*) fill 0 parts 1 "$rows" & ;; esac
+	case ",$kinds," in *,mergejoin,*) fill 0 dim 1 $((rows / 5)) 5 & ;; esac
 	for i in $(seq 1 "$nshards"); do
 		lo=$(( (i - 1) * per + 1 )); hi=$(( i * per )); [ "$hi" -le "$rows" ] || hi=$rows
 		spsql "$i" -c "CREATE TABLE shard (id int8, k int8, s text)"
@@ -161,12 +168,12 @@ if [ "$(spsql 0 -Atc "SELECT count(*) FROM pg_class WHERE relname = 'shards'")" 
 		spsql 0 <<-SQL
 			CREATE SERVER shard$i FOREIGN DATA WRAPPER postgres_fdw
 				OPTIONS (host '127.0.0.1', port '$(sport "$i")', dbname 'postgres');
-			CREATE USER MAPPING FOR CURRENT_USER SERVER shard$i;
+			CREATE USER MAPPING FOR CURRENT_USER SERVER shard$i OPTIONS (user '$(id -un)');
 			CREATE FOREIGN TABLE shards_$i PARTITION OF shards
 				FOR VALUES FROM ($lo) TO ($hi) SERVER shard$i OPTIONS (table_name 'shard');
 		SQL
 	done
-	for i in $(seq 0 "$nshards"); do spsql "$i" -c "VACUUM ANALYZE" & done
+	for i in $(seq 0 "$nshards"); do spsql "$i" -c "ANALYZE" & done
 	wait
 	spsql 0 -c "ANALYZE shards"
 fi
@@ -192,7 +199,7 @@ query()
 # best of $runs runs, in seconds; $3: "on", "off" or "serial" on the coordinator
 timed()
 {
-	local kind=$1 t=$2 mode=$3 best= r ms pre= q
+	local kind=$1 t=$2 mode=$3 best= r ms pre= q out="$dir/explain-$1-$2-$3.txt"
 	q=$(query "$kind" "$t")
 	[ "$kind" = mergejoin ] && pre="SET enable_hashjoin = off; SET enable_nestloop = off;"
 	case "$mode" in
@@ -200,24 +207,24 @@ timed()
 		serial) pre="$pre BEGIN;" ;;
 	esac
 	for r in $(seq 1 "$runs"); do
-		ms=$(spsql 0 -At <<-SQL | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1
-			$pre
-			\timing on
-			$q;
-		SQL
-		)
-		if [ -z "$best" ] || awk "BEGIN { exit !($ms < $best) }"; then best=$ms; fi
-	done
-	if [ "$mode" != off ]; then
 		# statement by statement: one string of several would be a
 		# transaction block, and the shards would be read serially
-		spsql 0 >"$dir/explain-$kind-$t-$mode.txt" 2>&1 <<-SQL || true
+		spsql 0 >"$out" 2>&1 <<-SQL
 			$pre
-			EXPLAIN (ANALYZE, COSTS OFF) $q;
+			EXPLAIN (ANALYZE, TIMING OFF, COSTS OFF) $q;
 		SQL
-	fi
+		ms=$(sed -n 's/^ *Execution Time: \([0-9.]*\) ms.*/\1/p' "$out")
+		if [ -z "$best" ] || awk "BEGIN { exit !($ms < $best) }"; then best=$ms; fi
+	done
 	awk "BEGIN { printf \"%.2f\", $best / 1000 }"
 }
+
+# postgres_fdw's fetch_size for every shard: --fetch-size, or its default
+for i in $(seq 1 "$nshards"); do
+	spsql 0 -c "ALTER SERVER shard$i OPTIONS (DROP fetch_size)" >/dev/null 2>&1 || true
+	[ -z "$fetch_size" ] ||
+		spsql 0 -c "ALTER SERVER shard$i OPTIONS (ADD fetch_size '$fetch_size')"
+done
 
 # read every table once, so that the timed runs find them in shared_buffers
 for i in $(seq 1 "$nshards"); do spsql "$i" -c "SELECT count(*) FROM shard" >/dev/null; done
@@ -229,7 +236,7 @@ table="$dir/results.md"
 	echo "| --- | --- | --- | ---: | ---: |"
 } >"$table"
 for kind in ${kinds//,/ }; do
-	for t in one parts shards; do
+	for t in ${tables//,/ }; do
 		echo "==> $kind over $t" >&2
 		shards_gpusort off
 		base=$(timed "$kind" "$t" off)
@@ -248,5 +255,5 @@ for kind in ${kinds//,/ }; do
 done
 shards_gpusort on
 echo
-echo "$rows rows; $nparts partitions; $nshards shards; PostgreSQL $("$bindir/postgres" -V | awk '{print $3}')"
+echo "$rows rows; $nparts partitions; $nshards shards; fetch_size ${fetch_size:-100}; PostgreSQL $("$bindir/postgres" -V | awk '{print $3}')"
 cat "$table"
