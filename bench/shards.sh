@@ -176,6 +176,7 @@ if [ "$(spsql 0 -Atc "SELECT count(*) FROM pg_class WHERE relname = 'shards'")" 
 	for i in $(seq 0 "$nshards"); do spsql "$i" -c "ANALYZE" & done
 	wait
 	spsql 0 -c "ANALYZE shards"
+	echo "==> loaded in $SECONDS s" >&2
 fi
 
 # gpusort on or off on the shards (their sessions are the coordinator's
