@@ -36,6 +36,12 @@
  * Any other input goes through the node, as does everything when
  * gpusort.load_page_scan is off.
  *
+ * A partitioned table's Append (parallel or not) of such scans is read the
+ * same way, one partition after another: the Append's own choice of the
+ * next subplan (choose_next_subplan: in a Parallel Append, the one its
+ * shared state hands this process) picks the partition, whose scan is then
+ * read as above, or through its node if it does anything to its rows.
+ *
  * Copyright (c) 2026, gpusort developers
  *
  *-------------------------------------------------------------------------
@@ -64,6 +70,11 @@ bool		gpusort_load_page_scan = true;
 struct GsHeapReader
 {
 	PlanState  *node;
+	/* an Append's reader: its current subplan, read by sub if not NULL */
+	AppendState *append;
+	PlanState  *subnode;
+	GsHeapReader *sub;
+
 	Relation	rel;
 	Snapshot	snapshot;
 	HeapScanDesc scan;
@@ -175,13 +186,9 @@ gs_hr_next_page(GsHeapReader *r)
 	}
 }
 
-/*
- * A reader of child's rows, or NULL if the child is not a scan the reader
- * may stand in for (the caller then runs the node).  The first page is
- * read by the first gs_heapread_next.
- */
-GsHeapReader *
-gs_heapread_begin(PlanState *child)
+/* a reader of one scan's rows (see gs_heapread_begin) */
+static GsHeapReader *
+gs_hr_begin_scan(PlanState *child)
 {
 	ScanState  *ss = (ScanState *) child;
 	EState	   *estate = child->state;
@@ -189,8 +196,7 @@ gs_heapread_begin(PlanState *child)
 	HeapScanDesc scan;
 	Relation	rel;
 
-	if (!gpusort_load_page_scan || child == NULL ||
-		!IsA(child, SeqScanState) ||
+	if (!IsA(child, SeqScanState) ||
 		child->qual != NULL || child->ps_ProjInfo != NULL ||
 		estate->es_epq_active != NULL)
 		return NULL;
@@ -238,6 +244,92 @@ gs_heapread_begin(PlanState *child)
 	return r;
 }
 
+/*
+ * An Append's reader, if child is an Append with a plain scan among its
+ * subplans and no asynchronous ones.
+ */
+static GsHeapReader *
+gs_hr_begin_append(PlanState *child)
+{
+	AppendState *as = (AppendState *) child;
+	GsHeapReader *r;
+	bool		any_scan = false;
+	int			i;
+
+	if (as->as_nasyncplans > 0 || child->qual != NULL ||
+		child->ps_ProjInfo != NULL || child->state->es_epq_active != NULL)
+		return NULL;
+	for (i = 0; i < as->as_nplans; i++)
+		if (IsA(as->appendplans[i], SeqScanState))
+			any_scan = true;
+	if (!any_scan)
+		return NULL;
+
+	r = palloc0(sizeof(GsHeapReader));
+	r->node = child;
+	r->append = as;
+	if (child->instrument)
+		InstrStartNode(child->instrument);
+	return r;
+}
+
+/*
+ * A reader of child's rows, or NULL if the child is not a scan the reader
+ * may stand in for (the caller then runs the node).  The first page is
+ * read by the first gs_heapread_next.
+ */
+GsHeapReader *
+gs_heapread_begin(PlanState *child)
+{
+	if (!gpusort_load_page_scan || child == NULL)
+		return NULL;
+	if (IsA(child, AppendState))
+		return gs_hr_begin_append(child);
+	return gs_hr_begin_scan(child);
+}
+
+/*
+ * The next row of an Append's reader: ExecAppend's loop over its subplans,
+ * each read by a scan reader where it can be.
+ */
+static TupleTableSlot *
+gs_hr_append_next(GsHeapReader *r)
+{
+	AppendState *as = r->append;
+
+	for (;;)
+	{
+		TupleTableSlot *slot;
+
+		if (r->subnode == NULL)
+		{
+			if (r->done)
+				return NULL;
+			/* the first call finds the first subplan, as ExecAppend's does */
+			as->as_begun = true;
+			if (!as->choose_next_subplan(as))
+			{
+				r->done = true;
+				if (r->node->instrument)
+					InstrStopNode(r->node->instrument, r->rows);
+				return NULL;
+			}
+			r->subnode = as->appendplans[as->as_whichplan];
+			r->sub = gs_hr_begin_scan(r->subnode);
+		}
+		slot = r->sub ? gs_heapread_next(r->sub) : ExecProcNode(r->subnode);
+		if (!TupIsNull(slot))
+		{
+			r->rows += 1;
+			return slot;
+		}
+		if (r->sub)
+			gs_heapread_end(r->sub);
+		r->sub = NULL;
+		r->subnode = NULL;
+	}
+}
+
 /* the pins go and the node's instrumentation gets the rows */
 static void
 gs_hr_finish(GsHeapReader *r)
@@ -265,6 +357,8 @@ gs_heapread_next(GsHeapReader *r)
 	ItemId		lp;
 	OffsetNumber off;
 
+	if (r->append)
+		return gs_hr_append_next(r);
 	if (unlikely(r->pos >= r->ntup))
 	{
 		if (r->done || !gs_hr_next_page(r))
@@ -286,6 +380,15 @@ gs_heapread_next(GsHeapReader *r)
 void
 gs_heapread_end(GsHeapReader *r)
 {
+	if (r->append)
+	{
+		if (r->sub)
+			gs_heapread_end(r->sub);
+		if (!r->done && r->node->instrument)
+			InstrStopNode(r->node->instrument, r->rows);
+		pfree(r);
+		return;
+	}
 	gs_hr_finish(r);
 	ExecDropSingleTupleTableSlot(r->slot);
 	pfree(r);
