@@ -368,6 +368,22 @@ gs_rebuild_needs_hook(Node *parsetree)
 					stmt->kind == REINDEX_OBJECT_SYSTEM ||
 					stmt->kind == REINDEX_OBJECT_DATABASE)
 					return true;
+
+				/*
+				 * A partitioned index or table: REINDEX rebuilds each
+				 * partition's index in a transaction of its own, out of
+				 * the reach of gs_index_prepare_reindex.
+				 */
+				if (stmt->relation != NULL)
+				{
+					Oid			relid = RangeVarGetRelid(stmt->relation,
+														 NoLock, true);
+					char		relkind = get_rel_relkind(relid);
+
+					if (relkind == RELKIND_PARTITIONED_TABLE ||
+						relkind == RELKIND_PARTITIONED_INDEX)
+						return true;
+				}
 				foreach(lc, stmt->params)
 				{
 					DefElem    *opt = (DefElem *) lfirst(lc);
