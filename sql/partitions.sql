@@ -248,6 +248,15 @@ SELECT * FROM gs_check('SELECT * FROM gsp_h ORDER BY i8, id');
 SELECT rows, same FROM gs_check('SELECT * FROM gsp_h ORDER BY td DESC, f8, id');
 SELECT * FROM gs_check('SELECT * FROM gsp_h ORDER BY tc DESC, f8, id');
 SELECT * FROM gs_check('SELECT * FROM gsp_r ORDER BY r, id');
+-- a window function over a partitioned table: the workers load the rows of
+-- the partitions (a plain Append made a Parallel Append) into the GpuSort
+-- (tuples made costly to pass through a Gather, so that PostgreSQL's plan
+-- has none)
+SET parallel_tuple_cost = 1000000;
+SELECT * FROM gsp_plan('SELECT id, row_number() OVER (ORDER BY i8, id) FROM gsp_h');
+SELECT * FROM gs_check('SELECT id, i8, row_number() OVER (ORDER BY i8, id) FROM gsp_h');
+SELECT * FROM gs_check('SELECT id, tc, rank() OVER (ORDER BY tc DESC, id) FROM gsp_r');
+SET parallel_tuple_cost = 0;
 RESET parallel_setup_cost;
 RESET parallel_tuple_cost;
 RESET min_parallel_table_scan_size;

@@ -40,6 +40,7 @@
 #include "optimizer/paths.h"
 #include "optimizer/planner.h"
 #include "parser/parsetree.h"
+#include "port/pg_bitutils.h"
 #include "storage/bufmgr.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -571,14 +572,37 @@ gather_merge_to_load(GatherMerge *gm)
 	return gs;
 }
 
+/*
+ * Whether plan is a plain table's scan that workers could share (a Seq
+ * Scan of a table or materialized view, parallel safe, not parallel aware
+ * yet, with no parameters), and how many workers PostgreSQL's rule gives
+ * it (load_workers).
+ */
+static bool
+shareable_scan(PlannedStmt *stmt, Plan *plan, int *nworkers)
+{
+	RangeTblEntry *rte;
+	Relation	rel;
+
+	if (plan == NULL || !IsA(plan, SeqScan) || plan->parallel_aware ||
+		!plan->parallel_safe || plan->initPlan != NIL ||
+		!bms_is_empty(plan->extParam))
+		return false;
+	rte = rt_fetch(((Scan *) plan)->scanrelid, stmt->rtable);
+	if (rte->rtekind != RTE_RELATION ||
+		(rte->relkind != RELKIND_RELATION && rte->relkind != RELKIND_MATVIEW))
+		return false;
+	rel = table_open(rte->relid, NoLock);
+	*nworkers = load_workers(rel, RelationGetNumberOfBlocks(rel));
+	table_close(rel, NoLock);
+	return true;
+}
+
 static void
 add_parallel_load(PlannedStmt *stmt, Query *parse, CustomScan *cs,
 				  int *next_id, int gm_workers)
 {
 	Plan	   *child = cs->scan.plan.lefttree;
-	RangeTblEntry *rte;
-	Relation	rel;
-	BlockNumber pages;
 	double		bytes;
 	int			nworkers;
 
@@ -625,8 +649,21 @@ add_parallel_load(PlannedStmt *stmt, Query *parse, CustomScan *cs,
 		return;
 	}
 
+	if (child == NULL || child->parallel_aware || !child->parallel_safe ||
+		child->initPlan != NIL || !bms_is_empty(child->extParam))
+	{
+		/* (foreign scans are never parallel safe) */
+		if (child == NULL || !IsA(child, Append))
+			return;
+	}
+
+	/* an input held in shared memory while the sort runs must fit */
+	bytes = load_bytes(child);
+	if (!load_fits(bytes))
+		return;
+
 	/* an Append of postgres_fdw shards: a worker reads each (shards.c) */
-	if (child != NULL && IsA(child, Append) && load_fits(load_bytes(child)))
+	if (IsA(child, Append))
 	{
 		nworkers = gs_shards_parallel_append(stmt, child, parse);
 		if (nworkers > 0)
@@ -635,28 +672,37 @@ add_parallel_load(PlannedStmt *stmt, Query *parse, CustomScan *cs,
 																nworkers, GS_LOAD_SHARDS,
 																(*next_id)++);
 			stmt->parallelModeNeeded = true;
+			return;
 		}
-		return;
 	}
 
-	if (child == NULL || !IsA(child, SeqScan) || child->parallel_aware ||
-		!child->parallel_safe || child->initPlan != NIL ||
-		!bms_is_empty(child->extParam))
+	if (child->parallel_aware || !child->parallel_safe ||
+		child->initPlan != NIL || !bms_is_empty(child->extParam))
 		return;
-	rte = rt_fetch(((Scan *) child)->scanrelid, stmt->rtable);
-	if (rte->rtekind != RTE_RELATION ||
-		(rte->relkind != RELKIND_RELATION && rte->relkind != RELKIND_MATVIEW))
-		return;
+	if (IsA(child, Append))
+	{
+		/*
+		 * A partitioned table's Append of Seq Scans: as many workers as
+		 * PostgreSQL gives a Parallel Append, the most any partition's
+		 * scan would get, and at least one more each time the number of
+		 * partitions doubles.
+		 */
+		List	   *subs = ((Append *) child)->appendplans;
+		ListCell   *lc;
 
-	/* an input held in shared memory while the sort runs must fit */
-	bytes = load_bytes(child);
-	if (!load_fits(bytes))
-		return;
+		nworkers = pg_leftmost_one_pos32(Max(list_length(subs), 1)) + 1;
+		foreach(lc, subs)
+		{
+			int			w;
 
-	rel = table_open(rte->relid, NoLock);
-	pages = RelationGetNumberOfBlocks(rel);
-	nworkers = load_workers(rel, pages);
-	table_close(rel, NoLock);
+			if (!shareable_scan(stmt, (Plan *) lfirst(lc), &w))
+				return;
+			nworkers = Max(nworkers, w);
+		}
+		nworkers = Min(nworkers, max_parallel_workers_per_gather);
+	}
+	else if (!shareable_scan(stmt, child, &nworkers))
+		return;
 	if (nworkers <= 0)
 		return;
 
@@ -669,6 +715,16 @@ add_parallel_load(PlannedStmt *stmt, Query *parse, CustomScan *cs,
 		return;
 
 	child->parallel_aware = true;
+	if (IsA(child, Append))
+	{
+		Append	   *append = (Append *) child;
+		ListCell   *lc;
+
+		/* every partition's scan is shared out by blocks: all partial */
+		append->first_partial_plan = 0;
+		foreach(lc, append->appendplans)
+			((Plan *) lfirst(lc))->parallel_aware = true;
+	}
 	cs->scan.plan.lefttree = (Plan *) gs_load_make_plan(child, cs->custom_private,
 														nworkers, 0, (*next_id)++);
 	stmt->parallelModeNeeded = true;
