@@ -40,8 +40,8 @@
  * it, because a worker's connection does not see what the leader's remote
  * transaction sees.  Hence the conditions: every scan is postgres_fdw's,
  * each foreign server is scanned once in the whole statement (one
- * connection per server, as without workers), the query is parallel safe,
- * and at run time the statement is not inside a transaction block (where
+ * connection per server, as without workers), the query allows parallel
+ * mode and the scans' expressions are parallel safe, and at run time the statement is not inside a transaction block (where
  * the leader's own remote transactions may hold writes or a snapshot that
  * workers would not see); otherwise the leader reads the shards itself.
  *
@@ -179,6 +179,34 @@ times_scanned(List *servers, Oid serverid)
 }
 
 /*
+ * Whether every expression the foreign scans of append evaluate here (and
+ * the Append's output) is parallel safe.  is_parallel_safe() looks only
+ * when its planner state says the query may hold something unsafe; a bare
+ * one says so, with no initplan parameters to trust.
+ */
+static bool
+scans_parallel_safe(Append *append)
+{
+	PlannerInfo *root = makeNode(PlannerInfo);
+	List	   *exprs = list_copy(append->plan.targetlist);
+	ListCell   *lc;
+
+	root->glob = makeNode(PlannerGlobal);
+	root->glob->maxParallelHazard = PROPARALLEL_UNSAFE;
+	foreach(lc, append->appendplans)
+	{
+		ForeignScan *fs = (ForeignScan *) lfirst(lc);
+
+		exprs = list_concat(exprs, fs->scan.plan.targetlist);
+		exprs = list_concat(exprs, fs->scan.plan.qual);
+		exprs = list_concat(exprs, fs->fdw_exprs);
+		exprs = list_concat(exprs, fs->fdw_scan_tlist);
+		exprs = list_concat(exprs, fs->fdw_recheck_quals);
+	}
+	return is_parallel_safe(root, (Node *) exprs);
+}
+
+/*
  * child is the input of a GpuSort.  If it is an Append of shards that
  * parallel workers may read (see the header comment), make it a Parallel
  * Append of non-partial subplans and return how many workers to start;
@@ -215,8 +243,14 @@ gs_shards_parallel_append(PlannedStmt *stmt, Plan *child, Query *parse)
 	}
 	list_free(servers);
 
-	/* the expressions the workers would evaluate must be parallel safe */
-	if (max_parallel_hazard(parse) != PROPARALLEL_SAFE)
+	/*
+	 * Parallel mode must be allowed (nothing parallel unsafe in the query:
+	 * PostgreSQL's own rule for a parallel plan; parallel restricted parts,
+	 * a window function for one, stay with the leader), and what the
+	 * workers evaluate, the scans' expressions, must be parallel safe.
+	 */
+	if (max_parallel_hazard(parse) == PROPARALLEL_UNSAFE ||
+		!scans_parallel_safe(append))
 		return 0;
 
 	/* a participant reads a whole shard: no more workers than shards */
