@@ -104,12 +104,27 @@ leading_key_encodable(List *pathkeys)
 		gs_column_encodable(em->em_datatype, sortop, ec->ec_collation, NULL);
 }
 
+/* whether a foreign server's wrapper is postgres_fdw, by its handler */
+static bool
+server_is_postgres_fdw(Oid serverid)
+{
+	ForeignServer *server = GetForeignServer(serverid);
+	ForeignDataWrapper *fdw = GetForeignDataWrapper(server->fdwid);
+	char	   *handler;
+
+	if (!OidIsValid(fdw->fdwhandler))
+		return false;
+	handler = get_func_name(fdw->fdwhandler);
+	return handler != NULL && strcmp(handler, "postgres_fdw_handler") == 0;
+}
+
 static void
 gs_shards_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
 						   RangeTblEntry *rte)
 {
 	List	   *kept = NIL;
 	bool		unsorted_left = false;
+	ForeignPath *cheapest_sorted = NULL;
 	ListCell   *lc;
 
 	if (prev_set_rel_pathlist)
@@ -134,27 +149,42 @@ gs_shards_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
 		}
 		else if (!leading_key_encodable(path->pathkeys))
 			kept = lappend(kept, path);
+		else if (IsA(path, ForeignPath) && path->param_info == NULL &&
+				 (cheapest_sorted == NULL ||
+				  path->total_cost < cheapest_sorted->path.total_cost))
+			cheapest_sorted = (ForeignPath *) path;
 	}
-	/* never leave the relation without an unparameterized path */
-	if (unsorted_left && list_length(kept) < list_length(rel->pathlist))
+	if (list_length(kept) == list_length(rel->pathlist))
+	{
+		list_free(kept);
+		return;
+	}
+
+	/*
+	 * The plain scan may be gone already: add_path drops it when a sorted
+	 * scan costs no more (postgres_fdw estimates a remote view's sort as
+	 * free, for one).  postgres_fdw deparses a base relation's ORDER BY from
+	 * its path's pathkeys alone, so the cheapest sorted scan without its
+	 * pathkeys is the plain scan.  Anything else keeps its remote sorts:
+	 * never leave the relation without an unparameterized path.
+	 */
+	if (!unsorted_left && cheapest_sorted != NULL &&
+		cheapest_sorted->fdw_private == NIL &&
+		OidIsValid(rel->serverid) && server_is_postgres_fdw(rel->serverid))
+	{
+		ForeignPath *plain = makeNode(ForeignPath);
+
+		memcpy(plain, cheapest_sorted, sizeof(ForeignPath));
+		plain->path.pathkeys = NIL;
+		kept = lcons(plain, kept);
+		unsorted_left = true;
+	}
+	if (unsorted_left)
 		rel->pathlist = kept;
 	else
 		list_free(kept);
 }
 
-/* whether a foreign server's wrapper is postgres_fdw, by its handler */
-static bool
-server_is_postgres_fdw(Oid serverid)
-{
-	ForeignServer *server = GetForeignServer(serverid);
-	ForeignDataWrapper *fdw = GetForeignDataWrapper(server->fdwid);
-	char	   *handler;
-
-	if (!OidIsValid(fdw->fdwhandler))
-		return false;
-	handler = get_func_name(fdw->fdwhandler);
-	return handler != NULL && strcmp(handler, "postgres_fdw_handler") == 0;
-}
 
 /* the foreign servers a statement scans, each as often as it is scanned */
 static void

@@ -13,8 +13,8 @@
 #     Parallel Append of the (synchronous) foreign scans, a worker launched;
 #     inside a transaction block (BEGIN, or two statements in one string)
 #     the backend reads them ("Serial Load"); a self-join (each server
-#     scanned twice) is not read by workers; GROUP BY is, and a window
-#     function should be (a TODO test: not yet); every answer as above;
+#     scanned twice) is not read by workers; GROUP BY and a window function
+#     are; every answer as above;
 #   - a shard that is down: postgres_fdw's error, nothing else harmed, and
 #     the same answers once it is back.
 # Faults during a parallel read (a timeout, a shard stopped mid-load) are
@@ -303,19 +303,13 @@ same_output(
 	$want{ $queries[0][0] },
 	'BEGIN: t with gpusort equals ref without');
 
-# a window function: its sort loaded in parallel too.  TODO: not yet, the
-# window function makes the whole query parallel restricted for
-# max_parallel_hazard(), which gs_shards_parallel_append asks of the
-# Query, although the workers evaluate only the foreign scans.
+# a window function: its sort loaded in parallel too (the window function
+# is parallel restricted, but the workers evaluate only the foreign scans)
 my $window = sprintf($queries[6][1], 't');
 $plan = $coord->safe_psql($db, $explain_analyze . $window);
-TODO:
-{
-	local $TODO = 'a window function keeps the shards from parallel reads';
-	like($plan, $shards_read_by_workers,
-		'window: a Parallel Append of the foreign scans');
-	like($plan, qr/Workers Launched: [1-9]/, 'window: a worker launched');
-}
+like($plan, $shards_read_by_workers,
+	'window: a Parallel Append of the foreign scans') or diag($plan);
+like($plan, qr/Workers Launched: [1-9]/, 'window: a worker launched');
 same_output($coord->safe_psql($db, $window), $want{ $queries[6][0] },
 	'window: t with gpusort equals ref without');
 
