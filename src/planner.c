@@ -649,13 +649,8 @@ add_parallel_load(PlannedStmt *stmt, Query *parse, CustomScan *cs,
 		return;
 	}
 
-	if (child == NULL || child->parallel_aware || !child->parallel_safe ||
-		child->initPlan != NIL || !bms_is_empty(child->extParam))
-	{
-		/* (foreign scans are never parallel safe) */
-		if (child == NULL || !IsA(child, Append))
-			return;
-	}
+	if (child == NULL)
+		return;
 
 	/* an input held in shared memory while the sort runs must fit */
 	bytes = load_bytes(child);
@@ -676,6 +671,7 @@ add_parallel_load(PlannedStmt *stmt, Query *parse, CustomScan *cs,
 		}
 	}
 
+	/* (checked after the shards: foreign scans are never parallel safe) */
 	if (child->parallel_aware || !child->parallel_safe ||
 		child->initPlan != NIL || !bms_is_empty(child->extParam))
 		return;
