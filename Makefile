@@ -25,6 +25,7 @@ OBJS = \
 	src/sort_merge.o \
 	src/sort_emit.o \
 	src/sort_parallel.o \
+	src/load_budget.o \
 	src/sort_heapread.o \
 	src/spill.o \
 	src/spill_stream.o \

@@ -42,7 +42,7 @@ settings()
 	local w=0 m=16GB
 	case $1 in par-*) w=$WORKERS ;; esac
 	case $1 in *-64mb) m=64MB ;; esac
-	echo "SET jit = off; SET max_parallel_workers_per_gather = $w; SET max_parallel_workers = $w; SET gpusort.parallel_load_mem = '64GB'; SET work_mem = '$m'; ${EXTRA:-}"
+	echo "SET jit = off; SET max_parallel_workers_per_gather = $w; SET max_parallel_workers = $w; SET work_mem = '$m'; ${EXTRA:-}"
 }
 
 echo "| config | sort | $(for t in $TIMEOUTS; do printf '%s ms | ' "$t"; done)worst |"

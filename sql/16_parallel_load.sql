@@ -101,14 +101,33 @@ SET work_mem = '4MB';
 SET enable_mergejoin = off;
 SET enable_material = off;
 SELECT * FROM gs_check('SELECT o, s.id FROM generate_series(1, 2) o, (SELECT id, i8 FROM gs_pl ORDER BY i8, id OFFSET 0) s');
--- an input too large for gpusort.parallel_load_mem (but not for work_mem,
--- which would have it sorted in runs, see 17_parallel_runs): PostgreSQL's
--- Gather Merge stays, with the sorts in its workers
-SET gpusort.parallel_load_mem = '64kB';
+-- an input that fits work_mem but not the room /dev/shm has (a fault stands
+-- in for a full /dev/shm): every participant sorts its share in runs
+-- instead, and EXPLAIN says why
 SET work_mem = '64MB';
+SET gpusort.sort_fault = load_no_shm;
 EXPLAIN (COSTS OFF) SELECT o, s.id FROM generate_series(1, 2) o, (SELECT id, i8 FROM gs_pl ORDER BY i8, id OFFSET 0) s;
+SELECT j->>'Load' AS load, (j->>'Workers Launched')::int > 0 AS launched,
+	   (j->>'Leader Runs')::int >= 0 AS runs
+FROM gs_load_json('SELECT * FROM gs_pl ORDER BY i8, id') j;
 SELECT * FROM gs_check('SELECT o, s.id FROM generate_series(1, 2) o, (SELECT id, i8 FROM gs_pl ORDER BY i8, id OFFSET 0) s');
-RESET gpusort.parallel_load_mem;
+SELECT * FROM gs_check('SELECT id, i8, f8 FROM gs_pl ORDER BY f8 DESC NULLS LAST, id');
+-- the estimate far too low (a fault spends the load's budget at once): a
+-- worker past the budget stops taking pages and the others read the rest;
+-- a leader that took no share (parallel_leader_participation off) reads it
+-- after them
+SET gpusort.sort_fault = load_small_budget;
+SET parallel_leader_participation = off;
+SELECT j->>'Load' ~ '^[0-9]+ processes, in shared memory \([0-9]+ stopped at the estimate''s budget\)$' AS stopped,
+	   (j->>'Leader Rows')::int > 0 AS leader_read_rest,
+	   (j->>'Leader Rows')::int +
+	   (SELECT sum((w->>'Rows')::int) FROM jsonb_array_elements(j->'Load Workers') w) AS rows
+FROM gs_load_json('SELECT * FROM gs_pl ORDER BY i8, id') j;
+SELECT * FROM gs_check('SELECT id, i8, tc FROM gs_pl ORDER BY tc, id');
+RESET parallel_leader_participation;
+SELECT * FROM gs_check('SELECT id, i8, tc FROM gs_pl ORDER BY i8 DESC, id');
+SELECT * FROM gs_check('SELECT o, s.id FROM generate_series(1, 2) o, (SELECT id, i8 FROM gs_pl ORDER BY i8, id OFFSET 0) s');
+RESET gpusort.sort_fault;
 SET work_mem = '4MB';
 RESET enable_mergejoin;
 RESET enable_material;

@@ -127,10 +127,8 @@ RESET enable_mergejoin;
 RESET enable_material;
 RESET enable_hashjoin;
 
--- gpusort.parallel_load_mem bounds only inputs that fit work_mem: a larger
--- one is loaded in parallel (a Gather Merge over sorts in workers becomes
--- the GpuSort alone) at any size
-SET gpusort.parallel_load_mem = '64kB';
+-- an input larger than work_mem is loaded in parallel (a Gather Merge over
+-- sorts in workers becomes the GpuSort alone) at any size
 SET enable_hashjoin = off;
 SET enable_mergejoin = off;
 SET enable_material = off;
@@ -140,7 +138,6 @@ SELECT * FROM gs_check('SELECT o, s.id FROM generate_series(1, 2) o, (SELECT id,
 RESET enable_hashjoin;
 RESET enable_mergejoin;
 RESET enable_material;
-RESET gpusort.parallel_load_mem;
 
 -- a cursor runs serially (not in parallel mode); backward and absolute
 -- fetches read the final merge materialised

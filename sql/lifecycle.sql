@@ -82,16 +82,16 @@ END
 $$;
 -- these stay any role's
 SET gpusort.engine = cpu;
-SET gpusort.parallel_load_mem = '2GB';
+SET gpusort.parallel_load = off;
 SET gpusort.enabled = off;
 RESET ROLE;
 RESET gpusort.engine;
-RESET gpusort.parallel_load_mem;
+RESET gpusort.parallel_load;
 RESET gpusort.enabled;
 DROP ROLE gs_life_user;
 SELECT name, context FROM pg_settings
 WHERE name IN ('gpusort.cpu_threads', 'gpusort.gpu_memory_limit',
-			   'gpusort.cuda_library', 'gpusort.parallel_load_mem')
+			   'gpusort.cuda_library', 'gpusort.parallel_load')
 ORDER BY name;
 SELECT count(*) AS fault_settings_listed FROM pg_settings WHERE name LIKE 'gpusort.%fault';
 -- a superuser still sets them

@@ -32,7 +32,6 @@ PG_MODULE_MAGIC;
 #define GS_TOPN_LIMIT_DEFAULT	10000
 #define GS_MAX_KEY_BYTES_DEFAULT 32
 #define GS_CPU_THREADS_DEFAULT	4
-#define GS_PARALLEL_LOAD_MEM_DEFAULT (1024 * 1024)	/* kB: 1GB */
 
 /* fault injection, for the tests: superuser-only, left out of SHOW ALL */
 #define GS_GUC_TEST_ONLY		(GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE | GUC_SUPERUSER_ONLY)
@@ -46,7 +45,6 @@ int			gpusort_topn_limit = GS_TOPN_LIMIT_DEFAULT;
 int			gpusort_gpu_memory_limit_kb = 0;
 int			gpusort_cpu_threads = GS_CPU_THREADS_DEFAULT;
 bool		gpusort_parallel_load = true;
-int			gpusort_parallel_load_mem_kb = GS_PARALLEL_LOAD_MEM_DEFAULT;
 bool		gpusort_merge_byref = true;
 char	   *gpusort_cuda_library = NULL;
 int			gpusort_service_memory_mb = GS_SERVICE_MEMORY_DEFAULT_MB;
@@ -55,6 +53,8 @@ int			gpusort_sort_fault = GS_SORT_FAULT_NONE;
 static const struct config_enum_entry sort_fault_options[] = {
 	{"none", GS_SORT_FAULT_NONE, false},
 	{"cancel_in_copy", GS_SORT_FAULT_CANCEL_IN_COPY, false},
+	{"load_no_shm", GS_SORT_FAULT_LOAD_NO_SHM, false},
+	{"load_small_budget", GS_SORT_FAULT_LOAD_SMALL_BUDGET, false},
 	{NULL, 0, false}
 };
 int			gpusort_service_fault = GS_FAULT_NONE;
@@ -279,19 +279,6 @@ _PG_init(void)
 							 0,
 							 NULL, NULL, NULL);
 
-	DefineCustomIntVariable("gpusort.parallel_load_mem",
-							"Sets the largest estimated input that a sort fitting work_mem loads in parallel.",
-							"Such a load holds the sort's whole input in shared memory until the "
-							"sort ends; larger inputs are loaded by the backend alone. An input "
-							"larger than work_mem is loaded in parallel at any size, each "
-							"participant writing sorted runs to a temporary file.",
-							&gpusort_parallel_load_mem_kb,
-							GS_PARALLEL_LOAD_MEM_DEFAULT,
-							0, MAX_KILOBYTES,
-							PGC_USERSET,
-							GUC_UNIT_KB,
-							NULL, NULL, NULL);
-
 	DefineCustomStringVariable("gpusort.cuda_library",
 							   "Sets the file name of the CUDA engine library that the gpusort service opens.",
 							   "A name without a directory is looked up in the PostgreSQL package library "
@@ -357,6 +344,7 @@ _PG_init(void)
 		gs_shards_init();
 	}
 	gs_exec_init();
+	gs_load_budget_init();
 	gs_stats_init();
 }
 

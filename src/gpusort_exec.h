@@ -39,6 +39,22 @@ typedef struct GsHeapReader GsHeapReader;
 extern bool gpusort_load_page_scan;
 extern GsHeapReader *gs_heapread_begin(PlanState *child);
 extern TupleTableSlot *gs_heapread_next(GsHeapReader *r);
+extern bool gs_heapread_stop(GsHeapReader *r);
+
+/* load_budget.c: the room in /dev/shm of an in-memory parallel load */
+typedef struct GsLoadClaim
+{
+	uint64		budget;			/* what the load's workers may hold; 0: none */
+	uint64		pending;		/* claimed, not yet allocated */
+	uint32		generation;		/* the transactions the claim belongs to */
+} GsLoadClaim;
+
+extern void gs_load_budget_init(void);
+extern bool gs_load_budget_claim(GsLoadClaim *claim, double est_bytes,
+								 int nworkers, Size max_block,
+								 char *why, size_t whylen);
+extern void gs_load_budget_used(GsLoadClaim *claim, uint64 bytes);
+extern void gs_load_budget_release(GsLoadClaim *claim);
 extern void gs_heapread_end(GsHeapReader *r);
 
 /* the next input row: from the reader if there is one, else the node */
@@ -103,7 +119,9 @@ extern void gs_sort_stop_copies(void);
 typedef enum GsSortFault
 {
 	GS_SORT_FAULT_NONE,
-	GS_SORT_FAULT_CANCEL_IN_COPY	/* while the copy into sorted order ends */
+	GS_SORT_FAULT_CANCEL_IN_COPY,	/* while the copy into sorted order ends */
+	GS_SORT_FAULT_LOAD_NO_SHM,	/* /dev/shm has no room for a load */
+	GS_SORT_FAULT_LOAD_SMALL_BUDGET /* a load's budget is soon spent */
 } GsSortFault;
 
 extern int	gpusort_sort_fault;

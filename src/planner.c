@@ -84,7 +84,6 @@ static List *load_gm_workers = NIL;	/* per candidate: the workers of the
 										 * Gather Merge it replaces, or 0 */
 
 static Plan *gather_merge_to_load(GatherMerge *gm);
-static double load_bytes(Plan *child);
 
 /*
  * The tuple bound a Limit gives its child, when it is a plan-time constant.
@@ -458,29 +457,6 @@ identity_tlist(List *tlist, List *child_tlist)
 	return true;
 }
 
-/* shared memory a parallel load of child's rows takes, by the estimate */
-static double
-load_bytes(Plan *child)
-{
-	return child->plan_rows *
-		(MAXALIGN(child->plan_width + MINIMAL_TUPLE_DATA_OFFSET + 8) +
-		 gpusort_max_key_bytes + sizeof(uint32));
-}
-
-/*
- * Whether an input of this many bytes (load_bytes) may be loaded in
- * parallel.  One that fits work_mem is held in shared memory until the
- * sort ends, so gpusort.parallel_load_mem bounds it; a larger one is
- * sorted in runs that each participant writes to a temporary file (see
- * sort_parallel.c), which takes little shared memory at any size.
- */
-static bool
-load_fits(double bytes)
-{
-	return bytes <= (double) gpusort_parallel_load_mem_kb * 1024 ||
-		bytes > (double) work_mem * 1024;
-}
-
 /*
  * Whether plan is a partial scan that parallel workers can share with no
  * help from a Gather: a Parallel Seq Scan, or the Parallel Append of a
@@ -537,9 +513,6 @@ gather_merge_to_load(GatherMerge *gm)
 	if (gm->rescan_param >= 0)
 		ext = bms_del_member(ext, gm->rescan_param);
 	if (!bms_is_empty(ext))
-		return (Plan *) gm;
-	/* the whole input, not a worker's share */
-	if (!load_fits(load_bytes(scan) * rows / Max(scan->plan_rows, 1)))
 		return (Plan *) gm;
 
 	/* the GpuSort stands where the Gather Merge was: its column labels too */
@@ -603,7 +576,6 @@ add_parallel_load(PlannedStmt *stmt, Query *parse, CustomScan *cs,
 				  int *next_id, int gm_workers)
 {
 	Plan	   *child = cs->scan.plan.lefttree;
-	double		bytes;
 	int			nworkers;
 
 	/*
@@ -619,9 +591,7 @@ add_parallel_load(PlannedStmt *stmt, Query *parse, CustomScan *cs,
 		if (!g->single_copy && g->num_workers > 0 && g->initParam == NULL &&
 			g->plan.initPlan == NIL && g->plan.qual == NIL &&
 			partial_scan(scan) &&
-			identity_tlist(g->plan.targetlist, scan->targetlist) &&
-			load_fits(load_bytes(scan) * g->plan.plan_rows /
-					  Max(scan->plan_rows, 1)))
+			identity_tlist(g->plan.targetlist, scan->targetlist))
 		{
 			Bitmapset  *ext = bms_copy(scan->extParam);
 
@@ -650,11 +620,6 @@ add_parallel_load(PlannedStmt *stmt, Query *parse, CustomScan *cs,
 	}
 
 	if (child == NULL)
-		return;
-
-	/* an input held in shared memory while the sort runs must fit */
-	bytes = load_bytes(child);
-	if (!load_fits(bytes))
 		return;
 
 	/* an Append of postgres_fdw shards: a worker reads each (shards.c) */

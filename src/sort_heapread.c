@@ -91,6 +91,7 @@ struct GsHeapReader
 	int			ntup;			/* visible tuples of buf */
 	int			pos;			/* the next of them to return */
 	bool		done;
+	bool		stopping;		/* take no new block or subplan */
 	double		rows;
 	TupleTableSlot *slot;
 	HeapTupleData tuple;
@@ -102,9 +103,18 @@ static BlockNumber
 gs_hr_take(GsHeapReader *r)
 {
 	if (r->pbscan != NULL)
+	{
+		/*
+		 * Stopping: the rest of the chunk this process was handed is its
+		 * own to read (no one else gets those blocks), nothing more.
+		 */
+		if (r->stopping &&
+			r->scan->rs_parallelworkerdata->phsw_chunk_remaining == 0)
+			return InvalidBlockNumber;
 		return table_block_parallelscan_nextpage(r->rel,
 												 r->scan->rs_parallelworkerdata,
 												 r->pbscan);
+	}
 	if (r->taken >= r->nblocks)
 		return InvalidBlockNumber;
 	return (r->startblock + r->taken++) % r->nblocks;
@@ -307,7 +317,7 @@ gs_hr_append_next(GsHeapReader *r)
 				return NULL;
 			/* the first call finds the first subplan, as ExecAppend's does */
 			as->as_begun = true;
-			if (!as->choose_next_subplan(as))
+			if (r->stopping || !as->choose_next_subplan(as))
 			{
 				r->done = true;
 				if (r->node->instrument)
@@ -375,6 +385,34 @@ gs_heapread_next(GsHeapReader *r)
 	pgstat_count_heap_getnext(r->rel);
 	r->rows += 1;
 	return ExecStoreHeapTuple(&r->tuple, r->slot, false);
+}
+
+/*
+ * Stop taking more of the input than what this process has been handed:
+ * the rows of the blocks (and subplans) it holds still come, then the end.
+ * Only a process of a parallel scan can stop early, as the other
+ * participants then read the rest; false if r can't (the caller must read
+ * on).  An Append's reader stops its current subplan's scan where it can,
+ * else reads that subplan to its end, and then chooses no other.
+ */
+bool
+gs_heapread_stop(GsHeapReader *r)
+{
+	if (r == NULL)
+		return false;
+	if (r->append)
+	{
+		if (r->append->as_pstate == NULL)
+			return false;
+		r->stopping = true;
+		if (r->sub)
+			(void) gs_heapread_stop(r->sub);
+		return true;
+	}
+	if (r->pbscan == NULL)
+		return false;
+	r->stopping = true;
+	return true;
 }
 
 void

@@ -32,12 +32,14 @@
  * alone, serially, exactly as a GpuSort without this node does.
  *
  * That holds the whole input in shared memory until the sort ends, so it
- * is only for an input estimated to fit work_mem and
- * gpusort.parallel_load_mem (the planner checks the latter, the load
- * /dev/shm).  An estimate far too low still works: the sort state spills
- * its batches by work_mem as the leader takes the workers' rows.
+ * is only for an input estimated to fit work_mem and the room /dev/shm
+ * has (load_budget.c, which also makes that room the load's budget).  An
+ * estimate far too low still works: a worker past the budget stops taking
+ * pages and leaves the rest to the other participants, and the sort state
+ * spills its batches by work_mem as the leader takes the workers' rows.
  *
- * A larger input is sorted in runs by every participant instead.  Each
+ * An input larger than work_mem, or than /dev/shm has room for, is sorted
+ * in runs by every participant instead.  Each
  * worker puts its rows into a sort state of its own (private memory, its
  * work_mem, the engine as for any sort), which writes every full
  * batch as a sorted run -- the format of sort_runs.c: key, lossy mark,
@@ -126,6 +128,7 @@ typedef struct GsLoaderSlot
 	uint64		nlossy;			/* rows whose key was encoded lossily */
 	uint32		max_tuple_len;
 	double		load_ms;
+	bool		stopped;		/* left the rest to the others (budget) */
 	bool		done;
 } GsLoaderSlot;
 
@@ -155,6 +158,9 @@ typedef struct GsLoadShared
 	int			worker_max_runs;	/* and of the final merge's order */
 	double		worker_rows;	/* estimated rows a loader takes */
 	GsTempShared file;			/* the leader's file they go to */
+	/* in memory: the bytes of blocks the loaders may make (0: no limit) */
+	uint64		budget;
+	pg_atomic_uint64 used;
 	GsLoaderSlotPadded slots[FLEXIBLE_ARRAY_MEMBER];
 } GsLoadShared;
 
@@ -189,6 +195,7 @@ typedef struct GsLoadState
 	GsSortState *sort;			/* the sort being loaded */
 	double		est_bytes;		/* estimated input, as the sort holds it */
 	bool		scan_shared;	/* the child's scan lives in a parallel DSM */
+	GsLoadClaim claim;			/* in memory: its room in /dev/shm */
 
 	/* worker */
 	GsLoadShared *shared;
@@ -197,6 +204,8 @@ typedef struct GsLoadState
 	bool		loaded;
 	int			launched;
 	const char *serial_reason;	/* why the leader loaded alone */
+	char		runs_reason[80];	/* why the loaders wrote runs */
+	int			stopped;		/* workers that stopped at the budget */
 	GsLoaderReport leader;
 	GsLoaderReport *workers;	/* [nworkers] */
 	double		collect_ms;		/* handing the workers' rows to the sort */
@@ -222,6 +231,8 @@ typedef struct GsLoadWriter
 	size_t		next_size;
 	size_t		limit;			/* the area's size limit (see
 								 * gs_load_new_block); 0: none set */
+	GsLoadShared *shared;
+	bool		over;			/* the load's budget is spent */
 	char	   *entry;			/* entry of the row being added */
 	GsTask	   *populate;		/* faulting in the current block's pages */
 	GsPrefault	pf;
@@ -452,22 +463,26 @@ gs_load_track(void)
 static void
 gs_load_map_blocks(GsLoadState *ls)
 {
+	uint64		newbytes = 0;
 	int			i;
 
 	for (i = 0; i < ls->launched && i < ls->nareas; i++)
 	{
 		GsLoaderSlot *slot = &ls->shared->slots[i].slot;
 		dsa_pointer dp = ls->mapped[i];
+		volatile GsLoadBlock *b;
 
 		if (!DsaPointerIsValid(dp))
 		{
 			dp = ((volatile GsLoaderSlot *) slot)->first;
 			if (!DsaPointerIsValid(dp))
 				continue;
+			pg_read_barrier();
+			b = (volatile GsLoadBlock *) dsa_get_address(ls->areas[i], dp);
+			newbytes += b->size;
 		}
 		for (;;)
 		{
-			volatile GsLoadBlock *b;
 			dsa_pointer next;
 
 			pg_read_barrier();
@@ -476,9 +491,12 @@ gs_load_map_blocks(GsLoadState *ls)
 			if (!DsaPointerIsValid(next))
 				break;
 			dp = next;
+			b = (volatile GsLoadBlock *) dsa_get_address(ls->areas[i], dp);
+			newbytes += b->size;
 		}
 		ls->mapped[i] = dp;
 	}
+	gs_load_budget_used(&ls->claim, newbytes);
 }
 
 /*
@@ -552,6 +570,7 @@ gs_load_release(GsLoadState *ls)
 		pfree(ls->mapped);
 		ls->mapped = NULL;
 	}
+	gs_load_budget_release(&ls->claim);
 	gs_reap_end(reap);
 }
 
@@ -622,6 +641,8 @@ gs_load_reinit_dsm(CustomScanState *node, ParallelContext *pcxt,
 		sh->slots[i].slot.runs = InvalidDsaPointer;
 	}
 	sh->runs = ls->runs;
+	sh->budget = ls->runs ? 0 : ls->claim.budget;
+	pg_atomic_init_u64(&sh->used, 0);
 	if (ls->runs)
 	{
 		/*
@@ -694,16 +715,21 @@ gs_load_new_block(GsLoadWriter *w, size_t len)
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of shared memory for a parallel sort load"),
 				 errdetail("A block of %zu bytes could not be allocated.", size),
-				 errhint("Free space in /dev/shm, lower gpusort.parallel_load_mem, or turn gpusort.parallel_load off.")));
+				 errhint("Free space in /dev/shm, or turn gpusort.parallel_load off.")));
 	b = (GsLoadBlock *) dsa_get_address(w->area, dp);
 	b->next = InvalidDsaPointer;
 	b->size = size;
 	b->nrows = 0;
+	/* the leader reads the new block's size once it sees the link */
+	pg_write_barrier();
 	if (w->blk)
 		w->blk->next = dp;
 	else
 		w->slot->first = dp;
 	w->slot->bytes += size;
+	if (w->shared->budget > 0 &&
+		pg_atomic_fetch_add_u64(&w->shared->used, size) + size > w->shared->budget)
+		w->over = true;
 	w->blk = b;
 	w->tup_end = LOAD_BLOCK_HDR;
 	w->ent_start = size;
@@ -780,6 +806,7 @@ gs_load_worker(GsLoadState *ls)
 		dsa_set_size_limit(w->area, w->limit);
 	}
 	w->slot = slot;
+	w->shared = sh;
 	w->esz = sh->key_bytes + sizeof(uint32);
 	w->next_size = LOAD_FIRST_BLOCK;
 	hr = gs_heapread_begin(child);
@@ -804,6 +831,17 @@ gs_load_worker(GsLoadState *ls)
 		memcpy(w->entry + sh->key_bytes, &word, sizeof(uint32));
 		w->blk->nrows++;
 		nrows++;
+
+		/*
+		 * Past the budget (the estimate was low): the rows this worker has
+		 * been handed still come, the rest go to the other participants.
+		 * A scan that can't stop early is read to its end.
+		 */
+		if (unlikely(w->over) && !slot->stopped)
+		{
+			slot->stopped = gs_heapread_stop(hr);
+			w->over = false;
+		}
 	}
 
 	if (hr)
@@ -935,19 +973,6 @@ gs_load_is(PlanState *ps)
 {
 	return ps != NULL && IsA(ps, CustomScanState) &&
 		((CustomScanState *) ps)->methods == &gs_load_exec_methods;
-}
-
-/* whether /dev/shm has room for the estimated input, with some margin */
-static bool
-gs_load_shm_room(double bytes)
-{
-	struct statvfs sv;
-
-	if (dynamic_shared_memory_type != DSM_IMPL_POSIX)
-		return true;
-	if (statvfs("/dev/shm", &sv) != 0)
-		return true;			/* can't tell: let the allocation say */
-	return (double) sv.f_bavail * sv.f_frsize >= bytes * 1.25;
 }
 
 /*
@@ -1127,6 +1152,110 @@ gs_load_collect(GsLoadState *ls, GsSortState *sort)
 }
 
 /*
+ * How the load goes: NULL if in parallel, ls->runs saying whether the
+ * loaders write sorted runs (ls->runs_reason why) or keep the input in
+ * shared memory (with its claim on /dev/shm); else why the leader loads
+ * alone.
+ */
+static const char *
+gs_load_choose(GsLoadState *ls, EState *estate)
+{
+	ls->runs_reason[0] = '\0';
+	if (!gpusort_parallel_load)
+		return "gpusort.parallel_load is off";
+	if (ls->nworkers <= 0)
+		return "no workers planned";
+	if (!estate->es_use_parallel_mode)
+		return "not in parallel mode";
+	if (ls->shards && IsTransactionBlock())
+	{
+		/*
+		 * The leader's remote transactions may hold this transaction's
+		 * writes and snapshot; a worker's connection would see neither.
+		 */
+		return "inside a transaction block";
+	}
+
+	/*
+	 * An input larger than work_mem, or than /dev/shm has room for: each
+	 * participant sorts its rows in batches of work_mem and writes them
+	 * as runs, which the leader merges.
+	 */
+	if (ls->est_bytes > (double) work_mem * 1024)
+	{
+		snprintf(ls->runs_reason, sizeof(ls->runs_reason),
+				 "input larger than work_mem");
+		ls->runs = true;
+	}
+	else if (!gs_load_budget_claim(&ls->claim, ls->est_bytes, ls->nworkers,
+								   LOAD_MAX_BLOCK + LOAD_SEGMENT_SLACK,
+								   ls->runs_reason, sizeof(ls->runs_reason)))
+		ls->runs = true;
+	return NULL;
+}
+
+/*
+ * The leader's share of the load, through the sort state's own put: the
+ * rows the scan hands it, that is all of them when it loads alone.
+ */
+static double
+gs_load_leader_read(GsLoadState *ls, GsSortState *sort)
+{
+	PlanState  *child = outerPlanState(ls);
+	EState	   *estate = ls->css.ss.ps.state;
+	GsHeapReader *hr;
+	double		rows = 0;
+
+	/* the query's DSA area, for nodes that share state through it */
+	estate->es_query_dsa = ls->pei ? ls->pei->area : NULL;
+	hr = gs_heapread_begin(child);
+	estate->es_query_dsa = NULL;
+	for (;;)
+	{
+		TupleTableSlot *slot;
+
+		estate->es_query_dsa = ls->pei ? ls->pei->area : NULL;
+		slot = gs_input_next(hr, child);
+		estate->es_query_dsa = NULL;
+		if (TupIsNull(slot))
+			break;
+		gs_sort_put(sort, slot);
+		rows += 1;
+		if (ls->mapped && ((uint64) rows % MAP_BLOCKS_ROWS) == 0)
+			gs_load_map_blocks(ls);
+	}
+	if (hr)
+		gs_heapread_end(hr);
+	return rows;
+}
+
+/*
+ * Workers that stopped at the load's budget left the rest of the input to
+ * the other participants; a leader that took no share reads it now.
+ */
+static void
+gs_load_rest(GsLoadState *ls, GsSortState *sort)
+{
+	PlanState  *ps = &ls->css.ss.ps;
+	double		rows;
+	int			i;
+
+	ls->stopped = 0;
+	pg_read_barrier();
+	for (i = 0; i < ls->launched; i++)
+		if (ls->shared->slots[i].slot.stopped)
+			ls->stopped++;
+	if (ls->stopped == 0 || parallel_leader_participation)
+		return;
+	if (ps->instrument)
+		InstrStartNode(ps->instrument);
+	rows = gs_load_leader_read(ls, sort);
+	ls->leader.rows += rows;
+	if (ps->instrument)
+		InstrStopNode(ps->instrument, rows);
+}
+
+/*
  * Load the input of the GpuSort into sort, through the GpuSortLoad node ps:
  * in parallel where workers can be had, else by the leader alone.  The
  * rows of the previous load (if any) must not be in use any more.
@@ -1135,11 +1264,9 @@ void
 gs_load_into(PlanState *ps, GsSortState *sort)
 {
 	GsLoadState *ls = (GsLoadState *) ps;
-	PlanState  *child = outerPlanState(ls);
 	EState	   *estate = ps->state;
 	Plan	   *plan = ps->plan;
 	const char *reason = NULL;
-	GsHeapReader *hr;
 	instr_time	t0;
 	double		rows = 0;
 	int			i;
@@ -1157,34 +1284,7 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 		(MAXALIGN(plan->plan_width + MINIMAL_TUPLE_DATA_OFFSET + 8) +
 		 gs_sort_key_bytes(sort) + sizeof(MinimalTuple));
 
-	if (!gpusort_parallel_load)
-		reason = "gpusort.parallel_load is off";
-	else if (ls->nworkers <= 0)
-		reason = "no workers planned";
-	else if (!estate->es_use_parallel_mode)
-		reason = "not in parallel mode";
-	else if (ls->shards && IsTransactionBlock())
-	{
-		/*
-		 * The leader's remote transactions may hold this transaction's
-		 * writes and snapshot; a worker's connection would see neither.
-		 */
-		reason = "inside a transaction block";
-	}
-	else if (ls->est_bytes > (double) work_mem * 1024 ||
-			 ls->est_bytes > (double) gpusort_parallel_load_mem_kb * 1024)
-	{
-		/*
-		 * Larger than work_mem (or than shared memory may hold): each
-		 * participant sorts its rows in batches of work_mem
-		 * and writes them as runs, which the leader merges.
-		 */
-		ls->runs = true;
-	}
-	else if (!ls->scan_shared && !gs_load_shm_room(ls->est_bytes))
-		reason = "too little free space in /dev/shm";
-	if (reason != NULL)
-		ls->runs = false;
+	reason = gs_load_choose(ls, estate);
 
 	if (reason == NULL || ls->scan_shared)
 	{
@@ -1223,7 +1323,10 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 			LaunchParallelWorkers(ls->pei->pcxt);
 			ls->launched = ls->pei->pcxt->nworkers_launched;
 			if (ls->launched == 0)
+			{
 				reason = "no free worker";
+				gs_load_budget_release(&ls->claim);
+			}
 			else
 				gs_sort_bulk_threads(sort, ls->launched + 1);
 			if (ls->launched > 0 && ls->nareas > 0)
@@ -1248,28 +1351,7 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 		InstrStartNode(ps->instrument);
 	INSTR_TIME_SET_CURRENT(t0);
 	if (ls->launched == 0 || parallel_leader_participation)
-	{
-		/* the query's DSA area, for nodes that share state through it */
-		estate->es_query_dsa = ls->pei ? ls->pei->area : NULL;
-		hr = gs_heapread_begin(child);
-		estate->es_query_dsa = NULL;
-		for (;;)
-		{
-			TupleTableSlot *slot;
-
-			estate->es_query_dsa = ls->pei ? ls->pei->area : NULL;
-			slot = gs_input_next(hr, child);
-			estate->es_query_dsa = NULL;
-			if (TupIsNull(slot))
-				break;
-			gs_sort_put(sort, slot);
-			rows += 1;
-			if (ls->mapped && ((uint64) rows % MAP_BLOCKS_ROWS) == 0)
-				gs_load_map_blocks(ls);
-		}
-		if (hr)
-			gs_heapread_end(hr);
-	}
+		rows = gs_load_leader_read(ls, sort);
 	ls->leader.rows = rows;
 	ls->leader.ms = gs_elapsed_ms(t0);
 	if (ps->instrument)
@@ -1320,6 +1402,7 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 		/* map the workers' blocks as they come, until they are done */
 		if (ls->mapped)
 			gs_load_await_workers(ls);
+		gs_load_rest(ls, sort);
 		/* the workers' errors come up here; then their rows go over */
 		ExecParallelFinish(ls->pei);
 		if (ls->runs)
@@ -1336,6 +1419,37 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 	}
 }
 
+/*
+ * Which way the last load went and why, in one line: "serial (no free
+ * worker)", "3 processes, in shared memory", "3 processes, sorted runs
+ * (input larger than work_mem)".
+ */
+static const char *
+gs_load_summary(GsLoadState *ls)
+{
+	StringInfoData s;
+	int			procs;
+
+	initStringInfo(&s);
+	if (ls->serial_reason)
+	{
+		appendStringInfo(&s, "serial (%s)", ls->serial_reason);
+		return s.data;
+	}
+	procs = ls->launched + (parallel_leader_participation ? 1 : 0);
+	if (ls->runs)
+		appendStringInfo(&s, "%d processes, sorted runs (%s)", procs,
+						 ls->runs_reason);
+	else
+	{
+		appendStringInfo(&s, "%d processes, in shared memory", procs);
+		if (ls->stopped > 0)
+			appendStringInfo(&s, " (%d stopped at the estimate's budget)",
+							 ls->stopped);
+	}
+	return s.data;
+}
+
 static void
 gs_load_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 {
@@ -1346,8 +1460,7 @@ gs_load_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	if (!es->analyze || !ls->loaded)
 		return;
 	ExplainPropertyInteger("Workers Launched", NULL, ls->launched, es);
-	if (ls->serial_reason)
-		ExplainPropertyText("Serial Load", ls->serial_reason, es);
+	ExplainPropertyText("Load", gs_load_summary(ls), es);
 
 	if (es->format == EXPLAIN_FORMAT_TEXT)
 	{

@@ -36,8 +36,7 @@ SET parallel_tuple_cost = 0;
 SET min_parallel_table_scan_size = 0;
 SET max_parallel_workers_per_gather = 2;"
 settings="$parallel
-SET work_mem = '1GB';
-SET gpusort.parallel_load_mem = '1GB';"
+SET work_mem = '1GB';"
 q="SELECT * FROM gs_lcs ORDER BY k, id OFFSET 600000"
 
 # the sort must be a parallel in-memory load, or this tests nothing

@@ -134,8 +134,7 @@ SET gpusort.index_build = on;
 SET random_page_cost = 1000000;
 SET effective_cache_size = '8kB';"
 MEM="SET maintenance_work_mem = '64MB';
-SET work_mem = '1GB';
-SET gpusort.parallel_load_mem = '1GB';"
+SET work_mem = '1GB';"
 RUNS="SET maintenance_work_mem = '1MB';
 SET work_mem = '1MB';"
 INDEX="CREATE INDEX gs_pe_err ON gs_pe (gs_pe_key(id));"

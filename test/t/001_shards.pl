@@ -12,7 +12,7 @@
 #   - parallel reads (parallel_setup_cost = 0): a GpuSortLoad over a
 #     Parallel Append of the (synchronous) foreign scans, a worker launched;
 #     inside a transaction block (BEGIN, or two statements in one string)
-#     the backend reads them ("Serial Load"); a self-join (each server
+#     the backend reads them ("Load: serial (...)"); a self-join (each server
 #     scanned twice) is not read by workers; GROUP BY and a window function
 #     are; every answer as above;
 #   - a shard that is down: postgres_fdw's error, nothing else harmed, and
@@ -287,16 +287,16 @@ unlike($plan, qr/Async Foreign Scan/, 'parallel read: no asynchronous scan');
 $plan = $coord->safe_psql($db, $explain_analyze . $order_by);
 like($plan, qr/Workers Launched: [1-9]/,
 	'parallel read: a worker launched') or diag($plan);
-unlike($plan, qr/Serial Load/, 'parallel read: no serial load');
+unlike($plan, qr/Load: serial/, 'parallel read: no serial load');
 
 # inside a transaction block the backend reads the shards itself: BEGIN,
 # or several statements in one query string (psql's \;)
 $plan = $coord->safe_psql($db,
 	"BEGIN;\n" . $explain_analyze . $order_by . ";\nCOMMIT;");
-like($plan, qr/Serial Load: inside a transaction block/,
+like($plan, qr/Load: serial \(inside a transaction block\)/,
 	'BEGIN: serial load') or diag($plan);
 $plan = $coord->safe_psql($db, 'SELECT 1 \; ' . $explain_analyze . $order_by);
-like($plan, qr/Serial Load: inside a transaction block/,
+like($plan, qr/Load: serial \(inside a transaction block\)/,
 	'one query string of two statements: serial load') or diag($plan);
 same_output(
 	$coord->safe_psql($db, "BEGIN;\n" . $order_by . ";\nCOMMIT;"),
