@@ -6,7 +6,9 @@
  * A parallel load of an input that fits work_mem keeps the whole input in
  * shared memory until the sort ends (sort_parallel.c): the workers write
  * their rows into DSA segments, which PostgreSQL makes as files in
- * /dev/shm (dynamic_shared_memory_type = posix).  Whether a load may do so
+ * /dev/shm (dynamic_shared_memory_type = posix, the default; with mmap, in
+ * the data directory, whose file system then counts instead).  Whether a
+ * load may do so
  * is decided here, from what the machine has rather than from a setting:
  *
  *	- the space /dev/shm has free now,
@@ -39,6 +41,7 @@
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
+#include "storage/dsm.h"
 #include "storage/dsm_impl.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
@@ -155,6 +158,7 @@ gs_load_budget_claim(GsLoadClaim *claim, double est_bytes, int nworkers,
 					 Size max_block, char *why, size_t whylen)
 {
 	struct statvfs sv;
+	const char *dir = NULL;
 	uint64		want;
 	uint64		over;
 	uint64		reserve;
@@ -176,12 +180,16 @@ gs_load_budget_claim(GsLoadClaim *claim, double est_bytes, int nworkers,
 		want = 1;
 
 	/*
-	 * Segments that are not files in /dev/shm (System V, or mmap files in
-	 * the data directory) are bounded by other limits, which the allocation
-	 * itself reports.
+	 * POSIX segments are files in /dev/shm, mmap ones in the data
+	 * directory's pg_dynshmem (the backend's working directory); System V
+	 * segments are bounded by kernel limits, which the allocation itself
+	 * reports.
 	 */
-	if (dynamic_shared_memory_type != DSM_IMPL_POSIX ||
-		statvfs("/dev/shm", &sv) != 0)
+	if (dynamic_shared_memory_type == DSM_IMPL_POSIX)
+		dir = "/dev/shm";
+	else if (dynamic_shared_memory_type == DSM_IMPL_MMAP)
+		dir = PG_DYNSHMEM_DIR;
+	if (dir == NULL || statvfs(dir, &sv) != 0)
 	{
 		claim->budget = want;
 		return true;
@@ -222,7 +230,8 @@ gs_load_budget_claim(GsLoadClaim *claim, double est_bytes, int nworkers,
 refused:
 	gs_budget_bytes(a, sizeof(a), est_bytes);
 	gs_budget_bytes(b, sizeof(b), (double) avail);
-	snprintf(why, whylen, "%s input, %s free in /dev/shm", a, b);
+	snprintf(why, whylen, "%s input, %s free in %s", a, b,
+			 dir[0] == '/' ? dir : "the data directory");
 	return false;
 }
 
