@@ -26,6 +26,7 @@ OBJS = \
 	src/sort_emit.o \
 	src/sort_parallel.o \
 	src/load_budget.o \
+	src/load_finish.o \
 	src/sort_heapread.o \
 	src/spill.o \
 	src/spill_stream.o \
