@@ -47,7 +47,6 @@ int			gpusort_gpu_memory_limit_kb = 0;
 int			gpusort_cpu_threads = GS_CPU_THREADS_DEFAULT;
 bool		gpusort_parallel_load = true;
 int			gpusort_parallel_load_mem_kb = GS_PARALLEL_LOAD_MEM_DEFAULT;
-bool		gpusort_merge_byref = true;
 char	   *gpusort_cuda_library = NULL;
 int			gpusort_service_memory_mb = GS_SERVICE_MEMORY_DEFAULT_MB;
 int			gpusort_sort_fault = GS_SORT_FAULT_NONE;
@@ -264,16 +263,6 @@ _PG_init(void)
 							 "under an MVCC snapshot; it returns the rows PostgreSQL's scan would. "
 							 "Off: every row comes through the scan node.",
 							 &gpusort_load_page_scan,
-							 true,
-							 PGC_USERSET,
-							 0,
-							 NULL, NULL, NULL);
-
-	DefineCustomBoolVariable("gpusort.merge_by_reference",
-							 "Lets the thread that merges a final merge's streams hand out their rows in place.",
-							 "The backend then reads the rows where the streams' threads wrote them. "
-							 "Off: that thread copies every row once more, into blocks of its own.",
-							 &gpusort_merge_byref,
 							 true,
 							 PGC_USERSET,
 							 0,

@@ -38,7 +38,6 @@ extern int	gpusort_gpu_memory_limit_kb;
 extern int	gpusort_cpu_threads;
 extern bool gpusort_parallel_load;
 extern int	gpusort_parallel_load_mem_kb;
-extern bool gpusort_merge_byref;
 
 /* the most threads gpusort.cpu_threads allows */
 #define GS_CPU_THREADS_MAX	64
