@@ -257,17 +257,6 @@ _PG_init(void)
 							 GS_GUC_TEST_ONLY,
 							 NULL, NULL, NULL);
 
-	DefineCustomBoolVariable("gpusort.load_page_scan",
-							 "Reads the rows of a sort's plain table scan page by page, the next page's memory fetched ahead.",
-							 "Taken where the scan has no filter and no projection, on a heap table "
-							 "under an MVCC snapshot; it returns the rows PostgreSQL's scan would. "
-							 "Off: every row comes through the scan node.",
-							 &gpusort_load_page_scan,
-							 true,
-							 PGC_USERSET,
-							 0,
-							 NULL, NULL, NULL);
-
 	DefineCustomIntVariable("gpusort.parallel_load_mem",
 							"Sets the largest estimated input that a sort fitting work_mem loads in parallel.",
 							"Such a load holds the sort's whole input in shared memory until the "
