@@ -507,16 +507,6 @@ gs_index_init(bool install_hooks)
 							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);
-	DefineCustomBoolVariable("gpusort.index_page_scan",
-							 "Reads the heap of gpusort's btree builds page by page, the next page fetched ahead.",
-							 "Pages whose tuples are not all plainly live, and builds of "
-							 "expression, partial or concurrent indexes, are read by "
-							 "PostgreSQL's own scan in any case.",
-							 &gs_index_page_scan,
-							 true,
-							 PGC_USERSET,
-							 0,
-							 NULL, NULL, NULL);
 	DefineCustomEnumVariable("gpusort.index_fault",
 							 "Injects a query cancel into gpusort's index builds and CLUSTER sorts, for tests.",
 							 "\"cancel_in_merge\" cancels once a merge of sorted runs on disk starts, "

@@ -371,7 +371,6 @@ extern int	gs_idx_reduce_budget(GsIdxBuild *b, int nparticipants);
 extern void gs_idx_spill_build(GsIdxBuild *b);
 
 /* index_scan.c */
-extern bool gs_index_page_scan;
 extern double gs_idx_heap_scan(Relation heap, Relation index,
 							   IndexInfo *indexInfo, bool progress,
 							   IndexBuildCallback callback, void *state,
