@@ -34,9 +34,6 @@ PG_MODULE_MAGIC;
 #define GS_CPU_THREADS_DEFAULT	4
 #define GS_PARALLEL_LOAD_MEM_DEFAULT (1024 * 1024)	/* kB: 1GB */
 
-/* fault injection, for the tests: superuser-only, left out of SHOW ALL */
-#define GS_GUC_TEST_ONLY		(GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE | GUC_SUPERUSER_ONLY)
-
 bool		gpusort_enabled = true;
 int			gpusort_engine_choice = GS_ENGINE_AUTO;
 int			gpusort_min_rows = GS_MIN_ROWS_DEFAULT;
@@ -49,23 +46,6 @@ bool		gpusort_parallel_load = true;
 int			gpusort_parallel_load_mem_kb = GS_PARALLEL_LOAD_MEM_DEFAULT;
 char	   *gpusort_cuda_library = NULL;
 int			gpusort_service_memory_mb = GS_SERVICE_MEMORY_DEFAULT_MB;
-int			gpusort_sort_fault = GS_SORT_FAULT_NONE;
-
-static const struct config_enum_entry sort_fault_options[] = {
-	{"none", GS_SORT_FAULT_NONE, false},
-	{"cancel_in_copy", GS_SORT_FAULT_CANCEL_IN_COPY, false},
-	{NULL, 0, false}
-};
-int			gpusort_service_fault = GS_FAULT_NONE;
-
-static const struct config_enum_entry service_fault_options[] = {
-	{"none", GS_FAULT_NONE, false},
-	{"fake", GS_FAULT_FAKE, false},
-	{"device_error", GS_FAULT_DEVICE_ERROR, false},
-	{"crash", GS_FAULT_CRASH, false},
-	{"delay", GS_FAULT_DELAY, false},
-	{NULL, 0, false}
-};
 
 static const struct config_enum_entry engine_options[] = {
 	{"auto", GS_ENGINE_AUTO, false},
@@ -136,6 +116,84 @@ check_cuda_library(char **newval, void **extra, GucSource source)
 		GUC_check_errhint("%s", hint);
 	pfree(path);
 	return ok;
+}
+
+/* ---- fault injection, for the tests only ---- */
+
+/*
+ * Every fault setting is defined here and only here.  They are for
+ * gpusort's own tests, so users never see them: set by a superuser only,
+ * read only by one (or a member of pg_read_all_settings), left out of SHOW
+ * ALL and pg_settings, and never written into a sample configuration.
+ */
+#define GS_GUC_TEST_ONLY		(GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE | GUC_SUPERUSER_ONLY)
+
+int			gpusort_sort_fault = GS_SORT_FAULT_NONE;
+int			gpusort_service_fault = GS_FAULT_NONE;
+int			gs_index_fault = GS_INDEX_FAULT_NONE;
+
+static const struct config_enum_entry sort_fault_options[] = {
+	{"none", GS_SORT_FAULT_NONE, false},
+	{"cancel_in_copy", GS_SORT_FAULT_CANCEL_IN_COPY, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry service_fault_options[] = {
+	{"none", GS_FAULT_NONE, false},
+	{"fake", GS_FAULT_FAKE, false},
+	{"device_error", GS_FAULT_DEVICE_ERROR, false},
+	{"crash", GS_FAULT_CRASH, false},
+	{"delay", GS_FAULT_DELAY, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry index_fault_options[] = {
+	{"none", GS_INDEX_FAULT_NONE, false},
+	{"cancel_in_merge", GS_INDEX_FAULT_CANCEL_IN_MERGE, false},
+	{"cancel_in_write", GS_INDEX_FAULT_CANCEL_IN_WRITE, false},
+	{"cancel_in_run", GS_INDEX_FAULT_CANCEL_IN_RUN, false},
+	{NULL, 0, false}
+};
+
+static void
+gs_define_fault_settings(void)
+{
+	DefineCustomEnumVariable("gpusort.sort_fault",
+							 "For testing only: injects a query cancel into gpusort's sorts.",
+							 "\"cancel_in_copy\" cancels while a large parallel in-memory sort "
+							 "waits for its copy of the rows into sorted order to end, the copy's last "
+							 "thread held until the cancel stops it.",
+							 &gpusort_sort_fault,
+							 GS_SORT_FAULT_NONE,
+							 sort_fault_options,
+							 PGC_SUSET,
+							 GS_GUC_TEST_ONLY,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("gpusort.service_fault",
+							 "For testing only: injects a fault into this session's requests to the gpusort service.",
+							 "\"fake\" makes the service sort them with its CPU engine as if it had a "
+							 "device, \"device_error\" fails them with a device error, \"crash\" makes the "
+							 "service exit while it holds one, \"delay\" holds them until canceled (at most 30 s), "
+							 "then sorts them as \"fake\" does.",
+							 &gpusort_service_fault,
+							 GS_FAULT_NONE,
+							 service_fault_options,
+							 PGC_SUSET,
+							 GS_GUC_TEST_ONLY,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("gpusort.index_fault",
+							 "For testing only: injects a query cancel into gpusort's index builds and CLUSTER sorts.",
+							 "\"cancel_in_merge\" cancels once a merge of sorted runs on disk starts, "
+							 "\"cancel_in_write\" once the btree page writer finishes a page, "
+							 "\"cancel_in_run\" once a run is being sorted and written in the background.",
+							 &gs_index_fault,
+							 GS_INDEX_FAULT_NONE,
+							 index_fault_options,
+							 PGC_SUSET,
+							 GS_GUC_TEST_ONLY,
+							 NULL, NULL, NULL);
 }
 
 void		_PG_init(void);
@@ -245,18 +303,6 @@ _PG_init(void)
 							 0,
 							 NULL, NULL, NULL);
 
-	DefineCustomEnumVariable("gpusort.sort_fault",
-							 "Injects a query cancel into gpusort's sorts, for tests.",
-							 "\"cancel_in_copy\" cancels while a large parallel in-memory sort "
-							 "waits for its copy of the rows into sorted order to end, the copy's last "
-							 "thread held until the cancel stops it.",
-							 &gpusort_sort_fault,
-							 GS_SORT_FAULT_NONE,
-							 sort_fault_options,
-							 PGC_SUSET,
-							 GS_GUC_TEST_ONLY,
-							 NULL, NULL, NULL);
-
 	DefineCustomIntVariable("gpusort.parallel_load_mem",
 							"Sets the largest estimated input that a sort fitting work_mem loads in parallel.",
 							"Such a load holds the sort's whole input in shared memory until the "
@@ -303,18 +349,7 @@ _PG_init(void)
 								GUC_UNIT_MB,
 								NULL, NULL, NULL);
 
-	DefineCustomEnumVariable("gpusort.service_fault",
-							 "Injects a fault into this session's requests to the gpusort service, for tests.",
-							 "\"fake\" makes the service sort them with its CPU engine as if it had a "
-							 "device, \"device_error\" fails them with a device error, \"crash\" makes the "
-							 "service exit while it holds one, \"delay\" holds them until canceled (at most 30 s), "
-							 "then sorts them as \"fake\" does.",
-							 &gpusort_service_fault,
-							 GS_FAULT_NONE,
-							 service_fault_options,
-							 PGC_SUSET,
-							 GS_GUC_TEST_ONLY,
-							 NULL, NULL, NULL);
+	gs_define_fault_settings();
 
 	if (process_shared_preload_libraries_in_progress)
 		gs_service_register();
