@@ -36,12 +36,6 @@ SELECT * FROM gs_check('SELECT a, b FROM gs_fm ORDER BY a, b');
 SELECT * FROM gs_check('SELECT c FROM gs_fm ORDER BY c DESC');
 -- rows wider than the keys
 SELECT * FROM gs_check('SELECT * FROM gs_fm ORDER BY b, id');
--- the cascade copying the streams' rows instead of pointing at them
-SET gpusort.merge_by_reference = off;
-SELECT runs > 4 AS many_runs, merge_threads FROM gs_fm_threads('SELECT a, b, id FROM gs_fm ORDER BY a, b, id');
-SELECT * FROM gs_check('SELECT a, b, id FROM gs_fm ORDER BY a DESC, b, id DESC');
-SELECT * FROM gs_check('SELECT * FROM gs_fm ORDER BY b, id');
-RESET gpusort.merge_by_reference;
 -- two streams, and three (an odd tree)
 SET gpusort.cpu_threads = 2;
 SELECT merge_threads FROM gs_fm_threads('SELECT a, id FROM gs_fm ORDER BY a, id');

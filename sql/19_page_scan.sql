@@ -1,6 +1,6 @@
 --
 -- 19_page_scan: a sort's plain table scan read page by page by gpusort
--- (gpusort.load_page_scan), against PostgreSQL's scan and sort: the rows
+-- (src/sort_heapread.c), against PostgreSQL's scan and sort: the rows
 -- its snapshot sees, the statistics and EXPLAIN ANALYZE counts it keeps,
 -- serially, with loading workers and through a cursor.  The snapshot seen
 -- by other sessions is test/sessions/load_snapshot.sh's.
@@ -113,12 +113,11 @@ SELECT abs(gs_scan_rows('SELECT * FROM gs_ps ORDER BY k, id') -
 SET work_mem = '256kB';
 SELECT * FROM gs_check('SELECT * FROM gs_ps ORDER BY k DESC, id');
 SELECT * FROM gs_check('SELECT * FROM gs_ps ORDER BY t NULLS FIRST, id');
--- the same with the page scan off: every row through the scan node
-SET gpusort.load_page_scan = off;
-SELECT * FROM gs_check('SELECT * FROM gs_ps ORDER BY k DESC, id');
+-- a filter or a projection in the workers' scan: every row through the
+-- scan node, writing runs and in memory
+SELECT * FROM gs_check('SELECT * FROM gs_ps WHERE id % 3 <> 0 ORDER BY k DESC, id');
 SET work_mem = '64MB';
-SELECT * FROM gs_check('SELECT * FROM gs_ps ORDER BY k, id');
-RESET gpusort.load_page_scan;
+SELECT * FROM gs_check('SELECT id, k + 1 AS k1, t FROM gs_ps ORDER BY k1, id');
 SELECT gs_workers_left() AS workers_left;
 SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
 

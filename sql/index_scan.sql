@@ -14,7 +14,6 @@ RESET client_min_messages;
 \set SHOW_CONTEXT never
 SET max_parallel_maintenance_workers = 0;
 SET gpusort.index_build = on;
-SET gpusort.index_page_scan = on;
 
 -- 1. all-visible pages: every page through gpusort's loop
 CREATE TABLE gss (id int4, k int8, t text, pad text)
@@ -76,16 +75,13 @@ WHERE c.oid = (SELECT reltoastrelid FROM pg_class WHERE relname = 'gsl')
   AND pg_relation_size(c.oid) > 0;
 SELECT * FROM gs_build('CREATE INDEX %I ON gsl (s COLLATE "C")', 'gsl_s', 'debug1');
 
--- 5. what the loop never takes: expressions and predicates
+-- 5. what the loop never takes: expressions and predicates go to
+-- PostgreSQL's scan whole
 SELECT * FROM gs_build('CREATE INDEX %I ON gss ((k * 2))', 'gss_expr', 'debug1');
 SELECT * FROM gs_build('CREATE INDEX %I ON gss (k) WHERE id > 7000', 'gss_part', 'debug1');
 
--- 6. off: PostgreSQL's scan for every page, the same index
-SET gpusort.index_page_scan = off;
-SELECT * FROM gs_build('CREATE INDEX %I ON gss (k)', 'gss_k4', 'debug1');
-RESET gpusort.index_page_scan;
 
--- 7. parallel: the workers share the table's pages, each with the loop
+-- 6. parallel: the workers share the table's pages, each with the loop
 -- (how many each takes varies, so the lines are not shown)
 SET max_parallel_maintenance_workers = 2;
 SET min_parallel_table_scan_size = 0;

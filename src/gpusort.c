@@ -33,9 +33,6 @@ PG_MODULE_MAGIC;
 #define GS_MAX_KEY_BYTES_DEFAULT 32
 #define GS_CPU_THREADS_DEFAULT	4
 
-/* fault injection, for the tests: superuser-only, left out of SHOW ALL */
-#define GS_GUC_TEST_ONLY		(GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE | GUC_SUPERUSER_ONLY)
-
 bool		gpusort_enabled = true;
 int			gpusort_engine_choice = GS_ENGINE_AUTO;
 int			gpusort_min_rows = GS_MIN_ROWS_DEFAULT;
@@ -45,28 +42,8 @@ int			gpusort_topn_limit = GS_TOPN_LIMIT_DEFAULT;
 int			gpusort_gpu_memory_limit_kb = 0;
 int			gpusort_cpu_threads = GS_CPU_THREADS_DEFAULT;
 bool		gpusort_parallel_load = true;
-bool		gpusort_merge_byref = true;
 char	   *gpusort_cuda_library = NULL;
 int			gpusort_service_memory_mb = GS_SERVICE_MEMORY_DEFAULT_MB;
-int			gpusort_sort_fault = GS_SORT_FAULT_NONE;
-
-static const struct config_enum_entry sort_fault_options[] = {
-	{"none", GS_SORT_FAULT_NONE, false},
-	{"cancel_in_copy", GS_SORT_FAULT_CANCEL_IN_COPY, false},
-	{"load_no_shm", GS_SORT_FAULT_LOAD_NO_SHM, false},
-	{"load_small_budget", GS_SORT_FAULT_LOAD_SMALL_BUDGET, false},
-	{NULL, 0, false}
-};
-int			gpusort_service_fault = GS_FAULT_NONE;
-
-static const struct config_enum_entry service_fault_options[] = {
-	{"none", GS_FAULT_NONE, false},
-	{"fake", GS_FAULT_FAKE, false},
-	{"device_error", GS_FAULT_DEVICE_ERROR, false},
-	{"crash", GS_FAULT_CRASH, false},
-	{"delay", GS_FAULT_DELAY, false},
-	{NULL, 0, false}
-};
 
 static const struct config_enum_entry engine_options[] = {
 	{"auto", GS_ENGINE_AUTO, false},
@@ -137,6 +114,88 @@ check_cuda_library(char **newval, void **extra, GucSource source)
 		GUC_check_errhint("%s", hint);
 	pfree(path);
 	return ok;
+}
+
+/* ---- fault injection, for the tests only ---- */
+
+/*
+ * Every fault setting is defined here and only here.  They are for
+ * gpusort's own tests, so users never see them: set by a superuser only,
+ * read only by one (or a member of pg_read_all_settings), left out of SHOW
+ * ALL and pg_settings, and never written into a sample configuration.
+ */
+#define GS_GUC_TEST_ONLY		(GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE | GUC_SUPERUSER_ONLY)
+
+int			gpusort_sort_fault = GS_SORT_FAULT_NONE;
+int			gpusort_service_fault = GS_FAULT_NONE;
+int			gs_index_fault = GS_INDEX_FAULT_NONE;
+
+static const struct config_enum_entry sort_fault_options[] = {
+	{"none", GS_SORT_FAULT_NONE, false},
+	{"cancel_in_copy", GS_SORT_FAULT_CANCEL_IN_COPY, false},
+	{"load_no_shm", GS_SORT_FAULT_LOAD_NO_SHM, false},
+	{"load_small_budget", GS_SORT_FAULT_LOAD_SMALL_BUDGET, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry service_fault_options[] = {
+	{"none", GS_FAULT_NONE, false},
+	{"fake", GS_FAULT_FAKE, false},
+	{"device_error", GS_FAULT_DEVICE_ERROR, false},
+	{"crash", GS_FAULT_CRASH, false},
+	{"delay", GS_FAULT_DELAY, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry index_fault_options[] = {
+	{"none", GS_INDEX_FAULT_NONE, false},
+	{"cancel_in_merge", GS_INDEX_FAULT_CANCEL_IN_MERGE, false},
+	{"cancel_in_write", GS_INDEX_FAULT_CANCEL_IN_WRITE, false},
+	{"cancel_in_run", GS_INDEX_FAULT_CANCEL_IN_RUN, false},
+	{NULL, 0, false}
+};
+
+static void
+gs_define_fault_settings(void)
+{
+	DefineCustomEnumVariable("gpusort.sort_fault",
+							 "For testing only: injects a fault into gpusort's sorts.",
+							 "\"cancel_in_copy\" cancels while a large parallel in-memory sort "
+							 "waits for its copy of the rows into sorted order to end, the copy's last "
+							 "thread held until the cancel stops it; \"load_no_shm\" makes a parallel "
+							 "load find no room in /dev/shm; \"load_small_budget\" spends a parallel "
+							 "load's shared memory budget at its first block.",
+							 &gpusort_sort_fault,
+							 GS_SORT_FAULT_NONE,
+							 sort_fault_options,
+							 PGC_SUSET,
+							 GS_GUC_TEST_ONLY,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("gpusort.service_fault",
+							 "For testing only: injects a fault into this session's requests to the gpusort service.",
+							 "\"fake\" makes the service sort them with its CPU engine as if it had a "
+							 "device, \"device_error\" fails them with a device error, \"crash\" makes the "
+							 "service exit while it holds one, \"delay\" holds them until canceled (at most 30 s), "
+							 "then sorts them as \"fake\" does.",
+							 &gpusort_service_fault,
+							 GS_FAULT_NONE,
+							 service_fault_options,
+							 PGC_SUSET,
+							 GS_GUC_TEST_ONLY,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("gpusort.index_fault",
+							 "For testing only: injects a query cancel into gpusort's index builds and CLUSTER sorts.",
+							 "\"cancel_in_merge\" cancels once a merge of sorted runs on disk starts, "
+							 "\"cancel_in_write\" once the btree page writer finishes a page, "
+							 "\"cancel_in_run\" once a run is being sorted and written in the background.",
+							 &gs_index_fault,
+							 GS_INDEX_FAULT_NONE,
+							 index_fault_options,
+							 PGC_SUSET,
+							 GS_GUC_TEST_ONLY,
+							 NULL, NULL, NULL);
 }
 
 void		_PG_init(void);
@@ -246,38 +305,6 @@ _PG_init(void)
 							 0,
 							 NULL, NULL, NULL);
 
-	DefineCustomEnumVariable("gpusort.sort_fault",
-							 "Injects a query cancel into gpusort's sorts, for tests.",
-							 "\"cancel_in_copy\" cancels while a large parallel in-memory sort "
-							 "waits for its copy of the rows into sorted order to end, the copy's last "
-							 "thread held until the cancel stops it.",
-							 &gpusort_sort_fault,
-							 GS_SORT_FAULT_NONE,
-							 sort_fault_options,
-							 PGC_SUSET,
-							 GS_GUC_TEST_ONLY,
-							 NULL, NULL, NULL);
-
-	DefineCustomBoolVariable("gpusort.load_page_scan",
-							 "Reads the rows of a sort's plain table scan page by page, the next page's memory fetched ahead.",
-							 "Taken where the scan has no filter and no projection, on a heap table "
-							 "under an MVCC snapshot; it returns the rows PostgreSQL's scan would. "
-							 "Off: every row comes through the scan node.",
-							 &gpusort_load_page_scan,
-							 true,
-							 PGC_USERSET,
-							 0,
-							 NULL, NULL, NULL);
-
-	DefineCustomBoolVariable("gpusort.merge_by_reference",
-							 "Lets the thread that merges a final merge's streams hand out their rows in place.",
-							 "The backend then reads the rows where the streams' threads wrote them. "
-							 "Off: that thread copies every row once more, into blocks of its own.",
-							 &gpusort_merge_byref,
-							 true,
-							 PGC_USERSET,
-							 0,
-							 NULL, NULL, NULL);
 
 	DefineCustomStringVariable("gpusort.cuda_library",
 							   "Sets the file name of the CUDA engine library that the gpusort service opens.",
@@ -312,18 +339,7 @@ _PG_init(void)
 								GUC_UNIT_MB,
 								NULL, NULL, NULL);
 
-	DefineCustomEnumVariable("gpusort.service_fault",
-							 "Injects a fault into this session's requests to the gpusort service, for tests.",
-							 "\"fake\" makes the service sort them with its CPU engine as if it had a "
-							 "device, \"device_error\" fails them with a device error, \"crash\" makes the "
-							 "service exit while it holds one, \"delay\" holds them until canceled (at most 30 s), "
-							 "then sorts them as \"fake\" does.",
-							 &gpusort_service_fault,
-							 GS_FAULT_NONE,
-							 service_fault_options,
-							 PGC_SUSET,
-							 GS_GUC_TEST_ONLY,
-							 NULL, NULL, NULL);
+	gs_define_fault_settings();
 
 	if (process_shared_preload_libraries_in_progress)
 		gs_service_register();

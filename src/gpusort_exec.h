@@ -36,7 +36,6 @@ extern void gs_load_into(PlanState *ps, GsSortState *sort);
 /* ---- a plain table scan's rows, read page by page (sort_heapread.c) ---- */
 typedef struct GsHeapReader GsHeapReader;
 
-extern bool gpusort_load_page_scan;
 extern GsHeapReader *gs_heapread_begin(PlanState *child);
 extern TupleTableSlot *gs_heapread_next(GsHeapReader *r);
 extern bool gs_heapread_stop(GsHeapReader *r);

@@ -37,7 +37,6 @@ extern int	gpusort_topn_limit;
 extern int	gpusort_gpu_memory_limit_kb;
 extern int	gpusort_cpu_threads;
 extern bool gpusort_parallel_load;
-extern bool gpusort_merge_byref;
 
 /* the most threads gpusort.cpu_threads allows */
 #define GS_CPU_THREADS_MAX	64
@@ -185,6 +184,16 @@ gs_prefetch_page(const char *page)
 
 /* ---- index builds (src/index*.c, optional) ---- */
 extern void gs_index_init(bool install_hooks) __attribute__((weak));
+
+/*
+ * gpusort.index_fault (defined in gpusort.c with the other fault settings):
+ * a query cancel at one of these points, for tests
+ */
+#define GS_INDEX_FAULT_NONE				0
+#define GS_INDEX_FAULT_CANCEL_IN_MERGE	1	/* a merge of runs starts */
+#define GS_INDEX_FAULT_CANCEL_IN_WRITE	2	/* a btree page is finished */
+#define GS_INDEX_FAULT_CANCEL_IN_RUN	3	/* a run's background write starts */
+extern int	gs_index_fault;
 
 /* ---- when gpusort takes sorts (lifecycle.c) ---- */
 extern bool gs_preloaded;		/* loaded by shared_preload_libraries */

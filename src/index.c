@@ -96,15 +96,6 @@
 
 bool		gs_index_build_enabled = true;
 bool		gs_log_index_builds = false;
-int			gs_index_fault = GS_INDEX_FAULT_NONE;
-
-static const struct config_enum_entry index_fault_options[] = {
-	{"none", GS_INDEX_FAULT_NONE, false},
-	{"cancel_in_merge", GS_INDEX_FAULT_CANCEL_IN_MERGE, false},
-	{"cancel_in_write", GS_INDEX_FAULT_CANCEL_IN_WRITE, false},
-	{"cancel_in_run", GS_INDEX_FAULT_CANCEL_IN_RUN, false},
-	{NULL, 0, false}
-};
 
 /*
  * A fault point of gpusort's sorts for maintenance: when gpusort.index_fault
@@ -506,27 +497,6 @@ gs_index_init(bool install_hooks)
 							 false,
 							 PGC_SUSET,
 							 0,
-							 NULL, NULL, NULL);
-	DefineCustomBoolVariable("gpusort.index_page_scan",
-							 "Reads the heap of gpusort's btree builds page by page, the next page fetched ahead.",
-							 "Pages whose tuples are not all plainly live, and builds of "
-							 "expression, partial or concurrent indexes, are read by "
-							 "PostgreSQL's own scan in any case.",
-							 &gs_index_page_scan,
-							 true,
-							 PGC_USERSET,
-							 0,
-							 NULL, NULL, NULL);
-	DefineCustomEnumVariable("gpusort.index_fault",
-							 "Injects a query cancel into gpusort's index builds and CLUSTER sorts, for tests.",
-							 "\"cancel_in_merge\" cancels once a merge of sorted runs on disk starts, "
-							 "\"cancel_in_write\" once the btree page writer finishes a page, "
-							 "\"cancel_in_run\" once a run is being sorted and written in the background.",
-							 &gs_index_fault,
-							 GS_INDEX_FAULT_NONE,
-							 index_fault_options,
-							 PGC_SUSET,
-							 GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE | GUC_SUPERUSER_ONLY,
 							 NULL, NULL, NULL);
 
 	/* only a server that preloads gpusort builds indexes with it */

@@ -371,7 +371,6 @@ extern int	gs_idx_reduce_budget(GsIdxBuild *b, int nparticipants);
 extern void gs_idx_spill_build(GsIdxBuild *b);
 
 /* index_scan.c */
-extern bool gs_index_page_scan;
 extern double gs_idx_heap_scan(Relation heap, Relation index,
 							   IndexInfo *indexInfo, bool progress,
 							   IndexBuildCallback callback, void *state,
@@ -491,12 +490,7 @@ extern bool gs_index_build_enabled;
 extern bool gs_log_index_builds;
 extern bool gs_index_wanted(void);
 
-/* gpusort.index_fault: a query cancel at one of these points, for tests */
-#define GS_INDEX_FAULT_NONE				0
-#define GS_INDEX_FAULT_CANCEL_IN_MERGE	1	/* a merge of runs starts */
-#define GS_INDEX_FAULT_CANCEL_IN_WRITE	2	/* a btree page is finished */
-#define GS_INDEX_FAULT_CANCEL_IN_RUN	3	/* a run's background write starts */
-extern int	gs_index_fault;
+/* a query cancel at a point gpusort.index_fault names (gpusort_int.h) */
 extern void gs_index_fault_point(int fault);
 
 /* index_build.c: an ambuild with btbuild's signature */

@@ -55,8 +55,6 @@
 
 #include "index_int.h"
 
-bool		gs_index_page_scan = true;
-
 /*
  * Serial scans: once this many pages went to PostgreSQL's scan, and they
  * are more than a quarter of those seen, the rest of the table goes to it
@@ -93,7 +91,7 @@ gs_scan_usable(Relation heap, IndexInfo *indexInfo)
 {
 	int			i;
 
-	if (!gs_index_page_scan || IsBootstrapProcessingMode() ||
+	if (IsBootstrapProcessingMode() ||
 		indexInfo->ii_Concurrent ||
 		heap->rd_rel->relam != HEAP_TABLE_AM_OID ||
 		indexInfo->ii_Expressions != NIL ||

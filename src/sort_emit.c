@@ -627,7 +627,7 @@ gs_sort_get_slow(GsSortState *s, bool forward, TupleTableSlot *slot)
 
 				if (!forward)
 					elog(ERROR, "gpusort: backward scan without random access");
-				if (likely(s->cascade != NULL) && s->cascade_refs)
+				if (likely(s->cascade != NULL))
 				{
 					/* the next block of the records' addresses */
 					s->refs = gs_stream_next_refs(s->cascade, &s->ref_n);
@@ -641,19 +641,6 @@ gs_sort_get_slow(GsSortState *s, bool forward, TupleTableSlot *slot)
 						return true;
 					}
 					s->ref_n = 0;
-					src = NULL;
-				}
-				else if (likely(s->cascade != NULL))
-				{
-					/* the rows are the records of one stream, in order */
-					const char *rec = gs_stream_next(s->cascade);
-
-					if (likely(rec != NULL))
-					{
-						ExecStoreMinimalTuple((MinimalTuple) (rec + s->stream_tupoff),
-											  slot, false);
-						return true;
-					}
 					src = NULL;
 				}
 				else
@@ -728,8 +715,8 @@ gs_sort_get_slow(GsSortState *s, bool forward, TupleTableSlot *slot)
  * runs once a row (50M times in a 50M-row ORDER BY, where returning the
  * rows is half the time): the two common cases, a row in memory ready to
  * go and a row of the final merge's single stream (a block of its records'
- * addresses being walked, or its next record), are taken here without the
- * frame of the rest, which gs_sort_get_slow handles.
+ * addresses being walked), are taken here without the frame of the rest,
+ * which gs_sort_get_slow handles.
  */
 bool
 gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot)
@@ -765,18 +752,6 @@ gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot)
 			ExecStoreMinimalTuple((MinimalTuple) (rec + s->stream_tupoff),
 								  slot, false);
 			return true;
-		}
-		if (s->status == GS_MERGING && likely(s->cascade != NULL) &&
-			!s->cascade_refs)
-		{
-			const char *rec = gs_stream_next(s->cascade);
-
-			if (likely(rec != NULL))
-			{
-				ExecStoreMinimalTuple((MinimalTuple) (rec + s->stream_tupoff),
-									  slot, false);
-				return true;
-			}
 		}
 	}
 	return gs_sort_get_slow(s, forward, slot);

@@ -33,8 +33,7 @@
  *
  * It is taken only where the node does nothing to its rows: no qual, no
  * projection, a heap table, an MVCC snapshot, no EvalPlanQual recheck.
- * Any other input goes through the node, as does everything when
- * gpusort.load_page_scan is off.
+ * Any other input goes through the node.
  *
  * A partitioned table's Append (parallel or not) of such scans is read the
  * same way, one partition after another: the Append's own choice of the
@@ -64,8 +63,6 @@
 
 #include "gpusort_exec.h"
 #include "gpusort_int.h"
-
-bool		gpusort_load_page_scan = true;
 
 struct GsHeapReader
 {
@@ -291,7 +288,7 @@ gs_hr_begin_append(PlanState *child)
 GsHeapReader *
 gs_heapread_begin(PlanState *child)
 {
-	if (!gpusort_load_page_scan || child == NULL)
+	if (child == NULL)
 		return NULL;
 	if (IsA(child, AppendState))
 		return gs_hr_begin_append(child);

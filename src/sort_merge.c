@@ -638,12 +638,13 @@ gs_merge_streams(GsSortState *s)
 	s->nstreams = nstreams;
 
 	/*
-	 * One more thread merges the streams (see spill_stream.c's cascades): the
-	 * backend then only walks its records.  Without it, the backend merges
-	 * the streams.
+	 * One more thread merges the streams (see spill_stream.c's cascades),
+	 * by reference: its blocks hold the addresses of the rows in the
+	 * streams' blocks, which the backend walks.  Without that thread, the
+	 * backend merges the streams.
 	 */
 	cascade = gs_stream_cascade(s->mergecxt, streams, nstreams, block,
-								gpusort_merge_byref);
+								true);
 	if (cascade != NULL)
 	{
 		/* no tree: gs_merge_next takes the cascade's records as they come */
@@ -651,7 +652,6 @@ gs_merge_streams(GsSortState *s)
 		m->src[0].stream = cascade;
 		m->single = true;
 		s->cascade = cascade;
-		s->cascade_refs = gpusort_merge_byref;
 		s->refs = NULL;
 		s->ref_n = s->ref_pos = 0;
 		s->stream_tupoff = gs_stream_tuple_offset(s->key_bytes);

@@ -314,7 +314,6 @@ gs_sort_perform(GsSortState *s)
 		gs_merge_waits(s, s->merge);
 		s->merge = NULL;
 		s->cascade = NULL;
-		s->cascade_refs = false;
 		MemoryContextReset(s->mergecxt);
 		s->status = GS_STORED;
 	}

@@ -338,10 +338,9 @@ struct GsSortState
 	int			merge_passes;
 	int			nstreams;		/* threads of the final merge */
 	GsStream   *cascade;		/* the final merge's single stream, if any:
-								 * the rows are its records */
+								 * the rows are its records, handed out by
+								 * reference and walked block by block */
 	size_t		stream_tupoff;	/* where a record's tuple starts */
-	bool		cascade_refs;	/* it hands out its records by reference:
-								 * the rows are walked block by block */
 	const char *const *refs;	/* the block being walked */
 	size_t		ref_n;
 	size_t		ref_pos;

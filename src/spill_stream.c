@@ -1087,8 +1087,9 @@ gs_stream_start_rows(MemoryContext cxt, GsTempFile *f, const GsRowFormat *fmt,
  * Start a thread merging streams inputs[0 .. n-1] (all of the same rows:
  * the sort's tape rows or one row format, keys exact; not yet read) into
  * one, with blocks of block_size bytes, no smaller than the inputs'.  Its
- * records are the inputs' records, copied; or, byref (the sort's tape rows
- * only, read by gs_stream_next only), the inputs' records themselves.  From then on the inputs belong
+ * records are the inputs' records, copied (an index build's rows); or,
+ * byref (the sort's tape rows only), the inputs' records themselves, whose
+ * addresses the reader walks.  From then on the inputs belong
  * to it: only the cascade is read, and stopping any of them stops it.
  * NULL if no thread can be started (the caller reads the inputs itself).
  */
