@@ -29,8 +29,10 @@
 #   window     row_number() OVER (ORDER BY key)
 #   groupagg   GROUP BY key with enable_hashagg = off (GroupAggregate)
 #   distinct   SELECT DISTINCT key with enable_hashagg = off
-#   mergejoin  gsb_n JOIN gsb_j on an int8 (key comp's int8 column, ~1 match
-#              a row) with enable_hashjoin and enable_nestloop off
+#   mergejoin  a join on the key with about one match a row, with
+#              enable_hashjoin and enable_nestloop off: i8u and comp join
+#              gsb_n to itself (comp on both columns), i8z joins gsb_n's Zipf
+#              keys to gsb_j's uniform ones; other keys do not apply
 #   index      CREATE INDEX on key (dropped after each build)
 # Widths (--widths): narrow (id + key) or wide (id + key + 200 B payload);
 # wide applies to full, limit*, window and mergejoin.
@@ -38,13 +40,48 @@
 # Each case: one warm-up per mode (gpusort's is an EXPLAIN ANALYZE kept in
 # the log), then --runs runs per mode, alternating off/on (order swapped every
 # round), in one session.  Reported: medians, speedup = PostgreSQL / gpusort,
-# the medians minus the scan-alone floor, whether the gpusort plan really
-# contains GpuSort, and whether both modes returned the same rows in the same
-# order (an order-sensitive checksum computed in SQL: a position-seeded hash of
-# the sort key of every row, plus an order-insensitive hash of the whole rows).
+# the medians minus the scan-alone floor (measured under the case's
+# settings), whether the gpusort plan really contains GpuSort (index: whether
+# gpusort built it), and whether both modes returned the same rows in the
+# same order (an order-sensitive checksum computed in SQL: a position-seeded
+# hash of the sort key of every row, plus an order-insensitive hash of the
+# whole rows; the merge join's rows, which a Gather interleaves, as a
+# multiset only).  For each mode, the temporary file bytes its warm-up wrote
+# (pg_stat_database.temp_bytes before and after, statistics flushed: the
+# same as log_temp_files reports).  From gpusort's EXPLAIN ANALYZE: the time
+# split (load, sort, merge, emit; summed over the plan's GpuSort nodes, empty
+# where EXPLAIN prints no figure: merge for a sort in memory, everything for
+# CREATE INDEX) and the load of each participant of a parallel load
+# (GpuSortLoad: leader/worker 0/worker 1/...).
+#
+# Presets (--preset): issue 27's benchmark table in one command, PostgreSQL
+# and gpusort side by side, each row saying its settings and its target
+# (met when the speedup reaches it and gpusort wrote no more temporary bytes
+# than PostgreSQL; without a GPU, the CPU engine's targets):
+#   defaults   at the server's settings, nothing changed: full on i8u and tx
+#              at --rows (default 50000000; target 7x / 6x); window,
+#              groupagg, distinct and mergejoin on i8u, i8z and comp at
+#              --small-rows (default 10000000; 4x each); index on i8u and tx
+#              at --rows (8x / 6x).  Without a GPU: full i8u 2.5x, window 2x.
+#   tuned      full on i8u and tx at --rows with work_mem 16GB,
+#              max_parallel_workers_per_gather 8 and the table's
+#              parallel_workers 8 (reset after the case; from its size alone
+#              the planner gives a 50M-row table 7 workers); target 12x on
+#              i8u.  8 workers need max_parallel_workers >= 8 and
+#              max_worker_processes >= 8 + the background workers already
+#              running (gpusort service, logical replication launcher: 10 on
+#              a plain server); a server setting, so the script only warns.
+#   all        both, in one table.
+# --kinds, --keys and --widths narrow a preset's cases; --set adds settings
+# to every case.  E.g. on a small machine:
+#   bench/run.sh --preset all --rows 3000000 --small-rows 3000000 --runs 1
 #
 # Options:
-#   --rows N[,N...]     data set sizes (default 1000000)
+#   --preset NAME       defaults, tuned or all (see above)
+#   --rows N[,N...]     data set sizes (default 1000000); with --preset, the
+#                       size of full and index (one number)
+#   --small-rows N      with --preset, the size of window, groupagg, distinct
+#                       and mergejoin (one number)
 #   --kinds LIST|all    (default: all); --keys LIST|all (default: all);
 #   --widths LIST       (default: narrow,wide)
 #   --quick             a short selection, most telling first: full on i8u
@@ -62,9 +99,12 @@
 #   --render-md DIR     only rewrite DIR/results.md from DIR/results.csv (for
 #                       a run that was cut short)
 #
-# Output in DIR: results.csv (one row per case), machine.csv (GPU as
-# gpusort_info() reports it, CPU, PostgreSQL version, settings, commit),
-# results.md (Markdown table), log/ (each case's psql session, EXPLAIN ANALYZE).
+# Output in DIR: results.csv (one row per case; the columns of earlier
+# versions first, then settings, temp_pg_mb, temp_gs_mb, merge_ms, emit_ms,
+# load_participants_ms, load_workers, load_path, target_speedup,
+# target_result), machine.csv (GPU as gpusort_info() reports it, CPU,
+# PostgreSQL version, settings, commit, preset), results.md (Markdown table),
+# log/ (each case's psql session, EXPLAIN ANALYZE).
 # Render charts with bench/render.sh DIR/results.csv (needs gnuplot).
 
 set -euo pipefail
@@ -137,10 +177,13 @@ write_md()
 				if (tgt != "")
 					tgt = (f("target_speedup") != "" ? "≥ " f("target_speedup") "×" : "temp") ": " tgt
 				sp = f("speedup")
+				part = f("load_participants_ms")
+				if (f("load_path") != "")
+					part = part (part == "" ? "" : " ") "(" f("load_path") ")"
 				printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 					f("rows"), f("kind"), f("key"), f("width"), f("settings"),
 					f("pg_ms"), f("gpusort_ms"), (sp == "" ? "" : sp "×"), tgt, temp, tsplit,
-					f("load_participants_ms"), f("floor_ms"), above, f("gpusort_in_plan"), f("same_result")
+					part, f("floor_ms"), above, f("gpusort_in_plan"), f("same_result")
 			}' "$dir/results.csv"
 	} >"$dir/results.md"
 }
@@ -733,6 +776,8 @@ run_case()
 			path = path (path == "" ? "" : " + ") p
 		}
 		END {
+			if (seen && !hw && path == "")
+				path = "no GpuSortLoad in the plan"
 			if (seen) printf "%s,%.3f,%.3f,%.3f,%.3f", ex, l, s, x, b; else printf "%s,,,,", ex
 			printf ",%s,%s", (hm ? sprintf("%.3f", m) : ""), (he ? sprintf("%.3f", e) : "")
 			printf ",%s,%s,\"%s\"", parts, (hw ? w : ""), path
