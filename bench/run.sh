@@ -29,8 +29,10 @@
 #   window     row_number() OVER (ORDER BY key)
 #   groupagg   GROUP BY key with enable_hashagg = off (GroupAggregate)
 #   distinct   SELECT DISTINCT key with enable_hashagg = off
-#   mergejoin  gsb_n JOIN gsb_j on an int8 (key comp's int8 column, ~1 match
-#              a row) with enable_hashjoin and enable_nestloop off
+#   mergejoin  a join on the key with about one match a row, with
+#              enable_hashjoin and enable_nestloop off: i8u and comp join
+#              gsb_n to itself (comp on both columns), i8z joins gsb_n's Zipf
+#              keys to gsb_j's uniform ones; other keys do not apply
 #   index      CREATE INDEX on key (dropped after each build)
 # Widths (--widths): narrow (id + key) or wide (id + key + 200 B payload);
 # wide applies to full, limit*, window and mergejoin.
@@ -38,13 +40,48 @@
 # Each case: one warm-up per mode (gpusort's is an EXPLAIN ANALYZE kept in
 # the log), then --runs runs per mode, alternating off/on (order swapped every
 # round), in one session.  Reported: medians, speedup = PostgreSQL / gpusort,
-# the medians minus the scan-alone floor, whether the gpusort plan really
-# contains GpuSort, and whether both modes returned the same rows in the same
-# order (an order-sensitive checksum computed in SQL: a position-seeded hash of
-# the sort key of every row, plus an order-insensitive hash of the whole rows).
+# the medians minus the scan-alone floor (measured under the case's
+# settings), whether the gpusort plan really contains GpuSort (index: whether
+# gpusort built it), and whether both modes returned the same rows in the
+# same order (an order-sensitive checksum computed in SQL: a position-seeded
+# hash of the sort key of every row, plus an order-insensitive hash of the
+# whole rows; the merge join's rows, which a Gather interleaves, as a
+# multiset only).  For each mode, the temporary file bytes its warm-up wrote
+# (pg_stat_database.temp_bytes before and after, statistics flushed: the
+# same as log_temp_files reports).  From gpusort's EXPLAIN ANALYZE: the time
+# split (load, sort, merge, emit; summed over the plan's GpuSort nodes, empty
+# where EXPLAIN prints no figure: merge for a sort in memory, everything for
+# CREATE INDEX) and the load of each participant of a parallel load
+# (GpuSortLoad: leader/worker 0/worker 1/...).
+#
+# Presets (--preset): issue 27's benchmark table in one command, PostgreSQL
+# and gpusort side by side, each row saying its settings and its target
+# (met when the speedup reaches it and gpusort wrote no more temporary bytes
+# than PostgreSQL; without a GPU, the CPU engine's targets):
+#   defaults   at the server's settings, nothing changed: full on i8u and tx
+#              at --rows (default 50000000; target 7x / 6x); window,
+#              groupagg, distinct and mergejoin on i8u, i8z and comp at
+#              --small-rows (default 10000000; 4x each); index on i8u and tx
+#              at --rows (8x / 6x).  Without a GPU: full i8u 2.5x, window 2x.
+#   tuned      full on i8u and tx at --rows with work_mem 16GB,
+#              max_parallel_workers_per_gather 8 and the table's
+#              parallel_workers 8 (reset after the case; from its size alone
+#              the planner gives a 50M-row table 7 workers); target 12x on
+#              i8u.  8 workers need max_parallel_workers >= 8 and
+#              max_worker_processes >= 8 + the background workers already
+#              running (gpusort service, logical replication launcher: 10 on
+#              a plain server); a server setting, so the script only warns.
+#   all        both, in one table.
+# --kinds, --keys and --widths narrow a preset's cases; --set adds settings
+# to every case.  E.g. on a small machine:
+#   bench/run.sh --preset all --rows 3000000 --small-rows 3000000 --runs 1
 #
 # Options:
-#   --rows N[,N...]     data set sizes (default 1000000)
+#   --preset NAME       defaults, tuned or all (see above)
+#   --rows N[,N...]     data set sizes (default 1000000); with --preset, the
+#                       size of full and index (one number)
+#   --small-rows N      with --preset, the size of window, groupagg, distinct
+#                       and mergejoin (one number)
 #   --kinds LIST|all    (default: all); --keys LIST|all (default: all);
 #   --widths LIST       (default: narrow,wide)
 #   --quick             a short selection, most telling first: full on i8u
@@ -62,9 +99,12 @@
 #   --render-md DIR     only rewrite DIR/results.md from DIR/results.csv (for
 #                       a run that was cut short)
 #
-# Output in DIR: results.csv (one row per case), machine.csv (GPU as
-# gpusort_info() reports it, CPU, PostgreSQL version, settings, commit),
-# results.md (Markdown table), log/ (each case's psql session, EXPLAIN ANALYZE).
+# Output in DIR: results.csv (one row per case; the columns of earlier
+# versions first, then settings, temp_pg_mb, temp_gs_mb, merge_ms, emit_ms,
+# load_participants_ms, load_workers, load_path, target_speedup,
+# target_result), machine.csv (GPU as gpusort_info() reports it, CPU,
+# PostgreSQL version, settings, commit, preset), results.md (Markdown table),
+# log/ (each case's psql session, EXPLAIN ANALYZE).
 # Render charts with bench/render.sh DIR/results.csv (needs gnuplot).
 
 set -euo pipefail
@@ -95,7 +135,8 @@ usage()
 
 # ---- Markdown table -----------------------------------------------------------
 
-# results.md from results.csv (and machine.csv) in folder $1
+# results.md from results.csv (and machine.csv) in folder $1; columns are
+# found by name, so the results.csv of earlier versions render too
 write_md()
 {
 	local dir=$1 m
@@ -106,26 +147,59 @@ write_md()
 	{
 		echo "gpusort benchmark $(m date): commit $(m commit); CPU: $(m cpu); memory $(m memory);" \
 			"GPU: $(m gpusort_info.device); $(m pg_version | cut -d, -f1);" \
-			"$(m runs) timed runs per mode (medians, ms); work_mem $(m work_mem);" \
-			"settings: $(bs=$(m bench_sets); echo "${bs:-server defaults}")"
+			"$(m runs) timed runs per mode (medians, ms); server: work_mem $(m work_mem)," \
+			"max_parallel_workers_per_gather $(m max_parallel_workers_per_gather)," \
+			"max_parallel_workers $(m max_parallel_workers), max_worker_processes $(m max_worker_processes)," \
+			"shared_buffers $(m shared_buffers); --set: $(bs=$(m bench_sets); echo "${bs:-none}");" \
+			"$(p=$(m preset); echo "${p:+preset $p; }")each row's settings in its own column"
 		echo
-		echo "| rows | case | key | width | PostgreSQL ms | gpusort ms | speedup | scan floor ms | above floor: PG / gpusort ms | GpuSort in plan | same result |"
-		echo "| ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"
-		tail -n +2 "$dir/results.csv" | while IFS=, read -r r kind key width pg gs sp fl pa ga ar ip same _; do
-			local above=
-			[ -n "$pa" ] && above="$pa / $ga"
-			echo "| $r | $kind | $key | $width | $pg | $gs | ${sp:+$sp×} | $fl | $above | $ip | $same |"
-		done
+		echo "Temp MB: temporary file bytes the warm-up run of each mode wrote (pg_stat_database.temp_bytes)." \
+			"gpusort time split from the EXPLAIN ANALYZE of its warm-up (summed over GpuSort nodes; - where EXPLAIN prints no figure):" \
+			"load / sort / merge / emit; load per participant: leader/worker 0/worker 1/... (GpuSortLoad, + between nodes)." \
+			"Targets ($(t=$(m targets); [ "$t" = cpu ] && echo "the CPU engine's: ORDER BY int8 2.5x and window 2x at 3M rows" || echo "the GPU machine's, issue 27")):" \
+			"≥ N×: the speedup target, met when the speedup reaches it and gpusort wrote no more temporary bytes than PostgreSQL;" \
+			"temp: the temporary bytes alone, for a row without a speedup target."
+		echo
+		echo "| rows | case | key | width | settings | PostgreSQL ms | gpusort ms | speedup | target | temp MB: PG / gpusort | gpusort load / sort / merge / emit ms | load per participant ms | scan floor ms | above floor: PG / gpusort ms | GpuSort in plan | same result |"
+		echo "| ---: | --- | --- | --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"
+		awk -F, '
+			function f(name) { return (name in col) ? $(col[name]) : "" }
+			function ms(v) { return v == "" ? "-" : sprintf("%.1f", v) }
+			NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+			{
+				gsub(/"/, "")
+				above = f("pg_above_floor_ms") == "" ? "" : f("pg_above_floor_ms") " / " f("gpusort_above_floor_ms")
+				temp = (f("temp_pg_mb") == "" && f("temp_gs_mb") == "") ? "" : ms(f("temp_pg_mb")) " / " ms(f("temp_gs_mb"))
+				tsplit = ""
+				if (f("load_ms") != "")
+					tsplit = ms(f("load_ms")) " / " ms(f("sort_ms")) " / " ms(f("merge_ms")) " / " ms(f("emit_ms"))
+				tgt = f("target_result")
+				if (tgt != "")
+					tgt = (f("target_speedup") != "" ? "≥ " f("target_speedup") "×" : "temp") ": " tgt
+				sp = f("speedup")
+				part = f("load_participants_ms")
+				if (f("load_path") != "")
+					part = part (part == "" ? "" : " ") "(" f("load_path") ")"
+				printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+					f("rows"), f("kind"), f("key"), f("width"), f("settings"),
+					f("pg_ms"), f("gpusort_ms"), (sp == "" ? "" : sp "×"), tgt, temp, tsplit,
+					part, f("floor_ms"), above, f("gpusort_in_plan"), f("same_result")
+			}' "$dir/results.csv"
 	} >"$dir/results.md"
 }
 
 quick=0
+preset=
+small_rows=
+rows_given=0 kinds_given=0 keys_given=0 widths_given=0
 while [ $# -gt 0 ]; do
 	case "$1" in
-		--rows) rows_list=$2; shift ;;
-		--kinds|--cases) kinds=$2; shift ;;
-		--keys) keys=$2; shift ;;
-		--widths) widths=$2; shift ;;
+		--rows) rows_list=$2; rows_given=1; shift ;;
+		--small-rows) small_rows=$2; shift ;;
+		--preset) preset=$2; shift ;;
+		--kinds|--cases) kinds=$2; kinds_given=1; shift ;;
+		--keys) keys=$2; keys_given=1; shift ;;
+		--widths) widths=$2; widths_given=1; shift ;;
 		--quick) quick=1 ;;
 		--runs) runs=$2; shift ;;
 		--set) sets+=("$2"); shift ;;
@@ -140,6 +214,20 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
+case "$preset" in
+	''|defaults|tuned|all) ;;
+	*) echo "unknown preset $preset (defaults, tuned or all)" >&2; exit 2 ;;
+esac
+if [ -n "$preset" ]; then
+	[ "$rows_given" = 1 ] || rows_list=50000000
+	small_rows=${small_rows:-10000000}
+	case "$rows_list:$small_rows" in
+		*[!0-9:]*|:*|*:) echo "--preset takes one number of rows for --rows and one for --small-rows" >&2; exit 2 ;;
+	esac
+	[ "$quick" = 0 ] || { echo "--quick and --preset both choose the cases: give one of them" >&2; exit 2; }
+elif [ -n "$small_rows" ]; then
+	echo "--small-rows is for --preset (the other cases run at every --rows)" >&2; exit 2
+fi
 [ "$kinds" = all ] && kinds=$ALL_KINDS
 [ "$keys" = all ] && keys=$ALL_KEYS
 kinds=${kinds//,/ }
@@ -231,14 +319,25 @@ case_sql()
 			PRE="SET enable_hashagg = off;"
 			ORD=$k CONT=$k ;;
 		mergejoin)
-			local pad=
-			[ "$width" = wide ] && pad=", a.pad"
-			INNER="SELECT a.id AS aid, a.i8c, b.id AS bid$pad FROM $t a JOIN gsb_j_$n b ON a.i8c = b.i8c"
+			# about one match a row: i8u and comp join the table to itself
+			# (on i8u, on (lc, i8c)), i8z joins its Zipf keys to gsb_j's
+			# uniform ones
+			local pad='' other=gsb_n_$n on acols bcols sel
+			[ "$width" = wide ] && pad=pad
+			case "$key" in
+				i8z) other=gsb_j_$n on="a.i8z = b.i8c" acols=i8z bcols=i8c sel=a.i8z ;;
+				comp) on="a.lc = b.lc AND a.i8c = b.i8c" acols="lc, i8c" bcols=$acols sel="a.lc, a.i8c" ;;
+				*) on="a.$key = b.$key" acols=$key bcols=$key sel=a.$key ;;
+			esac
+			INNER="SELECT a.id AS aid, $sel, b.id AS bid${pad:+, a.pad} FROM $t a JOIN $other b ON $on"
 			Q="$INNER OFFSET $((4 * n))"
-			FLOOR="SELECT * FROM (SELECT id, i8c$pad FROM $t UNION ALL SELECT id, i8c${pad:+, ''} FROM gsb_j_$n) u OFFSET $((2 * n))"
-			FLOOR_KEY=join
+			FLOOR="SELECT * FROM (SELECT id, $acols${pad:+, pad} FROM $t UNION ALL SELECT id, $bcols${pad:+, ''} FROM $other) u OFFSET $((2 * n))"
+			FLOOR_KEY=join_$key
 			PRE="SET enable_hashjoin = off; SET enable_nestloop = off;"
-			ORD=i8c CONT="aid, i8c, bid${pad:+, pad}" ;;
+			# under a Gather the workers' rows come interleaved: the rows
+			# are compared as a multiset only (a misordered input would
+			# lose matches, which that catches)
+			ORD=0 CONT="aid, $acols, bid${pad:+, pad}" ;;
 		index)
 			Q="CREATE INDEX gsb_idx_$n ON gsb_n_$n ($k)"
 			POST="DROP INDEX gsb_idx_$n;"
@@ -267,10 +366,13 @@ width_applies()
 	esac
 }
 
-# does a key apply to a kind?  (the merge join joins on comp's int8 column)
+# does a key apply to a kind?  (the merge join: keys with about one match a row)
 key_applies()
 {
-	[ "$1" != mergejoin ] || [ "$2" = comp ]
+	case "$1:$2" in
+		mergejoin:i8u|mergejoin:i8z|mergejoin:comp) return 0 ;;
+		mergejoin:*) return 1 ;;
+	esac
 }
 
 # ---- data -----------------------------------------------------------------
@@ -380,6 +482,10 @@ info=$(psql_q -F '=' -c "SELECT name, value FROM gpusort_info()")
 gpu=$(printf '%s\n' "$info" | sed -n 's/^\(device\|device_name\|gpu\)=//p' | head -n 1)
 gpu=${gpu:-$(printf '%s\n' "$info" | grep -i 'device\|gpu' | head -n 1)}
 gpu=${gpu:-none}
+# the issue's targets: the GPU machine's, or the CPU engine's without a GPU
+engine_now=$(printf '%s\n' "$info" | sed -n 's/^engine=//p' | head -n 1)
+gpu_targets=1
+[ "$engine_now" = cpu ] && gpu_targets=0
 
 set_sql=
 for s in "${sets[@]}"; do
@@ -395,6 +501,8 @@ done
 	echo "pg_version,$(csv_field "$(psql_q -c 'SELECT version()')")"
 	echo "bench_sets,$(csv_field "${sets[*]:-}")"
 	echo "runs,$runs"
+	echo "preset,$preset"
+	echo "targets,$([ "$gpu_targets" = 1 ] && echo gpu || echo cpu)"
 	printf '%s\n' "$info" | while IFS='=' read -r k v; do
 		echo "gpusort_info.$k,$(csv_field "$v")"
 	done
@@ -402,7 +510,8 @@ done
 		FROM pg_settings
 		WHERE name IN ('work_mem', 'maintenance_work_mem', 'shared_buffers',
 					   'max_parallel_workers_per_gather', 'max_parallel_maintenance_workers',
-					   'max_worker_processes', 'jit', 'shared_preload_libraries')
+					   'max_parallel_workers', 'max_worker_processes',
+					   'min_parallel_table_scan_size', 'jit', 'shared_preload_libraries')
 		   OR name LIKE 'gpusort.%' ORDER BY name"
 } >"$out/machine.csv"
 
@@ -413,21 +522,121 @@ median()
 	sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
+# ---- settings profiles (the presets' settings) -------------------------------
+
+# Set, for profile $1 (defaults, tuned; - for none) on table $2:
+#   PROF_SQL   statements run before the case, in both modes
+#   PROF_END   statements run after the case
+#   PROF_DESC  the settings as results.csv and results.md show them
+profile_setup()
+{
+	local prof=$1 t=$2
+	PROF_SQL='' PROF_END='' PROF_DESC=''
+	case "$prof" in
+		defaults) PROF_DESC="PostgreSQL defaults" ;;
+		tuned)
+			# the planner gives a 50M-row table 7 workers from its size:
+			# the table's parallel_workers makes it the 8 asked for
+			PROF_SQL="SET work_mem = '16GB'; SET max_parallel_workers_per_gather = 8; ALTER TABLE $t SET (parallel_workers = 8);"
+			PROF_END="ALTER TABLE $t RESET (parallel_workers);"
+			PROF_DESC="work_mem=16GB max_parallel_workers_per_gather=8 table parallel_workers=8" ;;
+		*) PROF_DESC='' ;;
+	esac
+	if [ "${#sets[@]}" -gt 0 ]; then
+		PROF_DESC="${PROF_DESC:+$PROF_DESC + }${sets[*]}"
+	fi
+	PROF_DESC=${PROF_DESC:-server settings}
+	PROF_DESC=${PROF_DESC//,/;}
+}
+
+# the issue's speedup target for a preset row (profile kind key), or nothing
+target_of()
+{
+	if [ "$gpu_targets" = 1 ]; then
+		case "$1:$2:$3" in
+			defaults:full:i8u) echo 7 ;;
+			defaults:full:tx) echo 6 ;;
+			tuned:full:i8u) echo 12 ;;
+			defaults:window:*|defaults:groupagg:*|defaults:distinct:*|defaults:mergejoin:*) echo 4 ;;
+			defaults:index:i8u) echo 8 ;;
+			defaults:index:tx) echo 6 ;;
+		esac
+	else
+		# the CPU engine on a small machine (3M rows)
+		case "$1:$2:$3" in
+			defaults:full:i8u) echo 2.5 ;;
+			defaults:window:*) echo 2 ;;
+		esac
+	fi
+}
+
+# the server's room for the tuned cases' 8 workers a gather
+check_tuned_workers()
+{
+	local mwp mpw bgw
+	mwp=$(psql_q -c "SHOW max_worker_processes")
+	mpw=$(psql_q -c "SHOW max_parallel_workers")
+	# background workers already holding a slot (gpusort service, the
+	# logical replication launcher, ...): every process type but the core ones
+	bgw=$(psql_q -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type NOT IN
+		('autovacuum launcher', 'autovacuum worker', 'archiver', 'background writer',
+		 'client backend', 'checkpointer', 'logger', 'standalone backend', 'startup',
+		 'walreceiver', 'walsender', 'walwriter')")
+	echo "tuned_worker_slots,$((mwp - bgw))" >>"$out/machine.csv"
+	if [ $((mwp - bgw)) -lt 8 ] || [ "$mpw" -lt 8 ]; then
+		echo "warning: the tuned cases ask for 8 workers, but max_worker_processes is $mwp" \
+			"with $bgw background workers running and max_parallel_workers is $mpw:" \
+			"set max_worker_processes >= $((bgw + 8)) (a server setting: restart) and" \
+			"max_parallel_workers >= 8; EXPLAIN's Workers Launched shows what ran" >&2
+	fi
+}
+
+# ---- running a case ---------------------------------------------------------
+
+median()
+{
+	sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# the temporary bytes this database has written, labelled $1 in the log:
+# the session's pending statistics flushed first (its parallel workers
+# flushed theirs when they exited), then read from a fresh snapshot
+temp_probe()
+{
+	[ "$have_flush" = 1 ] || return 0
+	echo "SELECT pg_stat_force_next_flush();"
+	echo "SELECT pg_stat_clear_snapshot();"
+	echo "SELECT 'TEMP $1 ' || temp_bytes FROM pg_stat_database WHERE datname = current_database();"
+}
+
+# MB written between probes $2 and $3 of log $1 (empty: not measured)
+temp_mb()
+{
+	awk -v a="$2" -v b="$3" '$1 == "TEMP" && $2 == a { x = $3; hx = 1 }
+		$1 == "TEMP" && $2 == b { y = $3; hy = 1 }
+		END { if (hx && hy) printf "%.1f", (y - x) / 1048576 }' "$1"
+}
+
 declare -A FLOOR_MS
 CSV=$out/results.csv
-echo "rows,kind,key,width,pg_ms,gpusort_ms,speedup,floor_ms,pg_above_floor_ms,gpusort_above_floor_ms,above_floor_speedup,gpusort_in_plan,same_result,pg_runs_ms,gpusort_runs_ms,gpu,commit,engine,fallback,explain_ms,load_ms,sort_ms,transfer_ms,tiebreak_ms" >"$CSV"
+echo "rows,kind,key,width,pg_ms,gpusort_ms,speedup,floor_ms,pg_above_floor_ms,gpusort_above_floor_ms,above_floor_speedup,gpusort_in_plan,same_result,pg_runs_ms,gpusort_runs_ms,gpu,commit,engine,fallback,explain_ms,load_ms,sort_ms,transfer_ms,tiebreak_ms,settings,temp_pg_mb,temp_gs_mb,merge_ms,emit_ms,load_participants_ms,load_workers,load_path,target_speedup,target_result" >"$CSV"
 
-# run one case (kind scan: the floor of a case of kind $5)
+# run one case in profile $5 (kind scan: the floor of a case of kind $6)
 run_case()
 {
-	local kind=$1 key=$2 width=$3 n=$4 floor_of=${5:-} name log sql i first second
+	local kind=$1 key=$2 width=$3 n=$4 prof=${5:--} floor_of=${6:-} name log sql i first second
 	case_sql "$kind" "$key" "$width" "$n" "$floor_of"
 	[ "$kind" = scan ] && key=$FLOOR_KEY
+	local table=gsb_n_$n
+	[ "$width" = wide ] && table=gsb_w_$n
+	profile_setup "$prof" "$table"
 	name="${n}_${kind}_${key}_${width}"
+	[ "$prof" = - ] || name+="_$prof"
 	log=$out/log/$name.log
 	sql=$out/log/$name.sql
 	{
 		echo "$set_sql"
+		echo "$PROF_SQL"
 		echo "$PRE"
 		echo "\\echo PLAN off"
 		echo "SET gpusort.enabled = off;"
@@ -437,14 +646,21 @@ run_case()
 		[ "$kind" = index ] || echo "EXPLAIN (COSTS OFF) $Q;"
 		echo "\\echo WARMUP"
 		echo "SET gpusort.enabled = off;"
+		temp_probe off0
 		echo "$Q;"
+		temp_probe off1
 		echo "$POST"
 		echo "SET gpusort.enabled = on;"
+		temp_probe on0
 		if [ "$kind" = index ]; then
+			# who built it: gpusort's DEBUG1 line says
+			echo "SET client_min_messages = debug1;"
 			echo "$Q;"
+			echo "SET client_min_messages = warning;"
 		else
 			echo "EXPLAIN (ANALYZE, VERBOSE) $Q;"
 		fi
+		temp_probe on1
 		echo "$POST"
 		for ((i = 1; i <= runs; i++)); do
 			if ((i % 2)); then first=off second=on; else first=on second=off; fi
@@ -474,10 +690,12 @@ run_case()
 				fi
 			done
 		fi
+		echo "$PROF_END"
 	} >"$sql"
 	if ! psql_q -f "$sql" >"$log" 2>&1; then
 		echo "case $name failed; see $log" >&2
 		tail -n 5 "$log" >&2
+		[ -z "$PROF_END" ] || psql_q -c "$PROF_END" >/dev/null 2>&1 || true
 		return 1
 	fi
 	local pg_runs gs_runs pg_ms gs_ms in_plan same sum_off sum_on
@@ -485,8 +703,17 @@ run_case()
 	gs_runs=$(awk '/^RUN /{m=$2} /^Time:/{ if (m == "on") print $2; m="" }' "$log")
 	pg_ms=$(printf '%s\n' "$pg_runs" | median)
 	gs_ms=$(printf '%s\n' "$gs_runs" | median)
-	if [ "$kind" = index ] || [ "$kind" = scan ]; then
+	if [ "$kind" = scan ]; then
 		in_plan=n/a
+	elif [ "$kind" = index ]; then
+		# gpusort's DEBUG1 line of the warm-up build
+		if grep -q 'built by gpusort' "$log"; then
+			in_plan=yes
+		elif grep -q 'built by PostgreSQL' "$log"; then
+			in_plan=no
+		else
+			in_plan=n/a
+		fi
 	elif awk '/^PLAN on/{p=1; next} /^WARMUP/{p=0} p && /Custom Scan \(GpuSort\)/{f=1} END{exit !f}' "$log"; then
 		in_plan=yes
 	else
@@ -498,10 +725,11 @@ run_case()
 		sum_on=$(awk '/^SUM on/{getline; print; exit}' "$log")
 		if [ -n "$sum_off" ] && [ "$sum_off" = "$sum_on" ]; then same=yes; else same=NO; fi
 	fi
+	# the floor is measured under the same settings as the case
 	if [ "$kind" = scan ]; then
-		FLOOR_MS[$FLOOR]=$pg_ms
+		FLOOR_MS[$prof|$FLOOR]=$pg_ms
 	fi
-	local floor=${FLOOR_MS[$FLOOR]:-}
+	local floor=${FLOOR_MS[$prof|$FLOOR]:-}
 	local ratio pg_above gs_above above_ratio
 	ratio=$(awk -v a="$pg_ms" -v b="$gs_ms" 'BEGIN { if (b > 0) printf "%.2f", a / b }')
 	pg_above= gs_above= above_ratio=
@@ -510,26 +738,73 @@ run_case()
 		gs_above=$(awk -v a="$gs_ms" -v f="$floor" 'BEGIN { printf "%.1f", a - f }')
 		above_ratio=$(awk -v a="$pg_above" -v b="$gs_above" 'BEGIN { if (b > 0 && a > 0) printf "%.2f", a / b }')
 	fi
-	# what GpuSort's EXPLAIN ANALYZE (the warm-up) says: engine, fallback, time split
+	# what GpuSort's EXPLAIN ANALYZE (the warm-up) says: engine, fallback,
+	# the time split (summed over the plan's GpuSort nodes; a figure EXPLAIN
+	# did not print stays empty) and the load of each participant
 	local engine fallback split
 	engine=$(sed -n '/^WARMUP/,/^RUN /s/.*GpuSort Engine: \([^ ]*\( ([^)]*)\)\{0,1\}\).*/\1/p' "$log" | sort -u | paste -sd '+' -)
 	fallback=$(sed -n '/^WARMUP/,/^RUN /s/.*GpuSort Fallback: //p' "$log" | head -n 1)
 	split=$(sed -n '/^WARMUP/,/^RUN /p' "$log" | awk '
+		function val(t) { sub(/^[^=]*=/, "", t); return t + 0 }
 		/Execution Time:/ { ex = $3 }
 		/GpuSort Time:/ {
 			for (i = 1; i <= NF; i++) {
-				t = $i; gsub(/[()]/, "", t)
-				if (t ~ /^load=/) { sub(/^load=/, "", t); l += t }
-				else if (t ~ /^sort=/) { sub(/^sort=/, "", t); s += t }
-				else if (t ~ /^transfer=/) { sub(/^transfer=/, "", t); x += t }
-				else if (t ~ /^tie-break=/) { sub(/^tie-break=/, "", t); b += t }
+				t = $i; gsub(/[(),]/, "", t)
+				if (t ~ /^load=/) l += val(t)
+				else if (t ~ /^sort=/) s += val(t)
+				else if (t ~ /^transfer=/) x += val(t)
+				else if (t ~ /^tie-break=/) b += val(t)
+				else if (t ~ /^merge=/) { m += val(t); hm = 1 }
+				else if (t ~ /^emit=/) { e += val(t); he = 1 }
 			}
 			seen = 1
 		}
-		END { if (seen) printf "%s,%.3f,%.3f,%.3f,%.3f", ex, l, s, x, b; else printf "%s,,,,", ex }')
-	echo "$n,$kind,$key,$width,$pg_ms,$gs_ms,$ratio,$floor,$pg_above,$gs_above,$above_ratio,$in_plan,$same,$(echo $pg_runs | tr ' ' ';'),$(echo $gs_runs | tr ' ' ';'),$(csv_field "${gpu//,/;}"),$commit,$(csv_field "${engine//,/;}"),$(csv_field "${fallback//,/;}"),$split" >>"$CSV"
-	printf '%-10s %-9s %-5s %-6s  pg %10s ms  gpusort %10s ms  x%-6s plan:%-3s same:%s\n' \
-		"$n" "$kind" "$key" "$width" "$pg_ms" "$gs_ms" "$ratio" "$in_plan" "$same"
+		# GpuSortLoad: one line per participant; nodes apart by " + "
+		/Leader Load: / || /Worker [0-9]+ Load: / {
+			for (i = 1; i <= NF; i++)
+				if ($i ~ /^time=/) t = val($i)
+			if ($0 ~ /Leader Load: /)
+				parts = parts (parts == "" ? "" : " + ") sprintf("%.1f", t)
+			else {
+				parts = parts "/" sprintf("%.1f", t)
+				w++
+			}
+			hw = 1
+		}
+		/Serial Load: / || /^[ ]*Load: / {
+			p = $0; sub(/^[ ]*/, "", p); gsub(/,/, ";", p)
+			path = path (path == "" ? "" : " + ") p
+		}
+		END {
+			if (seen && !hw && path == "")
+				path = "no GpuSortLoad in the plan"
+			if (seen) printf "%s,%.3f,%.3f,%.3f,%.3f", ex, l, s, x, b; else printf "%s,,,,", ex
+			printf ",%s,%s", (hm ? sprintf("%.3f", m) : ""), (he ? sprintf("%.3f", e) : "")
+			printf ",%s,%s,\"%s\"", parts, (hw ? w : ""), path
+		}')
+	local split1 split2
+	split1=$(cut -d, -f1-5 <<<"$split")
+	split2=$(cut -d, -f6- <<<"$split")
+	# temporary bytes of the warm-ups, and the issue's target
+	local temp_pg temp_gs tgt='' result=''
+	temp_pg=$(temp_mb "$log" off0 off1)
+	temp_gs=$(temp_mb "$log" on0 on1)
+	if [ "$prof" != - ] && [ "$kind" != scan ]; then
+		local miss=''
+		tgt=$(target_of "$prof" "$kind" "$key")
+		if [ -n "$tgt" ] && ! awk -v r="$ratio" -v t="$tgt" 'BEGIN { exit !(r != "" && r + 0 >= t + 0) }'; then
+			miss=speed
+		fi
+		if [ -n "$temp_pg" ] && [ -n "$temp_gs" ] &&
+			! awk -v a="$temp_gs" -v b="$temp_pg" 'BEGIN { exit !(a + 0 <= b + 0) }'; then
+			miss="${miss:+$miss and }temp"
+		fi
+		result=${miss:+missed ($miss)}
+		result=${result:-met}
+	fi
+	echo "$n,$kind,$key,$width,$pg_ms,$gs_ms,$ratio,$floor,$pg_above,$gs_above,$above_ratio,$in_plan,$same,$(echo $pg_runs | tr ' ' ';'),$(echo $gs_runs | tr ' ' ';'),$(csv_field "${gpu//,/;}"),$commit,$(csv_field "${engine//,/;}"),$(csv_field "${fallback//,/;}"),$split1,$(csv_field "$PROF_DESC"),$temp_pg,$temp_gs,$split2,$tgt,$result" >>"$CSV"
+	printf '%-10s %-9s %-7s %-6s %-8s pg %10s ms  gpusort %10s ms  x%-6s temp MB %s/%s plan:%-3s same:%s %s\n' \
+		"$n" "$kind" "$key" "$width" "${prof/-/}" "$pg_ms" "$gs_ms" "$ratio" "${temp_pg:--}" "${temp_gs:--}" "$in_plan" "$same" "$result"
 }
 
 # ---- main -----------------------------------------------------------------
@@ -538,65 +813,116 @@ have_amcheck=0
 if psql_q -c "CREATE EXTENSION IF NOT EXISTS amcheck" >/dev/null 2>&1; then
 	have_amcheck=1
 fi
-
-# the case list: kind key width, in the order they run
-cases=()
-if [ "$quick" = 1 ]; then
-	# most telling first, so that a --deadline keeps the important ones
-	cases=("full i8u narrow" "full tx narrow" "mergejoin comp narrow"
-		   "window i8u narrow" "limit100 i8u narrow" "full i8u wide"
-		   "groupagg i8z narrow" "distinct i8z narrow" "index i8u narrow"
-		   "limit1m i8u narrow" "full f8 narrow" "full ts narrow"
-		   "full comp narrow")
+# PostgreSQL 15 and later: the temporary bytes can be read right after a query
+have_flush=0
+if psql_q -c "SELECT pg_stat_force_next_flush()" >/dev/null 2>&1; then
+	have_flush=1
 else
-	for kind in $kinds; do
-		[ "$kind" = scan ] && continue
-		for key in $keys; do
-			key_applies "$kind" "$key" || continue
-			for width in $widths; do
-				width_applies "$kind" "$width" && cases+=("$kind $key $width")
-			done
+	echo "warning: no pg_stat_force_next_flush(): temporary bytes not measured" >&2
+fi
+
+# the cases of the preset: "rows kind key width profile", most telling first
+preset_cases()
+{
+	local big=$1 small=$2 p kind key
+	for p in defaults tuned; do
+		[ "$preset" = all ] || [ "$preset" = "$p" ] || continue
+		echo "$big full i8u narrow $p"
+		echo "$big full tx narrow $p"
+	done
+	[ "$preset" != tuned ] || return 0
+	for kind in window groupagg distinct mergejoin; do
+		for key in i8u i8z comp; do
+			echo "$small $kind $key narrow defaults"
 		done
 	done
-	# the merge join has one key; run it when asked for even if comp is not listed
-	case " $kinds " in
-		*" mergejoin "*)
-			case " $keys " in *" comp "*) ;; *)
-				for width in $widths; do cases+=("mergejoin comp $width"); done ;;
-			esac ;;
-	esac
+	echo "$big index i8u narrow defaults"
+	echo "$big index tx narrow defaults"
+}
+
+# the case list: "rows kind key width profile", in the order they run
+entries=()
+if [ -n "$preset" ]; then
+	while read -r n kind key width prof; do
+		# --kinds, --keys and --widths, when given, narrow the preset
+		[ "$kinds_given" = 0 ] || case " $kinds " in *" $kind "*) ;; *) continue ;; esac
+		[ "$keys_given" = 0 ] || case " $keys " in *" $key "*) ;; *) continue ;; esac
+		[ "$widths_given" = 0 ] || case " $widths " in *" $width "*) ;; *) continue ;; esac
+		entries+=("$n $kind $key $width $prof")
+	done < <(preset_cases "$rows_list" "$small_rows")
+	case "$preset" in defaults) ;; *) check_tuned_workers ;; esac
+else
+	cases=()
+	if [ "$quick" = 1 ]; then
+		# most telling first, so that a --deadline keeps the important ones
+		cases=("full i8u narrow" "full tx narrow" "mergejoin comp narrow"
+			   "window i8u narrow" "limit100 i8u narrow" "full i8u wide"
+			   "groupagg i8z narrow" "distinct i8z narrow" "index i8u narrow"
+			   "limit1m i8u narrow" "full f8 narrow" "full ts narrow"
+			   "full comp narrow")
+	else
+		for kind in $kinds; do
+			[ "$kind" = scan ] && continue
+			for key in $keys; do
+				key_applies "$kind" "$key" || continue
+				for width in $widths; do
+					width_applies "$kind" "$width" && cases+=("$kind $key $width")
+				done
+			done
+		done
+		# the merge join has its own keys; run it when asked for even if
+		# none of them is listed
+		case " $kinds " in
+			*" mergejoin "*)
+				case " $keys " in *" i8u "*|*" i8z "*|*" comp "*) ;; *)
+					for width in $widths; do cases+=("mergejoin comp $width"); done ;;
+				esac ;;
+		esac
+	fi
+	for n in $rows_list; do
+		for c in "${cases[@]}"; do
+			entries+=("$n $c -")
+		done
+	done
 fi
-[ "${#cases[@]}" -gt 0 ] || { echo "no case selected" >&2; exit 2; }
+[ "${#entries[@]}" -gt 0 ] || { echo "no case selected" >&2; exit 2; }
 
-failed=0
-for n in $rows_list; do
-	want_wide=0 want_join=0
-	for c in "${cases[@]}"; do
-		case "$c" in *" wide") want_wide=1 ;; esac
-		case "$c" in mergejoin*) want_join=1 ;; esac
-	done
-	make_data "$n" "$want_wide" "$want_join"
-	[ "$data_only" = 1 ] && continue
-	for c in "${cases[@]}"; do
-		if [ "$deadline" -gt 0 ] && [ $(($(date +%s) - start_s)) -ge "$deadline" ]; then
-			echo "deadline of $deadline s reached: remaining cases skipped"
-			break 2
-		fi
-		set -- $c
-		case_sql "$@" "$n"
-		# the floor of this case first, once per distinct scan
-		if [ -z "${FLOOR_MS[$FLOOR]:-}" ]; then
-			run_case scan "$2" "$3" "$n" "$1" || failed=$((failed + 1))
-		fi
-		run_case "$1" "$2" "$3" "$n" || failed=$((failed + 1))
-	done
+# the tables each size needs
+declare -A WANT_WIDE WANT_JOIN MADE
+for e in "${entries[@]}"; do
+	set -- $e
+	WANT_WIDE[$1]=${WANT_WIDE[$1]:-0} WANT_JOIN[$1]=${WANT_JOIN[$1]:-0}
+	[ "$4" = wide ] && WANT_WIDE[$1]=1
+	[ "$2" = mergejoin ] && [ "$3" = i8z ] && WANT_JOIN[$1]=1
 done
-
 if [ "$data_only" = 1 ]; then
+	for n in "${!WANT_WIDE[@]}"; do
+		make_data "$n" "${WANT_WIDE[$n]}" "${WANT_JOIN[$n]}"
+	done
 	exit 0
 fi
+
+failed=0
+for e in "${entries[@]}"; do
+	if [ "$deadline" -gt 0 ] && [ $(($(date +%s) - start_s)) -ge "$deadline" ]; then
+		echo "deadline of $deadline s reached: remaining cases skipped"
+		break
+	fi
+	set -- $e
+	if [ -z "${MADE[$1]:-}" ]; then
+		make_data "$1" "${WANT_WIDE[$1]}" "${WANT_JOIN[$1]}"
+		MADE[$1]=1
+	fi
+	case_sql "$2" "$3" "$4" "$1"
+	# the floor of this case first, once per distinct scan and settings
+	if [ -z "${FLOOR_MS[$5|$FLOOR]:-}" ]; then
+		run_case scan "$3" "$4" "$1" "$5" "$2" || failed=$((failed + 1))
+	fi
+	run_case "$2" "$3" "$4" "$1" "$5" || failed=$((failed + 1))
+done
+
 if [ "$drop" = 1 ]; then
-	for n in $rows_list; do
+	for n in "${!WANT_WIDE[@]}"; do
 		psql_q -c "DROP TABLE IF EXISTS gsb_n_$n, gsb_w_$n, gsb_j_$n" >/dev/null
 	done
 fi
