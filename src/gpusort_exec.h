@@ -135,12 +135,13 @@ struct GsTempShared;
 struct GsRun;
 extern struct GsTempFile *gs_sort_file(GsSortState *s);
 extern void gs_sort_attach_file(GsSortState *s, struct GsTempShared *sh);
-extern const struct GsRun *gs_sort_finish_runs(GsSortState *s, int max_runs,
+extern const struct GsRun *gs_sort_finish_runs(GsSortState *s, int nparts,
 											   int *nruns, bool *any_lossy,
 											   uint32 *max_tuple_len);
 extern int	gs_sort_nruns(GsSortState *s);
 extern int	gs_sort_runs_written(GsSortState *s);
 extern int	gs_sort_merge_order(GsSortState *s);
+extern int	gs_sort_share_of_runs(GsSortState *s, int nparts);
 extern void gs_sort_add_runs(GsSortState *s, const struct GsRun *runs, int n,
 							 int written, bool any_lossy,
 							 uint32 max_tuple_len);

@@ -141,6 +141,7 @@ extern bool gs_temp_is_shared(GsTempFile *f);
 extern int	gs_temp_pwrite(GsTempFile *f, const void *buf, size_t len,
 						   int64 off);
 extern int	gs_temp_pread(GsTempFile *f, void *buf, size_t len, int64 off);
+extern bool gs_temp_map(GsTempFile *f);
 extern int64 gs_temp_discard(GsTempFile *f, int64 from, int64 to, bool all);
 extern void gs_temp_error(GsTempFile *f, int err, bool writing) pg_attribute_noreturn();
 extern int64 gs_temp_peak(GsTempFile *f);

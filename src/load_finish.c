@@ -474,13 +474,13 @@ gs_load_finish_runs(GsLoadState *ls, GsSortState *sort, instr_time t0)
 
 	ls->leader.runs = gs_sort_runs_written(sort);
 	if (ls->launched > 0 &&
-		gs_sort_nruns(sort) > ls->shared->worker_max_runs)
+		gs_sort_nruns(sort) > gs_sort_share_of_runs(sort, ls->shared->nparts))
 	{
 		int			n;
 		bool		lossy;
 		uint32		maxlen;
 
-		(void) gs_sort_finish_runs(sort, ls->shared->worker_max_runs,
+		(void) gs_sort_finish_runs(sort, ls->shared->nparts,
 								   &n, &lossy, &maxlen);
 	}
 	ls->leader.ms = gs_elapsed_ms(t0);

@@ -86,7 +86,8 @@ typedef struct GsLoadShared
 	/* an input larger than work_mem: each loader writes sorted runs */
 	bool		runs;
 	int			worker_threads; /* and of gpusort.cpu_threads */
-	int			worker_max_runs;	/* and of the final merge's order */
+	int			nparts;			/* loaders: each leaves a share of the
+								 * final merge's order (gs_sort_share_of_runs) */
 	double		worker_rows;	/* estimated rows a loader takes */
 	GsTempShared file;			/* the leader's file they go to */
 	/* in memory: the bytes of blocks the loaders may make (0: no limit) */

@@ -592,12 +592,47 @@ gs_merge_chunk_rows(GsSortState *s, uint32 *rows, uint32 *keyidx)
 }
 
 /*
- * The final merge on threads (see the top of the file), or NULL where it
- * can't be: keys that need PostgreSQL's comparators for ties, a single
- * thread allowed, or rows too large for a stream's blocks.
+ * Whether the final merge of nruns runs can go on threads (see the top of
+ * the file): not for keys that need PostgreSQL's comparators for ties, a
+ * single thread allowed, or rows too large for a stream's blocks.
+ */
+static bool
+gs_merge_can_stream(GsSortState *s, int nruns)
+{
+	int			nstreams = Min(gpusort_cpu_threads, nruns);
+
+	if (!s->exact || s->any_lossy || nstreams < 2)
+		return false;
+	/* the streams and the cascade that merges them share the memory */
+	return 2 * (gs_stream_tuple_offset(s->key_bytes) +
+				MAXALIGN(s->max_tuple_len)) <=
+		gs_stream_block_size(s->mem_limit, nstreams + 1);
+}
+
+/*
+ * How many runs the final merge may take at once: with the file mapped
+ * and the merge on threads, as many as half of work_mem has read buffers
+ * of STREAM_READ_MIN for (or of a row, if longer); else merge_order.
+ */
+int
+gs_final_merge_order(GsSortState *s, bool mapped)
+{
+	int64		row = TAPE_ROW_HDR + s->key_bytes + s->max_tuple_len;
+	int64		n;
+
+	if (!mapped || !gs_merge_can_stream(s, s->merge_order + 1))
+		return s->merge_order;
+	n = s->mem_limit / 2 / Max(STREAM_READ_MIN, row);
+	return (int) Max(s->merge_order, Min(n, MERGE_MAX_WIDE_ORDER));
+}
+
+/*
+ * The final merge on threads, or NULL where it can't be
+ * (gs_merge_can_stream).  mapped: the file is mapped (gs_temp_map), and the
+ * runs' read buffers may be small.
  */
 GsMerge *
-gs_merge_streams(GsSortState *s)
+gs_merge_streams(GsSortState *s, bool mapped)
 {
 	int			nstreams = Min(gpusort_cpu_threads, s->nruns);
 	size_t		block;
@@ -607,15 +642,11 @@ gs_merge_streams(GsSortState *s)
 	GsMerge    *m;
 	int			t;
 
-	if (!s->exact || s->any_lossy || nstreams < 2)
+	if (!gs_merge_can_stream(s, s->nruns))
 		return NULL;
-	/* the streams and the cascade that merges them share the memory */
 	block = gs_stream_block_size(s->mem_limit, nstreams + 1);
-	if (2 * (gs_stream_tuple_offset(s->key_bytes) +
-			 MAXALIGN(s->max_tuple_len)) > block)
-		return NULL;
 	readsize = (size_t) (s->mem_limit / 2 / s->nruns);
-	readsize = Max(readsize, MERGE_MIN_BUFFER);
+	readsize = Max(readsize, mapped ? STREAM_READ_MIN : MERGE_MIN_BUFFER);
 	readsize = Min(readsize, MERGE_MAX_BUFFER);
 	readsize = Max(readsize, TAPE_ROW_HDR + s->key_bytes + s->max_tuple_len);
 

@@ -441,8 +441,7 @@ gs_load_reinit_dsm(CustomScanState *node, ParallelContext *pcxt,
 		sh->worker_threads = Min(gpusort_cpu_threads,
 								 Max(2, gpusort_cpu_threads / Max(nparts, 1)));
 		sh->worker_rows = ls->css.ss.ps.plan->plan_rows / Max(nparts, 1);
-		sh->worker_max_runs = Max(gs_sort_merge_order(ls->sort) / Max(nparts, 1),
-								  1);
+		sh->nparts = Max(nparts, 1);
 		gs_temp_share(gs_sort_file(ls->sort), &sh->file);
 	}
 	ls->shared = sh;
@@ -693,7 +692,7 @@ gs_load_worker_runs(GsLoadState *ls)
 		if (hr)
 			gs_heapread_end(hr);
 		written = gs_sort_runs_written(sort);
-		runs = gs_sort_finish_runs(sort, sh->worker_max_runs, &nruns,
+		runs = gs_sort_finish_runs(sort, sh->nparts, &nruns,
 								   &any_lossy, &max_tuple_len);
 		if (nruns > 0)
 		{

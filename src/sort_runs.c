@@ -534,20 +534,24 @@ gs_sort_attach_file(GsSortState *s, GsTempShared *sh)
 }
 
 /*
- * A participant's input has ended: write what is in memory as its last
- * run and wait for every write; then, if it wrote more than max_runs runs,
- * merge the smallest of them (in merges as wide as its memory allows)
- * until max_runs are left, so that the leader's final merge can take every
- * participant's runs at once.  Returns its runs, and whether any row's key was lossy and
+ * A participant's input has ended (one of nparts): write what is in memory
+ * as its last run and wait for every write; then, if it wrote more than its
+ * share of the final merge's order (gs_sort_share_of_runs), merge the
+ * smallest of them (in merges as wide as its memory allows) until that many
+ * are left, so that the leader's final merge can take every participant's
+ * runs at once.  Returns its runs, and whether any row's key was lossy and
  * the longest tuple, which the leader's merge needs.
  */
 const GsRun *
-gs_sort_finish_runs(GsSortState *s, int max_runs, int *nruns,
+gs_sort_finish_runs(GsSortState *s, int nparts, int *nruns,
 					bool *any_lossy, uint32 *max_tuple_len)
 {
+	int			max_runs;
+
 	Assert(s->status == GS_LOADING);
 	gs_spill_batch(s);
 	gs_spill_wait(s);
+	max_runs = gs_sort_share_of_runs(s, nparts);
 	if (s->nruns > max_runs)
 	{
 		/* merges as wide as the participant's memory allows */
@@ -584,11 +588,27 @@ gs_sort_runs_written(GsSortState *s)
 	return s->total_runs + (s->tuples != NULL && s->nrows > 0 ? 1 : 0);
 }
 
-/* how many runs the final merge takes at once */
+/*
+ * How many runs the final merge will take at once, as far as the sort can
+ * tell before its end: as many as a merge on threads over the mapped file
+ * takes (gs_final_merge_order) if the keys are exact, none so far lossy
+ * and threads may merge; else merge_order.
+ */
 int
 gs_sort_merge_order(GsSortState *s)
 {
+	if (s->exact && !s->any_lossy && gpusort_cpu_threads >= 2)
+		return (int) Max(s->merge_order,
+						 Min(s->mem_limit / 2 / STREAM_READ_MIN,
+							 MERGE_MAX_WIDE_ORDER));
 	return s->merge_order;
+}
+
+/* the runs each of nparts participants may leave for the final merge */
+int
+gs_sort_share_of_runs(GsSortState *s, int nparts)
+{
+	return Max(gs_sort_merge_order(s) / Max(nparts, 1), 1);
 }
 
 /*

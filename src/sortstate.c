@@ -251,6 +251,7 @@ void
 gs_sort_perform(GsSortState *s)
 {
 	instr_time	t0;
+	bool		mapped;
 
 	Assert(s->status == GS_LOADING);
 	gs_prefault_wait(s);
@@ -283,10 +284,15 @@ gs_sort_perform(GsSortState *s)
 	}
 
 	INSTR_TIME_SET_CURRENT(t0);
-	gs_merge_passes(s);
-	s->merge = gs_merge_streams(s);
+	mapped = gs_temp_map(s->file);
+	gs_merge_passes_to(s, gs_final_merge_order(s, mapped), s->merge_order);
+	s->merge = gs_merge_streams(s, mapped);
 	if (s->merge == NULL)
+	{
+		/* merged here, through read buffers of merge_order's size */
+		gs_merge_passes(s);
 		s->merge = gs_merge_runs(s, s->runs, s->nruns);
+	}
 	s->merge_passes++;
 	s->status = GS_MERGING;
 
