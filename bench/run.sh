@@ -478,7 +478,13 @@ preload=$(psql_q -c "SHOW shared_preload_libraries")
 if ! tr ', ' '\n\n' <<<"$preload" | sed -e 's|.*/||' -e 's|\.so$||' | grep -qx gpusort; then
 	echo "warning: gpusort is not in shared_preload_libraries ($preload): gpusort runs will use PostgreSQL's sort" >&2
 fi
-info=$(psql_q -F '=' -c "SELECT name, value FROM gpusort_info()")
+# the gpusort service starts with the server and may still be looking for
+# its GPUs (a CUDA context takes seconds): wait for it, at most 60 s
+for ((i = 0; i < 60; i++)); do
+	info=$(psql_q -F '=' -c "SELECT name, value FROM gpusort_info()")
+	grep -q '^cuda_error=the gpusort service is not running' <<<"$info" || break
+	sleep 1
+done
 gpu=$(printf '%s\n' "$info" | sed -n 's/^\(device\|device_name\|gpu\)=//p' | head -n 1)
 gpu=${gpu:-$(printf '%s\n' "$info" | grep -i 'device\|gpu' | head -n 1)}
 gpu=${gpu:-none}
