@@ -45,6 +45,37 @@ SELECT merge_threads FROM gs_fm_threads('SELECT a, id FROM gs_fm ORDER BY a DESC
 SELECT * FROM gs_check('SELECT a, id FROM gs_fm ORDER BY a DESC, id');
 RESET gpusort.cpu_threads;
 
+-- the final merge reads the file mapped, through read buffers of 1 kB: at
+-- 256kB one merge takes every run (32 kB buffers would take 8 at a time)
+CREATE FUNCTION gs_fm_passes(q text, OUT over_8_runs bool, OUT merge_passes int)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	j jsonb;
+BEGIN
+	j := gs_gpusort_node(q);
+	over_8_runs := (j->>'GpuSort Runs')::int > 8;
+	merge_passes := (j->>'GpuSort Merge Passes')::int;
+END
+$fn$;
+SET work_mem = '256kB';
+SELECT * FROM gs_fm_passes('SELECT a, b, id FROM gs_fm ORDER BY a, b, id');
+SELECT * FROM gs_check('SELECT a, b, id FROM gs_fm ORDER BY a, b, id');
+SELECT * FROM gs_check('SELECT * FROM gs_fm ORDER BY b DESC, a, id');
+-- rows longer than the 1 kB buffers (a row must fit its run's buffer)
+CREATE TABLE gs_fm_wide AS
+	SELECT id, a, b,
+		   CASE WHEN id % 50 = 0
+				THEN (SELECT string_agg(md5(id::text || x), '')
+					  FROM generate_series(1, 40) x)
+				ELSE t END AS t
+	FROM gs_fm;
+SELECT max(pg_column_size(t)) > 1024 AS rows_over_1kB FROM gs_fm_wide;
+ANALYZE gs_fm_wide;
+SELECT * FROM gs_check('SELECT id, a, b, t FROM gs_fm_wide ORDER BY b, a, id');
+SELECT * FROM gs_check('SELECT id, length(t) FROM (SELECT * FROM gs_fm_wide ORDER BY a DESC, id) s');
+DROP TABLE gs_fm_wide;
+SET work_mem = '64kB';
+
 -- the runs of a parallel load, merged the same way
 SET max_parallel_workers_per_gather = 2;
 SET parallel_setup_cost = 0;
