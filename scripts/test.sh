@@ -34,7 +34,7 @@
 #
 # The last line printed is "N passed, M failed", counting each pg_regress
 # test, each unit-test directory, each session test and each TAP test file
-# once per version ("pg17/regress/01_int", "pg17/tap/001_shards"), plus each
+# once per version ("pg17/regress/keys_int", "pg17/tap/001_shards"), plus each
 # package test; a build failure counts as one failure.  The exit
 # status is 0 only when nothing failed.
 

@@ -141,7 +141,7 @@ SELECT * FROM gs_check_dirs('gsp_h', 'i8');
 SELECT * FROM gs_check_dirs('gsp_h', 'f8');
 SELECT * FROM gs_check_dirs('gsp_h', 'tc');
 -- (a key under the default collation is gpusort's only where that is C-ordered:
--- only the answers are shown, as in 04_text)
+-- only the answers are shown, as in keys_text)
 SELECT dir, rows, same FROM gs_check_dirs('gsp_h', 'td');
 SELECT * FROM gs_check('SELECT * FROM gsp_h ORDER BY same, id DESC');
 SELECT * FROM gs_check('SELECT * FROM gsp_h ORDER BY grp DESC, f8 NULLS FIRST, tc DESC, id');

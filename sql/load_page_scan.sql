@@ -1,0 +1,126 @@
+--
+-- load_page_scan: a sort's plain table scan read page by page by gpusort
+-- (src/sort_heapread.c), against PostgreSQL's scan and sort: the rows
+-- its snapshot sees, the statistics and EXPLAIN ANALYZE counts it keeps,
+-- serially, with loading workers and through a cursor.  The snapshot seen
+-- by other sessions is test/sessions/load_snapshot.sh's.
+--
+LOAD 'gpusort';
+SET gpusort.min_rows = 0;
+SET work_mem = '4MB';
+
+CREATE TABLE gs_ps (id int, k int8, dropme int, t text)
+	WITH (autovacuum_enabled = off, fillfactor = 90);
+INSERT INTO gs_ps
+SELECT g, CASE WHEN g % 97 = 0 THEN NULL ELSE (g * 7919) % 10007 - 5000 END,
+	   g, CASE WHEN g % 500 = 0 THEN repeat(md5(g::text), 300)
+			   WHEN g % 41 = 0 THEN NULL ELSE md5(g::text) END
+FROM generate_series(1, 30000) g;
+-- the first pages all-visible, the rest not
+VACUUM (FREEZE) gs_ps;
+-- deleted rows, updated rows (new versions on the same page or elsewhere),
+-- a dropped column and one added later with a default (rows stored before
+-- lack it), rows of an aborted subtransaction
+DELETE FROM gs_ps WHERE id % 7 = 0 AND id > 5000;
+UPDATE gs_ps SET k = -k WHERE id % 11 = 0 AND id > 5000;
+UPDATE gs_ps SET t = t || 'x' WHERE id % 13 = 0 AND id > 5000;
+ALTER TABLE gs_ps DROP COLUMN dropme;
+ALTER TABLE gs_ps ADD COLUMN extra int DEFAULT 42;
+INSERT INTO gs_ps SELECT g, g % 17, 'late', g FROM generate_series(30001, 31000) g;
+BEGIN;
+SAVEPOINT s;
+INSERT INTO gs_ps SELECT g, 0, 'aborted', 0 FROM generate_series(40001, 41000) g;
+ROLLBACK TO s;
+COMMIT;
+ANALYZE gs_ps;
+
+-- serially: the GpuSort reads the scan's pages itself
+SET max_parallel_workers_per_gather = 0;
+EXPLAIN (COSTS OFF) SELECT * FROM gs_ps ORDER BY k, id;
+SELECT * FROM gs_check('SELECT * FROM gs_ps ORDER BY k, id');
+SELECT * FROM gs_check('SELECT * FROM gs_ps ORDER BY t DESC, id');
+SELECT * FROM gs_check('SELECT id, extra FROM gs_ps ORDER BY extra, id');
+-- a filter or a projection in the scan: the scan node runs
+SELECT * FROM gs_check('SELECT * FROM gs_ps WHERE id % 3 = 0 ORDER BY k, id');
+SELECT * FROM gs_check('SELECT id, k + 1 AS k1 FROM gs_ps ORDER BY k1, id');
+-- the transaction's own changes, not yet committed
+BEGIN;
+DELETE FROM gs_ps WHERE id % 5 = 0;
+INSERT INTO gs_ps SELECT g, -g, 'mine', 1 FROM generate_series(50001, 50500) g;
+UPDATE gs_ps SET k = 7 WHERE id % 19 = 0;
+SELECT * FROM gs_check('SELECT * FROM gs_ps ORDER BY k, id');
+ROLLBACK;
+-- serializable: the same rows (the scan's predicate lock is taken as usual)
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT * FROM gs_check('SELECT * FROM gs_ps ORDER BY k DESC NULLS LAST, id');
+COMMIT;
+
+-- a cursor (no parallel mode): read forward, backward and again
+BEGIN;
+DECLARE c SCROLL CURSOR FOR SELECT id, k FROM gs_ps ORDER BY k, id;
+FETCH 3 FROM c;
+FETCH LAST FROM c;
+FETCH BACKWARD 2 FROM c;
+FETCH ABSOLUTE 10000 FROM c;
+COMMIT;
+
+-- the scan's row count in EXPLAIN ANALYZE and the table's statistics are
+-- those of PostgreSQL's scan
+SELECT * FROM gs_explain_analyze('SELECT * FROM gs_ps ORDER BY k, id');
+CREATE FUNCTION gs_scan_rows(q text) RETURNS numeric
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	j jsonb;
+	n jsonb;
+BEGIN
+	EXECUTE 'EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ' || q INTO j;
+	n := jsonb_path_query_first(j, 'strict $.**? (@."Node Type" == "Seq Scan")');
+	RETURN round((n->>'Actual Rows')::numeric * (n->>'Actual Loops')::numeric);
+END
+$fn$;
+SELECT gs_scan_rows('SELECT * FROM gs_ps ORDER BY k, id') AS scan_rows,
+	   (SELECT count(*) FROM gs_ps) AS visible_rows;
+CREATE FUNCTION gs_tup_read(q text) RETURNS bigint
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	before bigint;
+	after bigint;
+BEGIN
+	before := pg_stat_get_xact_tuples_returned('gs_ps'::regclass);
+	EXECUTE q;
+	after := pg_stat_get_xact_tuples_returned('gs_ps'::regclass);
+	RETURN after - before;
+END
+$fn$;
+SELECT gs_tup_read('SELECT * FROM gs_ps ORDER BY k, id') AS gpusort_rows_read;
+SET gpusort.enabled = off;
+SELECT gs_tup_read('SELECT * FROM gs_ps ORDER BY k, id') AS postgres_rows_read;
+RESET gpusort.enabled;
+
+-- with loading workers: in memory, and writing runs
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SET max_parallel_workers_per_gather = 2;
+SET work_mem = '64MB';
+EXPLAIN (COSTS OFF) SELECT * FROM gs_ps ORDER BY k, id;
+SELECT * FROM gs_check('SELECT * FROM gs_ps ORDER BY k, id');
+SELECT * FROM gs_check('SELECT * FROM gs_ps ORDER BY t, id');
+SELECT * FROM gs_explain_analyze('SELECT * FROM gs_ps ORDER BY k, id');
+-- each participant's rows are counted (the average per loop is rounded)
+SELECT abs(gs_scan_rows('SELECT * FROM gs_ps ORDER BY k, id') -
+		   (SELECT count(*) FROM gs_ps)) <= 3 AS scan_rows_counted;
+SET work_mem = '256kB';
+SELECT * FROM gs_check('SELECT * FROM gs_ps ORDER BY k DESC, id');
+SELECT * FROM gs_check('SELECT * FROM gs_ps ORDER BY t NULLS FIRST, id');
+-- a filter or a projection in the workers' scan: every row through the
+-- scan node, writing runs and in memory
+SELECT * FROM gs_check('SELECT * FROM gs_ps WHERE id % 3 <> 0 ORDER BY k DESC, id');
+SET work_mem = '64MB';
+SELECT * FROM gs_check('SELECT id, k + 1 AS k1, t FROM gs_ps ORDER BY k1, id');
+SELECT gs_workers_left() AS workers_left;
+SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
+
+DROP FUNCTION gs_tup_read(text);
+DROP FUNCTION gs_scan_rows(text);
+DROP TABLE gs_ps;
