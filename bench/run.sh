@@ -54,7 +54,7 @@
 # CREATE INDEX) and the load of each participant of a parallel load
 # (GpuSortLoad: leader/worker 0/worker 1/...).
 #
-# Presets (--preset): issue 27's benchmark table in one command, PostgreSQL
+# Presets (--preset): the project's benchmark table in one command, PostgreSQL
 # and gpusort side by side, each row saying its settings and its target
 # (met when the speedup reaches it and gpusort wrote no more temporary bytes
 # than PostgreSQL; without a GPU, the CPU engine's targets):
@@ -156,7 +156,7 @@ write_md()
 		echo "Temp MB: temporary file bytes the warm-up run of each mode wrote (pg_stat_database.temp_bytes)." \
 			"gpusort time split from the EXPLAIN ANALYZE of its warm-up (summed over GpuSort nodes; - where EXPLAIN prints no figure):" \
 			"load / sort / merge / emit; load per participant: leader/worker 0/worker 1/... (GpuSortLoad, + between nodes)." \
-			"Targets ($(t=$(m targets); [ "$t" = cpu ] && echo "the CPU engine's: ORDER BY int8 2.5x and window 2x at 3M rows" || echo "the GPU machine's, issue 27")):" \
+			"Targets ($(t=$(m targets); [ "$t" = cpu ] && echo "the CPU engine's: ORDER BY int8 2.5x and window 2x at 3M rows" || echo "the GPU machine's")):" \
 			"≥ N×: the speedup target, met when the speedup reaches it and gpusort wrote no more temporary bytes than PostgreSQL;" \
 			"temp: the temporary bytes alone, for a row without a speedup target."
 		echo
@@ -488,7 +488,7 @@ done
 gpu=$(printf '%s\n' "$info" | sed -n 's/^\(device\|device_name\|gpu\)=//p' | head -n 1)
 gpu=${gpu:-$(printf '%s\n' "$info" | grep -i 'device\|gpu' | head -n 1)}
 gpu=${gpu:-none}
-# the issue's targets: the GPU machine's, or the CPU engine's without a GPU
+# the project's targets: the GPU machine's, or the CPU engine's without a GPU
 engine_now=$(printf '%s\n' "$info" | sed -n 's/^engine=//p' | head -n 1)
 gpu_targets=1
 [ "$engine_now" = cpu ] && gpu_targets=0
@@ -555,7 +555,7 @@ profile_setup()
 	PROF_DESC=${PROF_DESC//,/;}
 }
 
-# the issue's speedup target for a preset row (profile kind key), or nothing
+# the project's speedup target for a preset row (profile kind key), or nothing
 target_of()
 {
 	if [ "$gpu_targets" = 1 ]; then
@@ -791,7 +791,7 @@ run_case()
 	local split1 split2
 	split1=$(cut -d, -f1-5 <<<"$split")
 	split2=$(cut -d, -f6- <<<"$split")
-	# temporary bytes of the warm-ups, and the issue's target
+	# temporary bytes of the warm-ups, and the project's target
 	local temp_pg temp_gs tgt='' result=''
 	temp_pg=$(temp_mb "$log" off0 off1)
 	temp_gs=$(temp_mb "$log" on0 on1)
