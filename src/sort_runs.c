@@ -590,18 +590,13 @@ gs_sort_runs_written(GsSortState *s)
 
 /*
  * How many runs the final merge will take at once, as far as the sort can
- * tell before its end: as many as a merge on threads over the mapped file
- * takes (gs_final_merge_order) if the keys are exact, none so far lossy
- * and threads may merge; else merge_order.
+ * tell before its end: that of gs_final_merge_order, for a file the leader
+ * maps (if it can't, it merges down to merge_order first).
  */
 int
 gs_sort_merge_order(GsSortState *s)
 {
-	if (s->exact && !s->any_lossy && gpusort_cpu_threads >= 2)
-		return (int) Max(s->merge_order,
-						 Min(s->mem_limit / 2 / STREAM_READ_MIN,
-							 MERGE_MAX_WIDE_ORDER));
-	return s->merge_order;
+	return gs_final_merge_order(s, true);
 }
 
 /* the runs each of nparts participants may leave for the final merge */

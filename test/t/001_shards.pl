@@ -35,37 +35,16 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-# every server on TCP, 127.0.0.1, a port of its own
-$PostgreSQL::Test::Cluster::use_tcp = 1;
-$PostgreSQL::Test::Cluster::test_localhost = '127.0.0.1';
-$PostgreSQL::Test::Cluster::test_pghost = '127.0.0.1';
-$ENV{PGHOST} = '127.0.0.1';
+use FindBin;
+use lib $FindBin::RealBin;
+use GpuSortNodes;
 
 my $nrows = 40000;
 my $db = 'gs';
 
-# a node that preloads gpusort, with a database "gs" (UTF8, en_US: text
-# sorts under a collation other than C) that has the extension
-sub gpusort_node
-{
-	my ($name) = @_;
-	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
-	$node->append_conf('postgresql.conf',
-		"shared_preload_libraries = 'gpusort'\n"
-		  . "max_connections = 20\n"
-		  . "log_statement = none\n");
-	$node->start;
-	$node->safe_psql('postgres',
-		"CREATE DATABASE $db TEMPLATE template0 ENCODING 'UTF8'"
-		  . " LOCALE 'en_US.UTF-8'");
-	$node->safe_psql($db, 'CREATE EXTENSION gpusort');
-	return $node;
-}
-
-my $coord = gpusort_node('coordinator');
-my $shard1 = gpusort_node('shard1');
-my $shard2 = gpusort_node('shard2');
+my $coord = gpusort_node('coordinator', $db);
+my $shard1 = gpusort_node('shard1', $db);
+my $shard2 = gpusort_node('shard2', $db);
 
 my $columns = 'id int8 NOT NULL, k int8, g int4, f float8, s text';
 

@@ -30,12 +30,11 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
 
-$PostgreSQL::Test::Cluster::use_tcp = 1;
-$PostgreSQL::Test::Cluster::test_localhost = '127.0.0.1';
-$PostgreSQL::Test::Cluster::test_pghost = '127.0.0.1';
-$ENV{PGHOST} = '127.0.0.1';
+use FindBin;
+use lib $FindBin::RealBin;
+use GpuSortNodes;
+use Time::HiRes qw(usleep);
 
 my $nrows = 20000;
 my $gate_from = 12000;    # each shard sends about 6000 rows first
@@ -44,26 +43,9 @@ my $lock_key = 4242;
 my $db = 'gs';
 my $wait_s = $PostgreSQL::Test::Utils::timeout_default // 180;
 
-sub gpusort_node
-{
-	my ($name) = @_;
-	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
-	$node->append_conf('postgresql.conf',
-		"shared_preload_libraries = 'gpusort'\n"
-		  . "max_connections = 20\n"
-		  . "log_statement = none\n");
-	$node->start;
-	$node->safe_psql('postgres',
-		"CREATE DATABASE $db TEMPLATE template0 ENCODING 'UTF8'"
-		  . " LOCALE 'en_US.UTF-8'");
-	$node->safe_psql($db, 'CREATE EXTENSION gpusort');
-	return $node;
-}
-
-my $coord = gpusort_node('coordinator');
-my $shard1 = gpusort_node('shard1');
-my $shard2 = gpusort_node('shard2');
+my $coord = gpusort_node('coordinator', $db);
+my $shard1 = gpusort_node('shard1', $db);
+my $shard2 = gpusort_node('shard2', $db);
 my %shard_name = ($shard1->name => 'shard1', $shard2->name => 'shard2');
 
 my $columns = 'id int8 NOT NULL, k int8, s text';
