@@ -94,24 +94,6 @@
 #include "gpusort_int.h"
 #include "index_int.h"
 
-bool		gs_index_build_enabled = true;
-bool		gs_log_index_builds = false;
-
-/*
- * A fault point of gpusort's sorts for maintenance: when gpusort.index_fault
- * names it, a query cancel becomes pending, as if the user had sent one;
- * the next CHECK_FOR_INTERRUPTS raises it.  For tests.
- */
-void
-gs_index_fault_point(int fault)
-{
-	if (gs_index_fault == fault)
-	{
-		QueryCancelPending = true;
-		InterruptPending = true;
-	}
-}
-
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static object_access_hook_type prev_object_access = NULL;
 static get_relation_info_hook_type prev_get_relation_info = NULL;
@@ -128,12 +110,6 @@ static int	gs_cluster_depth = 0;
  * rebuilds after ALTER COLUMN TYPE)
  */
 static int	gs_create_index_depth = 0;
-
-bool
-gs_index_wanted(void)
-{
-	return gs_index_build_enabled && gs_active();
-}
 
 /* replace ambuild in an open btree index's relcache entry */
 static void
@@ -481,23 +457,7 @@ gs_index_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 void
 gs_index_init(bool install_hooks)
 {
-	DefineCustomBoolVariable("gpusort.index_build",
-							 "Builds btree indexes (CREATE INDEX, REINDEX, and the rebuilds of CLUSTER, VACUUM FULL and TRUNCATE) through gpusort.",
-							 "Takes effect only while gpusort.enabled is on; "
-							 "indexes gpusort cannot build are built by PostgreSQL.",
-							 &gs_index_build_enabled,
-							 true,
-							 PGC_USERSET,
-							 0,
-							 NULL, NULL, NULL);
-	DefineCustomBoolVariable("gpusort.log_index_builds",
-							 "Logs each btree build and CLUSTER table sort gpusort makes, and why it leaves one to PostgreSQL.",
-							 "Without it these lines are DEBUG1.",
-							 &gs_log_index_builds,
-							 false,
-							 PGC_SUSET,
-							 0,
-							 NULL, NULL, NULL);
+	gs_index_define_settings();
 
 	/* only a server that preloads gpusort builds indexes with it */
 	if (!install_hooks)

@@ -129,12 +129,6 @@
  */
 #define GS_CLUSTER_CORRELATED	0.999
 
-/* a parallel participant adds to the shared progress count this often */
-#define GS_CLUSTER_PROGRESS_EVERY	1024
-
-/* a row's payload: the heap tuple's TID, padded, then the tuple */
-#define GS_CLUSTER_TID_BYTES	MAXALIGN(sizeof(ItemPointerData))
-
 /* who sorted a table, and why not gpusort: LOG when asked, else DEBUG1 */
 #define GS_CLUSTER_REPORT_LEVEL	(gs_log_index_builds ? LOG : DEBUG1)
 
@@ -393,246 +387,6 @@ gs_cluster_keep_index_scan(Relation OldHeap, Relation OldIndex)
 	return NULL;
 }
 
-/* why a parallel participant stops early (the reason is another's) */
-static const char gs_cluster_other_gave_up[] = "another participant gave up";
-
-void
-gs_cluster_shared_init(GsClusterShared *sh)
-{
-	pg_atomic_init_u64(&sh->scanned, 0);
-	pg_atomic_init_u32(&sh->gave_up, 0);
-	SpinLockInit(&sh->mutex);
-	memset(&sh->counts, 0, sizeof(sh->counts));
-	sh->why[0] = '\0';
-}
-
-/* this participant's part of a parallel scan is over: into sh */
-static void
-gs_cluster_scan_done(GsClusterShared *sh, const GsClusterCounts *counts,
-					 uint64 unreported, const char *why)
-{
-	pg_atomic_fetch_add_u64(&sh->scanned, unreported);
-	SpinLockAcquire(&sh->mutex);
-	sh->counts.num_tuples += counts->num_tuples;
-	sh->counts.tups_vacuumed += counts->tups_vacuumed;
-	sh->counts.tups_recently_dead += counts->tups_recently_dead;
-	if (why != NULL && sh->why[0] == '\0')
-		strlcpy(sh->why, why, sizeof(sh->why));
-	SpinLockRelease(&sh->mutex);
-	if (why != NULL)
-		pg_atomic_write_u32(&sh->gave_up, 1);
-}
-
-/*
- * The scan: gives each kept tuple to collect, counts as the heap AM does.
- * follow_index: PostgreSQL would follow the index, so the order must be
- * its (see the header).  Returns NULL, or why the rows cannot give the
- * index scan's order (then nothing is written yet).
- */
-const char *
-gs_cluster_scan(Relation OldHeap, IndexInfo *indexInfo,
-				GsClusterCollect collect, void *arg,
-				ParallelTableScanDesc pscan, GsClusterShared *sh,
-				bool follow_index, TransactionId OldestXmin,
-				GsClusterCounts *counts, bool progress)
-{
-	EState	   *estate;
-	ExprContext *econtext;
-	TupleTableSlot *slot;
-	BufferHeapTupleTableSlot *hslot;
-	TableScanDesc scan;
-	HeapScanDesc hscan;
-	BlockNumber prev_cblock = InvalidBlockNumber;
-	BlockNumber root_block = InvalidBlockNumber;
-	OffsetNumber root_offsets[MaxHeapTuplesPerPage];
-	Datum		values[INDEX_MAX_KEYS];
-	bool		isnull[INDEX_MAX_KEYS];
-	bool		is_system_catalog = IsSystemRelation(OldHeap);
-	char	   *row = NULL;
-	uint32		rowcap = 0;
-	uint64		unreported = 0;
-	const char *why = NULL;
-
-	/* index expressions are evaluated over the scan's slot */
-	estate = CreateExecutorState();
-	econtext = GetPerTupleExprContext(estate);
-	slot = table_slot_create(OldHeap, NULL);
-	hslot = (BufferHeapTupleTableSlot *) slot;
-	econtext->ecxt_scantuple = slot;
-
-	if (pscan != NULL)
-		scan = table_beginscan_parallel(OldHeap, pscan);
-	else
-		scan = table_beginscan(OldHeap, SnapshotAny, 0, NULL);
-	hscan = (HeapScanDesc) scan;
-	if (progress)
-		pgstat_progress_update_param(PROGRESS_CLUSTER_TOTAL_HEAP_BLKS,
-									 hscan->rs_nblocks);
-
-	for (;;)
-	{
-		HeapTuple	tuple;
-		Buffer		buf;
-		bool		isdead;
-		ItemPointerData sort_tid;
-		uint32		len;
-
-		CHECK_FOR_INTERRUPTS();
-		if (!table_scan_getnextslot(scan, ForwardScanDirection, slot))
-		{
-			/* every block counts as scanned, even empty trailing ones */
-			if (progress)
-				pgstat_progress_update_param(PROGRESS_CLUSTER_HEAP_BLKS_SCANNED,
-											 hscan->rs_nblocks);
-			break;
-		}
-		if (prev_cblock != hscan->rs_cblock)
-		{
-			prev_cblock = hscan->rs_cblock;
-			/* another participant gave up: so does this one */
-			if (sh != NULL && pg_atomic_read_u32(&sh->gave_up) != 0)
-			{
-				why = gs_cluster_other_gave_up;
-				break;
-			}
-			/* blocks scanned so far, counted from where the scan started */
-			if (progress && pscan == NULL)
-				pgstat_progress_update_param(PROGRESS_CLUSTER_HEAP_BLKS_SCANNED,
-											 (hscan->rs_cblock +
-											  hscan->rs_nblocks -
-											  hscan->rs_startblock) %
-											 hscan->rs_nblocks + 1);
-			else if (progress)
-				pgstat_progress_update_param(PROGRESS_CLUSTER_HEAP_BLKS_SCANNED,
-											 Min(pg_atomic_read_u64(&((ParallelBlockTableScanDesc) pscan)->phs_nallocated),
-												 hscan->rs_nblocks));
-		}
-
-		tuple = ExecFetchSlotHeapTuple(slot, false, NULL);
-		buf = hslot->buffer;
-
-		LockBuffer(buf, BUFFER_LOCK_SHARE);
-		/* the page's HOT chains: where the index finds each tuple */
-		if (follow_index &&
-			root_block != ItemPointerGetBlockNumber(&tuple->t_self))
-		{
-			heap_get_root_tuples(BufferGetPage(buf), root_offsets);
-			root_block = ItemPointerGetBlockNumber(&tuple->t_self);
-		}
-		switch (HeapTupleSatisfiesVacuum(tuple, OldestXmin, buf))
-		{
-			case HEAPTUPLE_DEAD:
-				isdead = true;
-				break;
-			case HEAPTUPLE_RECENTLY_DEAD:
-				counts->tups_recently_dead += 1;
-				isdead = false;
-				break;
-			case HEAPTUPLE_LIVE:
-				isdead = false;
-				break;
-			case HEAPTUPLE_INSERT_IN_PROGRESS:
-
-				/*
-				 * Under our exclusive lock only our own transaction can
-				 * have inserted it (catalogs release their locks early);
-				 * copied as live either way.  (A parallel worker shares
-				 * the leader's transaction.)
-				 */
-				if (!is_system_catalog &&
-					!TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data)))
-					elog(WARNING, "concurrent insert in progress within table \"%s\"",
-						 RelationGetRelationName(OldHeap));
-				isdead = false;
-				break;
-			case HEAPTUPLE_DELETE_IN_PROGRESS:
-				/* likewise; copied as recently dead */
-				if (!is_system_catalog &&
-					!TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetUpdateXid(tuple->t_data)))
-					elog(WARNING, "concurrent delete in progress within table \"%s\"",
-						 RelationGetRelationName(OldHeap));
-				counts->tups_recently_dead += 1;
-				isdead = false;
-				break;
-			default:
-				elog(ERROR, "unexpected HeapTupleSatisfiesVacuum result");
-				isdead = false; /* keep compiler quiet */
-				break;
-		}
-
-		/* the TID the row is sorted by: its chain's root's, or its own */
-		sort_tid = tuple->t_self;
-		if (!isdead && follow_index)
-		{
-			OffsetNumber off = ItemPointerGetOffsetNumber(&tuple->t_self);
-
-			/* hint bits are set now: its successor is not dead either */
-			if (HeapTupleIsHotUpdated(tuple))
-				why = "a HOT chain keeps more than one row version";
-			else if (HeapTupleIsHeapOnly(tuple))
-			{
-				if (root_offsets[off - 1] == InvalidOffsetNumber)
-					why = "a heap-only tuple is outside any HOT chain";
-				else
-					ItemPointerSetOffsetNumber(&sort_tid,
-											   root_offsets[off - 1]);
-			}
-		}
-		LockBuffer(buf, BUFFER_LOCK_UNLOCK);
-		if (why != NULL)
-			break;				/* PostgreSQL copies the table instead */
-
-		if (isdead)
-		{
-			counts->tups_vacuumed += 1;
-			continue;
-		}
-
-		counts->num_tuples += 1;
-
-		/* the row's payload: the tuple's own TID, then the tuple */
-		len = GS_CLUSTER_TID_BYTES + tuple->t_len;
-		if (len > rowcap)
-		{
-			rowcap = Max(len, 2 * rowcap);
-			if (row != NULL)
-				pfree(row);
-			row = palloc(rowcap);
-		}
-		memcpy(row, &tuple->t_self, sizeof(ItemPointerData));
-		memcpy(row + GS_CLUSTER_TID_BYTES, tuple->t_data, tuple->t_len);
-
-		ResetExprContext(econtext);
-		FormIndexDatum(indexInfo, slot, estate, values, isnull);
-		collect(arg, &sort_tid, values, isnull, row, len);
-
-		/* counted once the row is in, as PostgreSQL counts after its put */
-		if (sh == NULL)
-		{
-			if (progress)
-				pgstat_progress_update_param(PROGRESS_CLUSTER_HEAP_TUPLES_SCANNED,
-											 (int64) counts->num_tuples);
-		}
-		else if (++unreported == GS_CLUSTER_PROGRESS_EVERY)
-		{
-			uint64		all;
-
-			all = pg_atomic_add_fetch_u64(&sh->scanned, unreported);
-			unreported = 0;
-			if (progress)
-				pgstat_progress_update_param(PROGRESS_CLUSTER_HEAP_TUPLES_SCANNED,
-											 (int64) all);
-		}
-	}
-	table_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
-	FreeExecutorState(estate);
-	if (sh != NULL)
-		gs_cluster_scan_done(sh, counts, unreported,
-							 why == gs_cluster_other_gave_up ? NULL : why);
-	return why;
-}
-
 /* the leader's rows go into its own build */
 static void
 gs_cluster_collect(void *arg, ItemPointer sort_tid, Datum *values,
@@ -726,6 +480,31 @@ gs_cluster_collect_rows(Relation OldHeap, Relation OldIndex,
 	return why;
 }
 
+/* the write phase's state, in cxt: the new heap's rewrite begins */
+static void
+gs_cluster_write_begin(GsClusterWrite *cw, Relation OldHeap,
+					   Relation NewHeap, MemoryContext cxt,
+					   TransactionId OldestXmin, TransactionId xid_cutoff,
+					   MultiXactId multi_cutoff)
+{
+	TupleDesc	desc = RelationGetDescr(NewHeap);
+	int			i;
+
+	memset(cw, 0, sizeof(*cw));
+	cw->old_heap = OldHeap;
+	cw->new_heap = NewHeap;
+	cw->values = (Datum *) palloc(desc->natts * sizeof(Datum));
+	cw->isnull = (bool *) palloc(desc->natts * sizeof(bool));
+	cw->cxt = cxt;
+	cw->tupcxt = AllocSetContextCreate(cxt, "gpusort cluster tuple",
+									   ALLOCSET_DEFAULT_SIZES);
+	for (i = 0; i < desc->natts; i++)
+		if (TupleDescAttr(desc, i)->attisdropped)
+			cw->anydropped = true;
+	cw->rwstate = begin_heap_rewrite(OldHeap, NewHeap, OldestXmin,
+									 xid_cutoff, multi_cutoff);
+}
+
 /* the heap AM's relation_copy_for_cluster, sorting through gpusort */
 static void
 gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
@@ -746,7 +525,6 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 	double		end_ms;
 	int			nworkers = 0;
 	char	   *wreport = NULL;
-	int			i;
 
 	/* the entry is the heap AM's again, whatever happens next */
 	OldHeap->rd_tableam = gs_heap_am;
@@ -816,19 +594,8 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 	*tups_vacuumed = counts.tups_vacuumed;
 	*tups_recently_dead = counts.tups_recently_dead;
 
-	memset(&cw, 0, sizeof(cw));
-	cw.old_heap = OldHeap;
-	cw.new_heap = NewHeap;
-	cw.values = (Datum *) palloc(RelationGetDescr(NewHeap)->natts * sizeof(Datum));
-	cw.isnull = (bool *) palloc(RelationGetDescr(NewHeap)->natts * sizeof(bool));
-	cw.cxt = cxt;
-	cw.tupcxt = AllocSetContextCreate(cxt, "gpusort cluster tuple",
-									  ALLOCSET_DEFAULT_SIZES);
-	for (i = 0; i < RelationGetDescr(NewHeap)->natts; i++)
-		if (TupleDescAttr(RelationGetDescr(NewHeap), i)->attisdropped)
-			cw.anydropped = true;
-	cw.rwstate = begin_heap_rewrite(OldHeap, NewHeap, OldestXmin,
-									*xid_cutoff, *multi_cutoff);
+	gs_cluster_write_begin(&cw, OldHeap, NewHeap, cxt, OldestXmin,
+						   *xid_cutoff, *multi_cutoff);
 	b->sink = gs_cluster_sink;
 	b->sink_arg = &cw;
 

@@ -4,14 +4,18 @@
  *	  btree index builds through gpusort: declarations shared by
  *	  src/index*.c.
  *
- * index.c        GUC, the hooks that hand a btree build to gpusort
- * index_build.c  the ambuild: heap scan, normalized keys, sort, checks
+ * index.c        the hooks that hand a btree build to gpusort
+ * index_settings.c  its settings and test-only fault points
+ * index_build.c  the ambuild: the driver of a build
+ * index_rows.c   the rows in memory: arena, sort, checks, in-memory write
+ * index_collect.c  the scan's rows into memory, and out as runs when full
  * index_write.c  writes the sorted index tuples as btree pages
  * index_scan.c   the heap scan, page by page with the next one prefetched
  * index_parallel.c  the heap scan spread over parallel workers
  * index_spill.c  builds beyond maintenance_work_mem: sorted runs in a
  *                temporary file, merged into the page writer
  * index_cluster.c  CLUSTER's table sort, by the same sort
+ * index_cluster_scan.c  CLUSTER's heap scan, serial or one participant's
  *
  * Copyright (c) 2026, gpusort developers
  *
@@ -317,9 +321,13 @@ gs_idx_ms_since(instr_time start)
 	return INSTR_TIME_GET_MILLISEC(now);
 }
 
-/* index_build.c */
+/* index_rows.c */
 extern bool gs_idx_init(GsIdxBuild *b, Relation heap, Relation index,
 						IndexInfo *indexInfo);
+extern void gs_idx_arena_next(GsIdxBuild *b, Size size);
+extern bool gs_idx_grow(GsIdxBuild *b);
+
+/* index_collect.c */
 extern bool gs_idx_encode(GsIdxBuild *b, Datum *values, bool *isnull,
 						  ItemPointer tid, uint64 *key);
 extern void gs_idx_collect(Relation index, ItemPointer tid, Datum *values,
@@ -379,6 +387,9 @@ extern double gs_idx_heap_scan(Relation heap, Relation index,
 /* index_cluster.c: CLUSTER's table sort */
 extern void gs_cluster_patch(Relation rel);
 
+/* a CLUSTER row's payload: the heap tuple's TID, padded, then the tuple */
+#define GS_CLUSTER_TID_BYTES	MAXALIGN(sizeof(ItemPointerData))
+
 /* what CLUSTER's scan counts, as the heap AM's copy counts it */
 typedef struct GsClusterCounts
 {
@@ -405,6 +416,7 @@ typedef struct GsClusterShared
 	char		why[GS_CLUSTER_WHY_LEN];	/* under mutex */
 } GsClusterShared;
 
+/* index_cluster_scan.c: CLUSTER's heap scan */
 extern void gs_cluster_shared_init(GsClusterShared *sh);
 
 /*
@@ -485,10 +497,11 @@ extern int	gs_idx_parallel_nworkers(GsIdxParallel *p);
 extern void gs_idx_parallel_leave(GsIdxParallel *p);
 extern void gs_idx_parallel_end(GsIdxParallel *p);
 
-/* index.c */
+/* index_settings.c */
 extern bool gs_index_build_enabled;
 extern bool gs_log_index_builds;
 extern bool gs_index_wanted(void);
+extern void gs_index_define_settings(void);
 
 /* a query cancel at a point gpusort.index_fault names (gpusort_int.h) */
 extern void gs_index_fault_point(int fault);

@@ -538,31 +538,27 @@ gs_merge_nstreams(int n, int threads)
 	return Min(ns, 16);
 }
 
-static bool
-gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
+/*
+ * Start the streams of the final merge over the runs, in cxt: groups of
+ * runs of nearly equal counts, each merged by a thread, and (from three
+ * threads on) one more thread that merges those streams.  Returns how many
+ * streams the backend reads (into sm), or 0 when threads could not be had.
+ */
+static int
+gs_merge_open_streams(GsIdxBuild *b, GsStreamMerge *sm, MemoryContext cxt,
+					  const GsIdxRun *runs, int n, Size mem)
 {
-	MemoryContext cxt;
-	MemoryContext oldcxt;
-	GsStreamMerge sm;
-	GsFinal		f;
-	size_t		rows = 0;
 	Size		read_size;
 	size_t		block_size;
-	int		   *tree;
 	int			ns;
 	int			threads;
 	bool		cascade;
 	int			i;
 
-	/* the rows of every run known exact */
-	if (!b->exact || b->runs_lossy || b->anylossy)
-		return false;
-	for (i = 0; i < n; i++)
-		rows += runs[i].nrows;
 	threads = Max(gpusort_cpu_threads, b->merge_threads);
 	ns = gs_merge_nstreams(n, threads);
 	if (ns < 2)
-		return false;
+		return 0;
 
 	/*
 	 * From three threads on, one of them merges the streams and the
@@ -578,20 +574,13 @@ gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 	read_size = MAXALIGN_DOWN(Min(read_size, GS_RUN_BUFFER));
 	block_size = gs_stream_block_size((int64) mem, ns + (cascade ? 1 : 0));
 
-	/* the streams' threads stop when this goes, on error too */
-	cxt = AllocSetContextCreate(CurrentMemoryContext,
-								"gpusort index merge streams",
-								ALLOCSET_DEFAULT_SIZES);
-	oldcxt = MemoryContextSwitchTo(cxt);
-	sm.b = b;
-	sm.st = (GsStream **) palloc0(ns * sizeof(GsStream *));
-	sm.in = (GsStreamIn *) palloc0(ns * sizeof(GsStreamIn));
+	sm->b = b;
+	sm->st = (GsStream **) palloc0(ns * sizeof(GsStream *));
+	sm->in = (GsStreamIn *) palloc0(ns * sizeof(GsStreamIn));
 	for (i = 0; i < ns; i++)
 	{
-		/* groups of runs of nearly equal counts */
 		int			from = (int) ((int64) n * i / ns);
 		int			to = (int) ((int64) n * (i + 1) / ns);
-
 		GsRun	   *group = (GsRun *) palloc(Max(to - from, 1) * sizeof(GsRun));
 		int			r;
 
@@ -601,88 +590,93 @@ gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 			group[r - from].bytes = runs[r].bytes;
 			group[r - from].nrows = runs[r].nrows;
 		}
-		sm.st[i] = gs_stream_start_rows(cxt, b->file, &gs_idx_row_format,
-										b->keybytes, group, to - from,
-										block_size, read_size);
-		if (sm.st[i] == NULL)
-		{
-			/* no thread: the backend merges alone */
-			MemoryContextSwitchTo(oldcxt);
-			MemoryContextDelete(cxt);
-			return false;
-		}
+		sm->st[i] = gs_stream_start_rows(cxt, b->file, &gs_idx_row_format,
+										 b->keybytes, group, to - from,
+										 block_size, read_size);
+		/* no thread: the backend merges alone */
+		if (sm->st[i] == NULL)
+			return 0;
 	}
 	b->nstreams = ns;
 	if (cascade)
 	{
-		GsStream   *top = gs_stream_cascade(cxt, sm.st, ns, block_size,
+		GsStream   *top = gs_stream_cascade(cxt, sm->st, ns, block_size,
 										   false);
 
 		/* without its thread, the backend merges the streams itself */
 		if (top != NULL)
 		{
-			sm.st[0] = top;
+			sm->st[0] = top;
 			ns = 1;
 			b->nstreams++;
 		}
 	}
-	gs_index_fault_point(GS_INDEX_FAULT_CANCEL_IN_MERGE);
-	for (i = 0; i < ns; i++)
-		gs_stream_in_next(&sm, i);
-	tree = (int *) palloc0(2 * ns * sizeof(int));
-	tree[0] = gs_loser_tree_build(tree, ns, gs_stream_before_cb, &sm);
+	return ns;
+}
 
-	gs_final_begin(b, &f);
-	if (ns == 1 && b->sink == NULL && !b->isunique)
+/*
+ * One stream (the cascade's) and no unique check: its blocks are walked in
+ * place, and a tuple whose key columns differ from the one before it goes
+ * to the page writer's short path.
+ */
+static void
+gs_merge_walk_stream(GsIdxBuild *b, GsStreamMerge *sm, GsFinal *f)
+{
+	GsStreamIn *in = &sm->in[0];
+
+	while (in->rec != NULL)
 	{
-		/*
-		 * One stream (the cascade's) and no unique check: its blocks are
-		 * walked in place, and a tuple whose key columns differ from the
-		 * one before it goes to the page writer's short path.
-		 */
-		GsStreamIn *in = &sm.in[0];
+		const char *rec;
+		const uint64 *prev = f->first ? NULL : f->prevkey;
 
-		while (in->rec != NULL)
+		for (rec = in->rec; rec < in->end;
+			 rec += gs_idx_row_len(rec, b->keybytes))
 		{
-			const char *rec;
-			const uint64 *prev = f.first ? NULL : f.prevkey;
+			const uint64 *key = gs_rec_key(rec);
+			IndexTuple	itup = gs_rec_tuple(b, (char *) rec);
 
-			for (rec = in->rec; rec < in->end;
-				 rec += gs_idx_row_len(rec, b->keybytes))
-			{
-				const uint64 *key = gs_rec_key(rec);
-				IndexTuple	itup = gs_rec_tuple(b, (char *) rec);
-
-				__builtin_prefetch(rec + GS_STREAM_PREFETCH);
-				if (likely(prev == NULL ||
-						   !gs_words_equal(prev, key, b->colwords)))
-					gs_btw_add_distinct(f.w, itup);
-				else
-					gs_btw_add(f.w, itup, true);
-				prev = key;
-				f.count++;
-			}
-			/* the block goes back to the stream: keep what outlives it */
-			gs_btw_settle(f.w);
-			if (prev != NULL && prev != f.prevkey)
-			{
-				memcpy(f.prevkey, prev, b->colwords * sizeof(uint64));
-				f.first = false;
-			}
-			CHECK_FOR_INTERRUPTS();
-			in->rec = NULL;
-			gs_stream_in_next(&sm, 0);
+			__builtin_prefetch(rec + GS_STREAM_PREFETCH);
+			if (likely(prev == NULL ||
+					   !gs_words_equal(prev, key, b->colwords)))
+				gs_btw_add_distinct(f->w, itup);
+			else
+				gs_btw_add(f->w, itup, true);
+			prev = key;
+			f->count++;
 		}
+		/* the block goes back to the stream: keep what outlives it */
+		gs_btw_settle(f->w);
+		if (prev != NULL && prev != f->prevkey)
+		{
+			memcpy(f->prevkey, prev, b->colwords * sizeof(uint64));
+			f->first = false;
+		}
+		CHECK_FOR_INTERRUPTS();
+		in->rec = NULL;
+		gs_stream_in_next(sm, 0);
 	}
+}
+
+/*
+ * Merge the ns streams (each at its first record) on the backend, through
+ * a loser tree, into f.
+ */
+static void
+gs_merge_stream_tree(GsStreamMerge *sm, int ns, GsFinal *f)
+{
+	int		   *tree;
+
+	tree = (int *) palloc0(2 * ns * sizeof(int));
+	tree[0] = gs_loser_tree_build(tree, ns, gs_stream_before_cb, sm);
 	for (;;)
 	{
 		int			w = tree[0];
 		int			node;
 
-		if (sm.in[w].rec == NULL)
+		if (sm->in[w].rec == NULL)
 			break;
-		gs_final_put(&f, (char *) sm.in[w].rec);
-		gs_stream_in_next(&sm, w);
+		gs_final_put(f, (char *) sm->in[w].rec);
+		gs_stream_in_next(sm, w);
 
 		/*
 		 * Replay the winner's path.  Which of two records comes first is
@@ -691,7 +685,7 @@ gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 		for (node = (ns + w) / 2; node >= 1; node /= 2)
 		{
 			int			l = tree[node];
-			int			mask = -(int) gs_stream_before(&sm, l, w);
+			int			mask = -(int) gs_stream_before(sm, l, w);
 			int			loser = (w & mask) | (l & ~mask);
 
 			w ^= l ^ loser;
@@ -699,6 +693,50 @@ gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
 		}
 		tree[0] = w;
 	}
+}
+
+/*
+ * The final merge on threads, when the keys alone order the rows: false
+ * when it cannot be had (then the backend merges the runs itself).
+ */
+static bool
+gs_merge_final_streams(GsIdxBuild *b, const GsIdxRun *runs, int n, Size mem)
+{
+	MemoryContext cxt;
+	MemoryContext oldcxt;
+	GsStreamMerge sm;
+	GsFinal		f;
+	size_t		rows = 0;
+	int			ns;
+	int			i;
+
+	/* the rows of every run known exact */
+	if (!b->exact || b->runs_lossy || b->anylossy)
+		return false;
+	for (i = 0; i < n; i++)
+		rows += runs[i].nrows;
+
+	/* the streams' threads stop when this goes, on error too */
+	cxt = AllocSetContextCreate(CurrentMemoryContext,
+								"gpusort index merge streams",
+								ALLOCSET_DEFAULT_SIZES);
+	oldcxt = MemoryContextSwitchTo(cxt);
+	ns = gs_merge_open_streams(b, &sm, cxt, runs, n, mem);
+	if (ns == 0)
+	{
+		MemoryContextSwitchTo(oldcxt);
+		MemoryContextDelete(cxt);
+		return false;
+	}
+	gs_index_fault_point(GS_INDEX_FAULT_CANCEL_IN_MERGE);
+	for (i = 0; i < ns; i++)
+		gs_stream_in_next(&sm, i);
+
+	gs_final_begin(b, &f);
+	if (ns == 1 && b->sink == NULL && !b->isunique)
+		gs_merge_walk_stream(b, &sm, &f);
+	else
+		gs_merge_stream_tree(&sm, ns, &f);
 	gs_final_end(&f);
 	if (f.count != rows)
 		elog(ERROR, "gpusort: the index merge lost rows");
