@@ -10,6 +10,7 @@ PGFILEDESC = "gpusort - sorts on the GPU"
 
 OBJS = \
 	src/gpusort.o \
+	src/settings.o \
 	src/engine.o \
 	src/engine_cpu.o \
 	src/keys.o \

@@ -128,22 +128,6 @@ gs_cuda_library_path(void)
 								   GS_CUDA_LIBRARY_DEFAULT);
 }
 
-char *
-gs_cuda_library_path_of(const char *name)
-{
-	char		path[MAXPGPATH];
-
-	if (strncmp(name, "$libdir/", 8) == 0)
-		snprintf(path, sizeof(path), "%s/%s%s", pkglib_path, name + 8,
-				 strchr(name + 8, '.') ? "" : DLSUFFIX);
-	else if (first_dir_separator(name) == NULL)
-		snprintf(path, sizeof(path), "%s/%s%s", pkglib_path, name,
-				 strchr(name, '.') ? "" : DLSUFFIX);
-	else
-		strlcpy(path, name, sizeof(path));
-	return pstrdup(path);
-}
-
 /*
  * Is there perhaps an NVIDIA GPU for the CUDA engine?  File checks only,
  * so that the postmaster can ask (it sizes the gpusort service's pool

@@ -20,7 +20,7 @@
 
 #include "gpusort_engine.h"
 
-/* ---- GUCs (gpusort.c) ---- */
+/* ---- GUCs (settings.c) ---- */
 typedef enum GsEngineChoice
 {
 	GS_ENGINE_AUTO,				/* GPU when usable and worth it, else CPU */
@@ -132,7 +132,7 @@ extern void gs_engine_submit(GsSortJob *job, GsEngine *e, void *keys,
 extern GsEngine *gs_engine_wait(GsSortJob *job, gs_sort_stats *stats,
 								char **fallback);
 
-/* what gpusort_info() reports */
+/* what gpusort_info() reports (the path of a name: settings.c) */
 extern char *gs_cuda_library_path(void);
 extern char *gs_cuda_library_path_of(const char *name);
 extern bool gs_cuda_built(void);
@@ -186,7 +186,7 @@ gs_prefetch_page(const char *page)
 extern void gs_index_init(bool install_hooks) __attribute__((weak));
 
 /*
- * gpusort.index_fault (defined in gpusort.c with the other fault settings):
+ * gpusort.index_fault (defined in settings.c with the other fault settings):
  * a query cancel at one of these points, for tests
  */
 #define GS_INDEX_FAULT_NONE				0
