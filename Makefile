@@ -12,6 +12,7 @@ OBJS = \
 	src/gpusort.o \
 	src/settings.o \
 	src/engine.o \
+	src/gpu_probe.o \
 	src/engine_cpu.o \
 	src/keys.o \
 	src/planner.o \
