@@ -56,6 +56,7 @@ _PG_init(void)
 	gs_exec_init();
 	gs_load_budget_init();
 	gs_stats_init();
+	gs_declined_init();
 }
 
 /*
