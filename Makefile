@@ -22,6 +22,7 @@ OBJS = \
 	src/stats.o \
 	src/exec.o \
 	src/sortstate.o \
+	src/sort_util.o \
 	src/sort_load.o \
 	src/sort_runs.o \
 	src/sort_merge.o \

@@ -199,7 +199,7 @@ extern void gs_deadline(struct timespec *ts, int ms);
 /* transparent huge page size on x86-64 and arm64 with 4 kB base pages */
 #define HUGE_PAGE_BYTES		(2 * 1024 * 1024)
 
-/* sortstate.c: ask for transparent huge pages over [p, p + len) */
+/* sort_util.c: ask for transparent huge pages over [p, p + len) */
 extern void gs_advise_huge(void *p, size_t len);
 
 /* ranges of fresh memory to populate in the background (sort_load.c) */

@@ -546,7 +546,7 @@ gs_form_row(TupleTableSlot *slot, int natts, GsRowAllocFn alloc, void *arg)
 	}
 }
 
-/* ---- sortstate.c: life cycle and memory accounting ---- */
+/* ---- sort_util.c: memory accounting and comparators ---- */
 extern int64 gs_mem_used(GsSortState *s);
 extern void gs_note_mem(GsSortState *s, int64 extra);
 extern int	gs_cmp_tuples(GsSortState *s, MinimalTuple ta, MinimalTuple tb);
