@@ -24,6 +24,7 @@ OBJS = \
 	src/sortstate.o \
 	src/sort_util.o \
 	src/sort_load.o \
+	src/sort_chunks.o \
 	src/sort_runs.o \
 	src/sort_merge.o \
 	src/sort_emit.o \

@@ -554,6 +554,8 @@ extern int	gs_cmp_rows(const void *a, const void *b, void *arg);
 
 /* ---- sort_load.c ---- */
 extern void gs_prefault_wait(GsSortState *s);
+
+/* ---- sort_chunks.c ---- */
 extern void gs_finish_chunks(GsSortState *s);
 extern void gs_close_chunk(GsSortState *s, bool keys_needed);
 
