@@ -26,6 +26,7 @@ OBJS = \
 	src/sort_load.o \
 	src/sort_chunks.o \
 	src/sort_runs.o \
+	src/sort_writer.o \
 	src/sort_merge.o \
 	src/sort_emit.o \
 	src/sort_parallel.o \

@@ -559,12 +559,14 @@ extern void gs_prefault_wait(GsSortState *s);
 extern void gs_finish_chunks(GsSortState *s);
 extern void gs_close_chunk(GsSortState *s, bool keys_needed);
 
-/* ---- sort_runs.c ---- */
+/* ---- sort_writer.c ---- */
 extern GsRun *gs_new_run(GsSortState *s);
 extern void gs_writer_emit(GsSortState *s, GsWriter *w, const char *data,
 						   size_t len);
 extern void gs_writer_put(GsSortState *s, GsWriter *w, const char *key,
 						  bool lossy, MinimalTuple tup);
+
+/* ---- sort_runs.c ---- */
 extern void gs_free_batch(GsSortState *s);
 extern void gs_swap_batches(GsSortState *s);
 extern void gs_spill_wait(GsSortState *s);
