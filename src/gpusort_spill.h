@@ -76,9 +76,10 @@ gs_key_cmp_rest(const char *a, const char *b, int key_bytes)
 
 /*
  * Loser trees over n inputs (the merges of sort_merge.c and
- * spill_stream.c): node 1 is the root, inputs are the leaves n .. 2n-1,
- * tree[node] holds the loser of the match at node.  gs_loser_tree_build plays every match and returns
- * the winner; before(arg, a, b) says whether input a's item comes first.
+ * spill_stream.c; built by loser_tree.c): node 1 is the root, inputs are
+ * the leaves n .. 2n-1, tree[node] holds the loser of the match at node.
+ * gs_loser_tree_build plays every match and returns the winner;
+ * before(arg, a, b) says whether input a's item comes first.
  * Each merge replays a winner's path itself, where speed matters.
  */
 typedef bool (*GsBeforeFn) (void *arg, int a, int b);
