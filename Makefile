@@ -35,6 +35,7 @@ OBJS = \
 	src/sort_heapread.o \
 	src/spill.o \
 	src/spill_stream.o \
+	src/spill_stream_thread.o \
 	src/loser_tree.o \
 	src/shm_reap.o \
 	src/keys_sql.o \
