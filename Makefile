@@ -10,7 +10,9 @@ PGFILEDESC = "gpusort - sorts on the GPU"
 
 OBJS = \
 	src/gpusort.o \
+	src/settings.o \
 	src/engine.o \
+	src/gpu_probe.o \
 	src/engine_cpu.o \
 	src/keys.o \
 	src/planner.o \
@@ -20,8 +22,11 @@ OBJS = \
 	src/stats.o \
 	src/exec.o \
 	src/sortstate.o \
+	src/sort_util.o \
 	src/sort_load.o \
+	src/sort_chunks.o \
 	src/sort_runs.o \
+	src/sort_writer.o \
 	src/sort_merge.o \
 	src/sort_emit.o \
 	src/sort_parallel.o \
@@ -30,6 +35,8 @@ OBJS = \
 	src/sort_heapread.o \
 	src/spill.o \
 	src/spill_stream.o \
+	src/spill_stream_thread.o \
+	src/loser_tree.o \
 	src/shm_reap.o \
 	src/keys_sql.o \
 	src/service.o \

@@ -20,7 +20,6 @@
  */
 #include "postgres.h"
 
-#include <unistd.h>
 
 #include "access/parallel.h"
 #include "access/xact.h"
@@ -120,68 +119,6 @@ gs_engine_cpu_thread(void)
 	return &thread_engine;
 }
 
-/* the library's path: "$libdir/x" means pkglibdir/x.so */
-char *
-gs_cuda_library_path(void)
-{
-	return gs_cuda_library_path_of(gpusort_cuda_library ? gpusort_cuda_library :
-								   GS_CUDA_LIBRARY_DEFAULT);
-}
-
-char *
-gs_cuda_library_path_of(const char *name)
-{
-	char		path[MAXPGPATH];
-
-	if (strncmp(name, "$libdir/", 8) == 0)
-		snprintf(path, sizeof(path), "%s/%s%s", pkglib_path, name + 8,
-				 strchr(name + 8, '.') ? "" : DLSUFFIX);
-	else if (first_dir_separator(name) == NULL)
-		snprintf(path, sizeof(path), "%s/%s%s", pkglib_path, name,
-				 strchr(name, '.') ? "" : DLSUFFIX);
-	else
-		strlcpy(path, name, sizeof(path));
-	return pstrdup(path);
-}
-
-/*
- * Is there perhaps an NVIDIA GPU for the CUDA engine?  File checks only,
- * so that the postmaster can ask (it sizes the gpusort service's pool
- * from the answer) without initialising CUDA: the engine library must be
- * installed, and a driver loaded -- /dev/nvidiactl (also in containers
- * given a GPU), /proc/driver/nvidia/gpus, or WSL's /dev/dxg.  A "maybe"
- * is settled by the service, which opens the devices.
- */
-GsGpuProbe
-gs_gpu_probe(void)
-{
-	static const char *const driver_files[] = {
-		"/dev/nvidiactl", "/proc/driver/nvidia/gpus", "/dev/dxg"
-	};
-	int			i;
-
-	if (!gs_cuda_built())
-		return GS_GPU_NO_LIBRARY;
-	for (i = 0; i < lengthof(driver_files); i++)
-		if (access(driver_files[i], F_OK) == 0)
-			return GS_GPU_MAYBE;
-	return GS_GPU_NO_DRIVER;
-}
-
-/* the short reason gs_gpu_probe's answer gives, for EXPLAIN and the view */
-const char *
-gs_gpu_probe_reason(GsGpuProbe probe)
-{
-	switch (probe)
-	{
-		case GS_GPU_NO_LIBRARY:
-			return "no GPU: gpusort was built without the CUDA engine";
-		case GS_GPU_NO_DRIVER:
-			return "no GPU: no NVIDIA driver is loaded";
-		default:
-			return NULL;
-	}
-}
 
 /*
  * No GPU here: the service runs without a device (or does not exist).
@@ -192,16 +129,6 @@ bool
 gs_gpu_absent(void)
 {
 	return gs_service == NULL || gs_service->state == GS_SVC_NO_DEVICE;
-}
-
-bool
-gs_cuda_built(void)
-{
-	char	   *path = gs_cuda_library_path();
-	bool		found = access(path, R_OK) == 0;
-
-	pfree(path);
-	return found;
 }
 
 /*

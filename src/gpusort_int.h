@@ -20,7 +20,7 @@
 
 #include "gpusort_engine.h"
 
-/* ---- GUCs (gpusort.c) ---- */
+/* ---- GUCs (settings.c) ---- */
 typedef enum GsEngineChoice
 {
 	GS_ENGINE_AUTO,				/* GPU when usable and worth it, else CPU */
@@ -132,12 +132,15 @@ extern void gs_engine_submit(GsSortJob *job, GsEngine *e, void *keys,
 extern GsEngine *gs_engine_wait(GsSortJob *job, gs_sort_stats *stats,
 								char **fallback);
 
-/* what gpusort_info() reports */
+/* what gpusort_info() reports (gpu_probe.c; the path of a name: settings.c) */
 extern char *gs_cuda_library_path(void);
 extern char *gs_cuda_library_path_of(const char *name);
 extern bool gs_cuda_built(void);
 
-/* is there perhaps a GPU?  File checks only: the postmaster may ask */
+/*
+ * is there perhaps a GPU?  File checks only: the postmaster may ask
+ * (gpu_probe.c)
+ */
 typedef enum GsGpuProbe
 {
 	GS_GPU_MAYBE,				/* library and driver there: ask the devices */
@@ -147,6 +150,8 @@ typedef enum GsGpuProbe
 
 extern GsGpuProbe gs_gpu_probe(void);
 extern const char *gs_gpu_probe_reason(GsGpuProbe probe);
+
+/* engine.c: what the gpusort service says */
 extern bool gs_gpu_absent(void);
 extern bool gs_cuda_loaded(void);
 extern const char *gs_cuda_load_error(void);
@@ -186,7 +191,7 @@ gs_prefetch_page(const char *page)
 extern void gs_index_init(bool install_hooks) __attribute__((weak));
 
 /*
- * gpusort.index_fault (defined in gpusort.c with the other fault settings):
+ * gpusort.index_fault (defined in settings.c with the other fault settings):
  * a query cancel at one of these points, for tests
  */
 #define GS_INDEX_FAULT_NONE				0

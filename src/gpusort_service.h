@@ -151,7 +151,7 @@ typedef struct GsServiceCtl
 /* a CPU engine rate to compare with until backends measured one */
 #define GS_CPU_ROWS_PER_MS_DEFAULT 20000.0
 
-/* GUCs (gpusort.c) */
+/* GUCs (settings.c) */
 extern int	gpusort_service_memory_mb;
 extern int	gpusort_service_fault;
 

@@ -76,9 +76,10 @@ gs_key_cmp_rest(const char *a, const char *b, int key_bytes)
 
 /*
  * Loser trees over n inputs (the merges of sort_merge.c and
- * spill_stream.c): node 1 is the root, inputs are the leaves n .. 2n-1,
- * tree[node] holds the loser of the match at node.  gs_loser_tree_build plays every match and returns
- * the winner; before(arg, a, b) says whether input a's item comes first.
+ * spill_stream.c; built by loser_tree.c): node 1 is the root, inputs are
+ * the leaves n .. 2n-1, tree[node] holds the loser of the match at node.
+ * gs_loser_tree_build plays every match and returns the winner;
+ * before(arg, a, b) says whether input a's item comes first.
  * Each merge replays a winner's path itself, where speed matters.
  */
 typedef bool (*GsBeforeFn) (void *arg, int a, int b);
@@ -199,7 +200,7 @@ extern void gs_deadline(struct timespec *ts, int ms);
 /* transparent huge page size on x86-64 and arm64 with 4 kB base pages */
 #define HUGE_PAGE_BYTES		(2 * 1024 * 1024)
 
-/* sortstate.c: ask for transparent huge pages over [p, p + len) */
+/* sort_util.c: ask for transparent huge pages over [p, p + len) */
 extern void gs_advise_huge(void *p, size_t len);
 
 /* ranges of fresh memory to populate in the background (sort_load.c) */

@@ -7,6 +7,11 @@
  *	  PostgreSQL's comparators; the in-memory chunk merge on threads; and
  *	  the passes over runs until one merge can finish the sort.
  *
+ * Below the life cycle (sortstate.c), the writing of runs (sort_runs.c)
+ * and the emission (sort_emit.c), which call it; it calls the run writer
+ * (sort_writer.c), the loser tree (loser_tree.c), the streams
+ * (spill_stream.c), the shared primitives (sort_util.c) and spill.c.
+ *
  * Copyright (c) 2026, gpusort developers
  *
  *-------------------------------------------------------------------------
@@ -26,36 +31,6 @@
 #include "gpusort_keys.h"
 #include "gpusort_spill.h"
 #include "sortstate_int.h"
-
-/* ---------------------------------------------------------------------
- * Loser trees (declared in gpusort_spill.h: spill_stream.c's streams use them too)
- * ---------------------------------------------------------------------
- */
-
-static int
-gs_loser_match(int *tree, int n, int node, GsBeforeFn before, void *arg)
-{
-	int			a;
-	int			b;
-
-	if (node >= n)
-		return node - n;		/* a leaf: the input's number */
-	a = gs_loser_match(tree, n, 2 * node, before, arg);
-	b = gs_loser_match(tree, n, 2 * node + 1, before, arg);
-	if (before(arg, a, b))
-	{
-		tree[node] = b;
-		return a;
-	}
-	tree[node] = a;
-	return b;
-}
-
-int
-gs_loser_tree_build(int *tree, int n, GsBeforeFn before, void *arg)
-{
-	return n <= 1 ? 0 : gs_loser_match(tree, n, 1, before, arg);
-}
 
 /*
  * Merging the chunks of an in-memory sort on threads, when the keys alone

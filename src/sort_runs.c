@@ -5,6 +5,11 @@
  *	  work_mem: on threads, in the background while the next batch loads,
  *	  and the batches' memory that the two take turns with.
  *
+ * Below the load (sort_load.c) and the life cycle (sortstate.c), which
+ * call it; it calls the chunks (sort_chunks.c), the in-memory chunk merge
+ * and the merge's plan (sort_merge.c), the run writer (sort_writer.c), the
+ * shared primitives (sort_util.c), the engine's key buffers and spill.c.
+ *
  * Copyright (c) 2026, gpusort developers
  *
  *-------------------------------------------------------------------------
@@ -54,77 +59,6 @@ struct GsSpillJob
 	char	   *bufs[GS_CPU_THREADS_MAX];
 	int			err[GS_CPU_THREADS_MAX];
 };
-
-/* a new, empty run; its caller places it in the sort's temporary file */
-GsRun *
-gs_new_run(GsSortState *s)
-{
-	GsRun	   *run;
-
-	if (s->file == NULL)
-		s->file = gs_temp_create(s->cxt);
-	if (s->nruns == s->runs_cap)
-	{
-		s->runs_cap = Max(16, s->runs_cap * 2);
-		s->runs = s->runs ?
-			repalloc(s->runs, s->runs_cap * sizeof(GsRun)) :
-			MemoryContextAlloc(s->cxt, s->runs_cap * sizeof(GsRun));
-	}
-	run = &s->runs[s->nruns++];
-	run->offset = 0;
-	run->bytes = 0;
-	run->nrows = 0;
-	return run;
-}
-
-void
-gs_writer_emit(GsSortState *s, GsWriter *w, const char *data, size_t len)
-{
-	int64		off;
-	int			err;
-
-	if (len == 0)
-		return;
-	/* the run's place was taken whole: other processes may share the file */
-	Assert(w->run->bytes + (int64) len <= w->reserved);
-	gs_temp_charge(s->file, len);
-	off = w->run->offset + w->run->bytes;
-	err = gs_temp_pwrite(s->file, data, len, off);
-	if (err)
-		gs_temp_error(s->file, err, true);
-	w->run->bytes += len;
-}
-
-void
-gs_writer_put(GsSortState *s, GsWriter *w, const char *key, bool lossy,
-			  MinimalTuple tup)
-{
-	size_t		len = gs_row_disk_bytes(s->key_bytes, tup);
-	size_t		body = tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
-	size_t		head;
-
-	if (w->used + len > w->size)
-	{
-		gs_writer_emit(s, w, w->buf, w->used);
-		w->used = 0;
-	}
-	head = gs_row_head(s->key_bytes, w->buf + w->used, key, lossy, tup);
-	if (len <= w->size)
-	{
-		memcpy(w->buf + w->used + head,
-			   (char *) tup + MINIMAL_TUPLE_DATA_OFFSET, body);
-		w->used += len;
-	}
-	else
-	{
-		/* larger than the buffer: its header, then the tuple from place */
-		gs_writer_emit(s, w, w->buf, head);
-		gs_writer_emit(s, w, (char *) tup + MINIMAL_TUPLE_DATA_OFFSET, body);
-	}
-	w->run->nrows++;
-	if ((w->run->nrows % INTERRUPT_INTERVAL) == 0)
-		CHECK_FOR_INTERRUPTS();
-}
 
 static void
 gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)

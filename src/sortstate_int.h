@@ -546,7 +546,7 @@ gs_form_row(TupleTableSlot *slot, int natts, GsRowAllocFn alloc, void *arg)
 	}
 }
 
-/* ---- sortstate.c: life cycle and memory accounting ---- */
+/* ---- sort_util.c: memory accounting and comparators ---- */
 extern int64 gs_mem_used(GsSortState *s);
 extern void gs_note_mem(GsSortState *s, int64 extra);
 extern int	gs_cmp_tuples(GsSortState *s, MinimalTuple ta, MinimalTuple tb);
@@ -554,15 +554,19 @@ extern int	gs_cmp_rows(const void *a, const void *b, void *arg);
 
 /* ---- sort_load.c ---- */
 extern void gs_prefault_wait(GsSortState *s);
+
+/* ---- sort_chunks.c ---- */
 extern void gs_finish_chunks(GsSortState *s);
 extern void gs_close_chunk(GsSortState *s, bool keys_needed);
 
-/* ---- sort_runs.c ---- */
+/* ---- sort_writer.c ---- */
 extern GsRun *gs_new_run(GsSortState *s);
 extern void gs_writer_emit(GsSortState *s, GsWriter *w, const char *data,
 						   size_t len);
 extern void gs_writer_put(GsSortState *s, GsWriter *w, const char *key,
 						  bool lossy, MinimalTuple tup);
+
+/* ---- sort_runs.c ---- */
 extern void gs_free_batch(GsSortState *s);
 extern void gs_swap_batches(GsSortState *s);
 extern void gs_spill_wait(GsSortState *s);

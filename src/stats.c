@@ -25,6 +25,10 @@
  *	- btree builds and CLUSTER table sorts, taken or left to PostgreSQL
  *	  (index_build.c, index_cluster.c).
  *
+ * A bottom-layer file: every part counts here and reads its wait events,
+ * so it calls PostgreSQL only (declined.c, which calls it, is set up by
+ * _PG_init).
+ *
  * Copyright (c) 2026, gpusort developers
  *
  *-------------------------------------------------------------------------
@@ -157,7 +161,6 @@ gs_stats_init(void)
 		prev_shmem_startup_hook = shmem_startup_hook;
 		shmem_startup_hook = gs_stats_shmem_startup;
 	}
-	gs_declined_init();
 }
 
 const char *
