@@ -12,6 +12,8 @@ OBJS = \
 	src/gpusort.o \
 	src/engine.o \
 	src/engine_cpu.o \
+	src/engine_cpu_async.o \
+	src/engine_cpu_radix.o \
 	src/keys.o \
 	src/planner.o \
 	src/shards.o \
