@@ -15,6 +15,7 @@ OBJS = \
 	src/engine_cpu_async.o \
 	src/engine_cpu_radix.o \
 	src/keys.o \
+	src/keys_encode.o \
 	src/planner.o \
 	src/shards.o \
 	src/plan_walk.o \
