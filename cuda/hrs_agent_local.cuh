@@ -303,6 +303,107 @@ struct LocalSortAgent
 		}
 	}
 
+	/*
+	 * After the sort on the probed bits [probe_begin, end_bit): put right
+	 * the neighbours that agree on those bits but differ below them (see
+	 * above), leaving k and v sorted on all bits [begin_bit, end_bit).
+	 */
+	__device__ __forceinline__ static void
+	fix_probe(TempStorage &s, Key (&k)[LP::ITEMS], uint32_t (&v)[LP::ITEMS],
+			  const int n, const int probe_begin, const int begin_bit,
+			  const int end_bit)
+	{
+		bool		unresolved = false;
+		bool		long_run = false;
+		Key		   *sk = s.u.stage.kv.keys;
+		uint16_t   *idx = s.u.stage.idx;
+
+		__syncthreads();
+#pragma unroll
+		for (int it = 0; it < LP::ITEMS; it++)
+			sk[S::out_pos(it)] = k[it];
+		__syncthreads();
+#pragma unroll
+		for (int it = 0; it < LP::ITEMS; it++)
+		{
+			int			i = S::out_pos(it);
+
+			if (i >= 1 && i < n &&
+				same_above(sk[i - 1], k[it], probe_begin) &&
+				!same_above(sk[i - 1], k[it], 0))
+				unresolved = true;
+			idx[i] = (uint16_t) i;
+		}
+		if (__syncthreads_or(unresolved))
+		{
+			/*
+			 * Runs of keys equal on the probed bits: order each short one
+			 * by insertion sort (on an index, in shared memory); any long
+			 * one sends the whole task to a sort on all the bits.
+			 */
+#pragma unroll
+			for (int it = 0; it < LP::ITEMS; it++)
+			{
+				int			i = S::out_pos(it);
+
+				if (i < n && (i == 0 || !same_above(sk[i - 1], sk[i], probe_begin)))
+				{
+					int			e = i + 1;
+
+					while (e < n && e - i <= Pol::LOCAL_RUN_MAX &&
+						   same_above(sk[i], sk[e], probe_begin))
+						e++;
+					if (e - i > Pol::LOCAL_RUN_MAX)
+						long_run = true;
+					else
+						insertion_sort(sk, idx, i, e);
+				}
+			}
+			if (__syncthreads_or(long_run))
+			{
+				/* back to the input arrangement, so the padding stays last */
+#pragma unroll
+				for (int j = 0; j < LP::ITEMS; j++)
+					k[j] = sk[S::in_pos(j)];
+				__syncthreads();
+#pragma unroll
+				for (int it = 0; it < LP::ITEMS; it++)
+					s.u.stage.kv.vals[S::out_pos(it)] = v[it];
+				__syncthreads();
+#pragma unroll
+				for (int j = 0; j < LP::ITEMS; j++)
+					v[j] = s.u.stage.kv.vals[S::in_pos(j)];
+				__syncthreads();
+				S::sort(s.u.sort, k, v, begin_bit, end_bit);
+			}
+			else
+			{
+				/* take keys and row indexes in the corrected order */
+#pragma unroll
+				for (int it = 0; it < LP::ITEMS; it++)
+				{
+					int			i = S::out_pos(it);
+
+					if (i < n)
+						k[it] = sk[idx[i]];
+				}
+				__syncthreads();
+#pragma unroll
+				for (int it = 0; it < LP::ITEMS; it++)
+					s.u.stage.kv.vals[S::out_pos(it)] = v[it];
+				__syncthreads();
+#pragma unroll
+				for (int it = 0; it < LP::ITEMS; it++)
+				{
+					int			i = S::out_pos(it);
+
+					if (i < n)
+						v[it] = s.u.stage.kv.vals[idx[i]];
+				}
+			}
+		}
+	}
+
 	__device__ static void run(const Task t, void *k0, void *k1,
 							   uint32_t *v0, uint32_t *v1, bool keys_out,
 							   TempStorage &s)
@@ -365,97 +466,7 @@ struct LocalSortAgent
 		 */
 		S::sort(s.u.sort, k, v, probe_begin, end_bit);
 		if (probe_begin > begin_bit)
-		{
-			bool		unresolved = false;
-			bool		long_run = false;
-			Key		   *sk = s.u.stage.kv.keys;
-			uint16_t   *idx = s.u.stage.idx;
-
-			__syncthreads();
-#pragma unroll
-			for (int it = 0; it < LP::ITEMS; it++)
-				sk[S::out_pos(it)] = k[it];
-			__syncthreads();
-#pragma unroll
-			for (int it = 0; it < LP::ITEMS; it++)
-			{
-				int			i = S::out_pos(it);
-
-				if (i >= 1 && i < n &&
-					same_above(sk[i - 1], k[it], probe_begin) &&
-					!same_above(sk[i - 1], k[it], 0))
-					unresolved = true;
-				idx[i] = (uint16_t) i;
-			}
-			if (__syncthreads_or(unresolved))
-			{
-				/*
-				 * Runs of keys equal on the probed bits: order each short one
-				 * by insertion sort (on an index, in shared memory); any long
-				 * one sends the whole task to a sort on all the bits.
-				 */
-#pragma unroll
-				for (int it = 0; it < LP::ITEMS; it++)
-				{
-					int			i = S::out_pos(it);
-
-					if (i < n && (i == 0 || !same_above(sk[i - 1], sk[i], probe_begin)))
-					{
-						int			e = i + 1;
-
-						while (e < n && e - i <= Pol::LOCAL_RUN_MAX &&
-							   same_above(sk[i], sk[e], probe_begin))
-							e++;
-						if (e - i > Pol::LOCAL_RUN_MAX)
-							long_run = true;
-						else
-							insertion_sort(sk, idx, i, e);
-					}
-				}
-				if (__syncthreads_or(long_run))
-				{
-					/* back to the input arrangement, so the padding stays last */
-#pragma unroll
-					for (int j = 0; j < LP::ITEMS; j++)
-						k[j] = sk[S::in_pos(j)];
-					__syncthreads();
-#pragma unroll
-					for (int it = 0; it < LP::ITEMS; it++)
-						s.u.stage.kv.vals[S::out_pos(it)] = v[it];
-					__syncthreads();
-#pragma unroll
-					for (int j = 0; j < LP::ITEMS; j++)
-						v[j] = s.u.stage.kv.vals[S::in_pos(j)];
-					__syncthreads();
-					S::sort(s.u.sort, k, v, begin_bit, end_bit);
-				}
-				else
-				{
-					/* take keys and row indexes in the corrected order */
-#pragma unroll
-					for (int it = 0; it < LP::ITEMS; it++)
-					{
-						int			i = S::out_pos(it);
-
-						if (i < n)
-							k[it] = sk[idx[i]];
-					}
-					__syncthreads();
-#pragma unroll
-					for (int it = 0; it < LP::ITEMS; it++)
-						s.u.stage.kv.vals[S::out_pos(it)] = v[it];
-					__syncthreads();
-#pragma unroll
-					for (int it = 0; it < LP::ITEMS; it++)
-					{
-						int			i = S::out_pos(it);
-
-						if (i < n)
-							v[it] = s.u.stage.kv.vals[idx[i]];
-					}
-				}
-			}
-		}
+			fix_probe(s, k, v, n, probe_begin, begin_bit, end_bit);
 
 #pragma unroll
 		for (int it = 0; it < LP::ITEMS; it++)
