@@ -14,7 +14,10 @@ OBJS = \
 	src/engine.o \
 	src/gpu_probe.o \
 	src/engine_cpu.o \
+	src/engine_cpu_async.o \
+	src/engine_cpu_radix.o \
 	src/keys.o \
+	src/keys_encode.o \
 	src/planner.o \
 	src/shards.o \
 	src/plan_walk.o \

@@ -63,11 +63,13 @@ $(CUDA_BUILD)/bench_engine: $(CUDA_DIR)/bench/bench_engine.cu $(CUDA_ENGINE_OBJS
 	$(NVCC) $(CUDA_FLAGS) -cudart static -o $@ $< $(CUDA_ENGINE_OBJS)
 
 # the CPU engine is PG-free: compiled on its own into the chunked benchmark
-$(CUDA_BUILD)/engine_cpu_bench.o: $(srcdir)/src/engine_cpu.c $(srcdir)/src/gpusort_engine.h $(CUDA_BUILD)/.dir
+CPU_ENGINE_BENCH_OBJS = $(patsubst %,$(CUDA_BUILD)/%_bench.o,engine_cpu engine_cpu_async engine_cpu_radix)
+
+$(CPU_ENGINE_BENCH_OBJS): $(CUDA_BUILD)/%_bench.o: $(srcdir)/src/%.c $(srcdir)/src/gpusort_engine.h $(srcdir)/src/engine_cpu_int.h $(CUDA_BUILD)/.dir
 	$(CC) -std=gnu99 -O2 -fPIC -I$(srcdir)/src -c $< -o $@
 
-$(CUDA_BUILD)/bench_chunked: $(CUDA_DIR)/bench/bench_chunked.cu $(CUDA_ENGINE_OBJS) $(CUDA_BUILD)/engine_cpu_bench.o $(CUDA_HEADERS) $(CUDA_DIR)/test/splitmix.cuh
-	$(NVCC) $(CUDA_FLAGS) -Xcompiler -pthread -cudart static -o $@ $< $(CUDA_ENGINE_OBJS) $(CUDA_BUILD)/engine_cpu_bench.o
+$(CUDA_BUILD)/bench_chunked: $(CUDA_DIR)/bench/bench_chunked.cu $(CUDA_ENGINE_OBJS) $(CPU_ENGINE_BENCH_OBJS) $(CUDA_HEADERS) $(CUDA_DIR)/test/splitmix.cuh
+	$(NVCC) $(CUDA_FLAGS) -Xcompiler -pthread -cudart static -o $@ $< $(CUDA_ENGINE_OBJS) $(CPU_ENGINE_BENCH_OBJS)
 
 .PHONY: cuda-test cuda-check cuda-bench install-cuda uninstall-cuda clean-cuda
 

@@ -239,6 +239,218 @@ iota_grid(size_t n, int threads, int sm_count)
 	return (int) (grid > (size_t) sm_count * 8 ? (size_t) sm_count * 8 : grid);
 }
 
+/* the scratch's arrays, as the first pass sees them */
+template <int KB>
+static void
+init_pass_params(const SortArgs &a, const Layout<KB> &L, char *base,
+				 Counters *counters, PassParams &p)
+{
+	typedef Policy<KB> Pol;
+
+	memset(&p, 0, sizeof(p));
+	p.keys[0] = a.keys[0];
+	p.keys[1] = a.keys[1];
+	p.vals[0] = a.vals[0];
+	p.vals[1] = a.vals[1];
+	p.sub_cursor = (uint32_t *) (base + L.off_sub_cursor);
+	p.block_hist = (uint32_t *) (base + L.off_block_hist);
+	for (int i = 0; i < Pol::NUM_LOCAL; i++)
+		p.tasks[i] = (Task *) (base + L.off_tasks[i]);
+	p.copies = (CopyRange *) (base + L.off_copies);
+	p.counters = counters;
+	p.max_buckets = (uint32_t) L.max_buckets;
+	p.max_tasks = (uint32_t) L.max_tasks;
+	p.max_copies = (uint32_t) L.max_copies;
+	p.pass = 0;
+	p.write_iota = 0;
+	p.buckets = (Bucket *) (base + L.off_buckets[0]);
+	p.next_buckets = (Bucket *) (base + L.off_buckets[1]);
+	p.bucket_hist = (uint32_t *) (base + L.off_bucket_hist[0]);
+	p.next_bucket_hist = (uint32_t *) (base + L.off_bucket_hist[1]);
+	p.bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[0]);
+	p.next_bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[1]);
+	p.bucket_done = (uint32_t *) (base + L.off_bucket_done[0]);
+	p.next_bucket_done = (uint32_t *) (base + L.off_bucket_done[1]);
+	p.tracked = (Tracked *) (base + L.off_tracked);
+	p.block_bucket = (uint32_t *) (base + L.off_block_bucket[0]);
+	p.next_block_bucket = (uint32_t *) (base + L.off_block_bucket[1]);
+	p.copy_block_range = (uint32_t *) (base + L.off_copy_block_range);
+	p.max_blocks = (uint32_t) L.max_blocks;
+}
+
+/*
+ * The passes.  The counts a pass's plan made (buckets and key blocks
+ * of the next pass, tasks, copies) come back while its scatter runs,
+ * so the next pass is launched with exact grids, and the loop ends as
+ * soon as no bucket is left, with the final counts in hand.
+ *
+ * Returns when no bucket is left, the digits ran out or a work list
+ * overflowed; *final_counts says whether the counts in st are final.  The
+ * local sorts launched early on the side stream are counted in started[]
+ * (guard.side is set once the side stream is used).
+ */
+template <int KB>
+static gs_status
+run_passes(const SortArgs &a, const Layout<KB> &L, char *base, Staging *st,
+		   PassParams &p, int varying, bool counted, uint32_t nblocks0,
+		   uint32_t fused_limit, const Task &single,
+		   uint32_t (&started)[MAX_LOCAL], bool *final_counts_out,
+		   SideGuard &guard, char *errbuf, size_t errlen)
+{
+	typedef typename Policy<KB>::Partition Part;
+	uint32_t	nb = 1,
+				nblocks = nblocks0;
+	bool		final_counts = false;
+	uint32_t	side_upto[MAX_LOCAL];	/* local sorts to launch next on the side */
+	bool		side_pending = false;
+	gs_status	rc;
+
+	for (int pass = 0; pass < varying && nb > 0; pass++)
+	{
+		const int	cur = pass & 1;
+
+		p.pass = pass;
+		p.buckets = (Bucket *) (base + L.off_buckets[cur]);
+		p.next_buckets = (Bucket *) (base + L.off_buckets[cur ^ 1]);
+		p.bucket_hist = (uint32_t *) (base + L.off_bucket_hist[cur]);
+		p.next_bucket_hist = (uint32_t *) (base + L.off_bucket_hist[cur ^ 1]);
+		p.bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[cur]);
+		p.next_bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[cur ^ 1]);
+		p.bucket_done = (uint32_t *) (base + L.off_bucket_done[cur]);
+		p.next_bucket_done = (uint32_t *) (base + L.off_bucket_done[cur ^ 1]);
+		p.block_bucket = (uint32_t *) (base + L.off_block_bucket[cur]);
+		p.next_block_bucket = (uint32_t *) (base + L.off_block_bucket[cur ^ 1]);
+
+		if (pass > 0 || !counted)
+		{
+			p.plan_in_histogram = nblocks <= fused_limit;
+			HRS_TRY(launch_overlapping(true, histogram_kernel<KB>, nblocks,
+									   Part::THREADS, 0, a.stream, p),
+					"histogram launch");
+			p.write_iota = 0;
+		}
+		if (!p.plan_in_histogram)
+		{
+			HRS_TRY(launch_overlapping(true, plan_kernel<KB>, nb, RADIX, 0,
+									   a.stream, p), "plan launch");
+		}
+		HRS_TRY(launch_overlapping(true, scatter_kernel<KB>, nblocks,
+								   Part::THREADS, 0, a.stream, p),
+				"scatter launch");
+		if (side_pending)
+		{
+			/* the previous pass's small buckets, on the side stream */
+			bool		side_launched = false;
+
+			HRS_TRY(cudaStreamWaitEvent(a.side, a.side_mark[0], 0),
+					"cudaStreamWaitEvent");
+			guard.side = a.side;
+			rc = launch_locals<KB, 0>(a, a.side, p, started, side_upto, single,
+									  &side_launched, errbuf, errlen);
+			if (rc != GS_OK)
+				return rc;
+			memcpy(started, side_upto, sizeof(started));
+			side_pending = false;
+		}
+		rc = wait_counts(&st->counts.seq, (uint32_t) pass + 1, a.stream,
+						 a.cancel, a.cancel_arg, errbuf, errlen);
+		/* on cancel: let the scatter end before returning */
+		if (rc != GS_OK)
+		{
+			(void) cudaStreamSynchronize(a.stream);
+			return rc;
+		}
+		if (st->counts.counters.overflow)
+			break;
+		nb = (uint32_t) (st->counts.counters.alloc[pass + 1] >> 32);
+		nblocks = (uint32_t) st->counts.counters.alloc[pass + 1];
+		final_counts = nb == 0;
+
+		/*
+		 * More passes to come: the buckets this pass finished small can be
+		 * sorted beside them on the side stream (their ranges are not
+		 * touched again).  The fork is marked here, after this pass's
+		 * scatter; the launches wait until the next pass is enqueued, so
+		 * that they do not delay it.
+		 */
+		if (a.side != NULL && nb > 0)
+		{
+			uint32_t	fresh = 0;
+
+			memcpy(side_upto, st->counts.counters.tasks, sizeof(side_upto));
+			for (int c = 0; c < MAX_LOCAL; c++)
+				fresh += side_upto[c] - started[c];
+			if (fresh > 0)
+			{
+				HRS_TRY(cudaEventRecord(a.side_mark[0], a.stream), "cudaEventRecord");
+				side_pending = true;
+			}
+		}
+	}
+	*final_counts_out = final_counts;
+	return GS_OK;
+}
+
+/*
+ * After the passes: the final counts, the local sorts not launched yet and
+ * the copies, and the main stream joined to the side stream.
+ */
+template <int KB>
+static gs_status
+finish_sort(const SortArgs &a, SortResult *res, const PassParams &p,
+			Staging *st, Counters *counters, bool final_counts,
+			const uint32_t *started, const Task &single, bool launched,
+			SideGuard &guard, char *errbuf, size_t errlen)
+{
+	typedef typename Policy<KB>::Partition Part;
+	gs_status	rc;
+
+	if (!final_counts)
+	{
+		/* the loop ran out of digits or a list overflowed */
+		HRS_TRY(cudaMemcpyAsync(&st->counts.counters, counters, sizeof(Counters),
+								cudaMemcpyDeviceToHost, a.stream), "cudaMemcpyAsync");
+		rc = wait_stream(a.stream, a.event, a.cancel, a.cancel_arg, errbuf, errlen);
+		if (rc != GS_OK)
+			return rc;
+	}
+	if (st->counts.counters.overflow)
+	{
+		snprintf(errbuf, errlen, "hybrid radix sort: a work list overflowed");
+		return GS_ERR_INTERNAL;
+	}
+	for (int pass = 0; pass <= MAX_DIGITS; pass++)
+		if ((st->counts.counters.alloc[pass] >> 32) != 0)
+			res->passes = pass + 1;
+
+	/* copy the counts: the staging buffer is the next sort's once we return */
+	uint32_t	tasks[MAX_LOCAL];
+	const uint32_t ncopy_blocks = (uint32_t) st->counts.counters.copy_alloc;
+
+	memcpy(tasks, st->counts.counters.tasks, sizeof(tasks));
+	rc = launch_locals<KB, 0>(a, a.stream, p, started, tasks, single,
+							  &launched, errbuf, errlen);
+	if (rc != GS_OK)
+		return rc;
+	if (ncopy_blocks > 0)
+		HRS_TRY(launch_overlapping(launched, copy_kernel<KB>, ncopy_blocks,
+								   Part::THREADS, 0, a.stream,
+								   (const CopyRange *) p.copies,
+								   (const uint32_t *) p.copy_block_range,
+								   a.keys[0], a.vals[0],
+								   (const uint32_t *) a.vals[1], a.keys_out),
+				"copy launch");
+	if (guard.side != NULL)
+	{
+		/* the main stream goes on only once the side stream's sorts are done */
+		HRS_TRY(cudaEventRecord(a.side_mark[1], a.side), "cudaEventRecord");
+		HRS_TRY(cudaStreamWaitEvent(a.stream, a.side_mark[1], 0),
+				"cudaStreamWaitEvent");
+		guard.side = NULL;
+	}
+	return GS_OK;
+}
+
 template <int KB>
 static gs_status
 sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
@@ -275,35 +487,7 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 	PassParams	p;
 	const uint32_t nblocks0 = (uint32_t) ((a.n + Part::TILE - 1) / Part::TILE);
 
-	memset(&p, 0, sizeof(p));
-	p.keys[0] = a.keys[0];
-	p.keys[1] = a.keys[1];
-	p.vals[0] = a.vals[0];
-	p.vals[1] = a.vals[1];
-	p.sub_cursor = (uint32_t *) (base + L.off_sub_cursor);
-	p.block_hist = (uint32_t *) (base + L.off_block_hist);
-	for (int i = 0; i < Pol::NUM_LOCAL; i++)
-		p.tasks[i] = (Task *) (base + L.off_tasks[i]);
-	p.copies = (CopyRange *) (base + L.off_copies);
-	p.counters = counters;
-	p.max_buckets = (uint32_t) L.max_buckets;
-	p.max_tasks = (uint32_t) L.max_tasks;
-	p.max_copies = (uint32_t) L.max_copies;
-	p.pass = 0;
-	p.write_iota = 0;
-	p.buckets = (Bucket *) (base + L.off_buckets[0]);
-	p.next_buckets = (Bucket *) (base + L.off_buckets[1]);
-	p.bucket_hist = (uint32_t *) (base + L.off_bucket_hist[0]);
-	p.next_bucket_hist = (uint32_t *) (base + L.off_bucket_hist[1]);
-	p.bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[0]);
-	p.next_bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[1]);
-	p.bucket_done = (uint32_t *) (base + L.off_bucket_done[0]);
-	p.next_bucket_done = (uint32_t *) (base + L.off_bucket_done[1]);
-	p.tracked = (Tracked *) (base + L.off_tracked);
-	p.block_bucket = (uint32_t *) (base + L.off_block_bucket[0]);
-	p.next_block_bucket = (uint32_t *) (base + L.off_block_bucket[1]);
-	p.copy_block_range = (uint32_t *) (base + L.off_copy_block_range);
-	p.max_blocks = (uint32_t) L.max_blocks;
+	init_pass_params<KB>(a, L, base, counters, p);
 
 	if (a.n <= Pol::LOCAL_LIMIT)
 	{
@@ -395,147 +579,18 @@ sort_width(const SortArgs &a, SortResult *res, char *errbuf, size_t errlen)
 	else
 		p.write_iota = 1;
 
-	/*
-	 * The passes.  The counts a pass's plan made (buckets and key blocks
-	 * of the next pass, tasks, copies) come back while its scatter runs,
-	 * so the next pass is launched with exact grids, and the loop ends as
-	 * soon as no bucket is left, with the final counts in hand.
-	 */
-	uint32_t	nb = 1,
-				nblocks = nblocks0;
+	/* the passes, then the local sorts and copies */
 	bool		final_counts = false;
 	uint32_t	started[MAX_LOCAL] = {0};	/* local sorts launched early */
-	uint32_t	side_upto[MAX_LOCAL];	/* ... and those to launch next */
-	bool		side_pending = false;
 	SideGuard	guard;
 
-	for (int pass = 0; pass < varying && nb > 0; pass++)
-	{
-		const int	cur = pass & 1;
-
-		p.pass = pass;
-		p.buckets = (Bucket *) (base + L.off_buckets[cur]);
-		p.next_buckets = (Bucket *) (base + L.off_buckets[cur ^ 1]);
-		p.bucket_hist = (uint32_t *) (base + L.off_bucket_hist[cur]);
-		p.next_bucket_hist = (uint32_t *) (base + L.off_bucket_hist[cur ^ 1]);
-		p.bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[cur]);
-		p.next_bucket_mask = (unsigned long long *) (base + L.off_bucket_mask[cur ^ 1]);
-		p.bucket_done = (uint32_t *) (base + L.off_bucket_done[cur]);
-		p.next_bucket_done = (uint32_t *) (base + L.off_bucket_done[cur ^ 1]);
-		p.block_bucket = (uint32_t *) (base + L.off_block_bucket[cur]);
-		p.next_block_bucket = (uint32_t *) (base + L.off_block_bucket[cur ^ 1]);
-
-		if (pass > 0 || !counted)
-		{
-			p.plan_in_histogram = nblocks <= fused_limit;
-			HRS_TRY(launch_overlapping(true, histogram_kernel<KB>, nblocks,
-									   Part::THREADS, 0, a.stream, p),
-					"histogram launch");
-			p.write_iota = 0;
-		}
-		if (!p.plan_in_histogram)
-		{
-			HRS_TRY(launch_overlapping(true, plan_kernel<KB>, nb, RADIX, 0,
-									   a.stream, p), "plan launch");
-		}
-		HRS_TRY(launch_overlapping(true, scatter_kernel<KB>, nblocks,
-								   Part::THREADS, 0, a.stream, p),
-				"scatter launch");
-		if (side_pending)
-		{
-			/* the previous pass's small buckets, on the side stream */
-			bool		side_launched = false;
-
-			HRS_TRY(cudaStreamWaitEvent(a.side, a.side_mark[0], 0),
-					"cudaStreamWaitEvent");
-			guard.side = a.side;
-			rc = launch_locals<KB, 0>(a, a.side, p, started, side_upto, single,
-									  &side_launched, errbuf, errlen);
-			if (rc != GS_OK)
-				return rc;
-			memcpy(started, side_upto, sizeof(started));
-			side_pending = false;
-		}
-		rc = wait_counts(&st->counts.seq, (uint32_t) pass + 1, a.stream,
-						 a.cancel, a.cancel_arg, errbuf, errlen);
-		/* on cancel: let the scatter end before returning */
-		if (rc != GS_OK)
-		{
-			(void) cudaStreamSynchronize(a.stream);
-			return rc;
-		}
-		if (st->counts.counters.overflow)
-			break;
-		nb = (uint32_t) (st->counts.counters.alloc[pass + 1] >> 32);
-		nblocks = (uint32_t) st->counts.counters.alloc[pass + 1];
-		final_counts = nb == 0;
-
-		/*
-		 * More passes to come: the buckets this pass finished small can be
-		 * sorted beside them on the side stream (their ranges are not
-		 * touched again).  The fork is marked here, after this pass's
-		 * scatter; the launches wait until the next pass is enqueued, so
-		 * that they do not delay it.
-		 */
-		if (a.side != NULL && nb > 0)
-		{
-			uint32_t	fresh = 0;
-
-			memcpy(side_upto, st->counts.counters.tasks, sizeof(side_upto));
-			for (int c = 0; c < MAX_LOCAL; c++)
-				fresh += side_upto[c] - started[c];
-			if (fresh > 0)
-			{
-				HRS_TRY(cudaEventRecord(a.side_mark[0], a.stream), "cudaEventRecord");
-				side_pending = true;
-			}
-		}
-	}
-
-	if (!final_counts)
-	{
-		/* the loop ran out of digits or a list overflowed */
-		HRS_TRY(cudaMemcpyAsync(&st->counts.counters, counters, sizeof(Counters),
-								cudaMemcpyDeviceToHost, a.stream), "cudaMemcpyAsync");
-		rc = wait_stream(a.stream, a.event, a.cancel, a.cancel_arg, errbuf, errlen);
-		if (rc != GS_OK)
-			return rc;
-	}
-	if (st->counts.counters.overflow)
-	{
-		snprintf(errbuf, errlen, "hybrid radix sort: a work list overflowed");
-		return GS_ERR_INTERNAL;
-	}
-	for (int pass = 0; pass <= MAX_DIGITS; pass++)
-		if ((st->counts.counters.alloc[pass] >> 32) != 0)
-			res->passes = pass + 1;
-
-	/* copy the counts: the staging buffer is the next sort's once we return */
-	uint32_t	tasks[MAX_LOCAL];
-	const uint32_t ncopy_blocks = (uint32_t) st->counts.counters.copy_alloc;
-
-	memcpy(tasks, st->counts.counters.tasks, sizeof(tasks));
-	rc = launch_locals<KB, 0>(a, a.stream, p, started, tasks, single,
-							  &launched, errbuf, errlen);
+	rc = run_passes<KB>(a, L, base, st, p, varying, counted, nblocks0,
+						fused_limit, single, started, &final_counts, guard,
+						errbuf, errlen);
 	if (rc != GS_OK)
 		return rc;
-	if (ncopy_blocks > 0)
-		HRS_TRY(launch_overlapping(launched, copy_kernel<KB>, ncopy_blocks,
-								   Part::THREADS, 0, a.stream,
-								   (const CopyRange *) p.copies,
-								   (const uint32_t *) p.copy_block_range,
-								   a.keys[0], a.vals[0],
-								   (const uint32_t *) a.vals[1], a.keys_out),
-				"copy launch");
-	if (guard.side != NULL)
-	{
-		/* the main stream goes on only once the side stream's sorts are done */
-		HRS_TRY(cudaEventRecord(a.side_mark[1], a.side), "cudaEventRecord");
-		HRS_TRY(cudaStreamWaitEvent(a.stream, a.side_mark[1], 0),
-				"cudaStreamWaitEvent");
-		guard.side = NULL;
-	}
-	return GS_OK;
+	return finish_sort<KB>(a, res, p, st, counters, final_counts, started,
+						   single, launched, guard, errbuf, errlen);
 }
 
 template <int KB>

@@ -2,7 +2,8 @@
  *
  * hrs_kernels.cuh
  *	  The kernels of the hybrid radix sort: each one only gives its agent
- *	  shared memory and runs it (see hrs_agent.cuh).
+ *	  shared memory and runs it (see hrs_agent.cuh and the agents in
+ *	  hrs_agent_partition.cuh and hrs_agent_local.cuh).
  *
  * Copyright (c) 2026, gpusort developers
  *
@@ -11,7 +12,8 @@
 #ifndef HRS_KERNELS_CUH
 #define HRS_KERNELS_CUH
 
-#include "hrs_agent.cuh"
+#include "hrs_agent_local.cuh"
+#include "hrs_agent_partition.cuh"
 
 namespace hrs
 {

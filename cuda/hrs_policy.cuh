@@ -33,7 +33,7 @@ struct PartitionPolicy
 	static constexpr int TILE = THREADS_ * ITEMS_;
 };
 
-/* how a local sort ranks keys in a block pass (see hrs_agent.cuh) */
+/* how a local sort ranks keys in a block pass (see hrs_agent_local.cuh) */
 enum LocalRank
 {
 	RANK_COUNTERS,				/* CUB BlockRadixSort: per-thread counters */

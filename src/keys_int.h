@@ -1,0 +1,119 @@
+/*-------------------------------------------------------------------------
+ *
+ * keys_int.h
+ *	  The key plan's layout, shared by key planning (keys.c) and key
+ *	  encoding (keys_encode.c); callers outside them see only gpusort_keys.h.
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KEYS_INT_H
+#define KEYS_INT_H
+
+#ifdef USE_ICU
+#include <unicode/ucol.h>
+#endif
+
+#include "gpusort_engine.h"
+#include "gpusort_keys.h"
+
+/* how a column is written */
+typedef enum GsKind
+{
+	GSK_INT2,
+	GSK_INT4,
+	GSK_INT8,
+	GSK_OID,
+	GSK_UINT8,					/* pg_lsn */
+	GSK_CHAR,					/* "char", compared unsigned */
+	GSK_BOOL,
+	GSK_DATE,
+	GSK_TIME,
+	GSK_TIMESTAMP,				/* timestamp and timestamptz */
+	GSK_FLOAT4,
+	GSK_FLOAT8,
+	GSK_INTERVAL,
+	GSK_UUID,
+	/* variable width: a prefix filling the rest of the key */
+	GSK_NUMERIC,
+	GSK_TEXT_C,					/* text, varchar: bytes */
+	GSK_BPCHAR_C,				/* bytes without trailing spaces */
+	GSK_NAME_C,
+	GSK_TEXT_ICU,
+	GSK_BPCHAR_ICU,
+	GSK_NAME_ICU
+} GsKind;
+
+/*
+ * Longest ICU sort-key prefix.  ucol_nextSortKeyPart costs about 1 us per 8
+ * bytes it produces (32-character ASCII strings, root collation), which at
+ * 32 bytes made encoding slower than PostgreSQL's whole sort; 16 bytes
+ * still separates most strings and leaves the rest to the tie-break.
+ */
+#define GS_ICU_PREFIX_MAX	16
+
+/*
+ * Longest numeric prefix: class, weight and 6 base-10000 digits (24 decimal
+ * digits) hold nearly every numeric exactly, at half the width of 32.
+ */
+#define GS_NUMERIC_PREFIX_MAX	16
+
+#define GSK_IS_VARIABLE(k)	((k) >= GSK_NUMERIC)
+#define GSK_IS_ICU(k)		((k) >= GSK_TEXT_ICU)
+
+/*
+ * ICU sort keys cost about a microsecond each, and sort columns often hold
+ * few distinct strings, so each ICU column keeps the keys of short strings
+ * it has seen in a small direct-mapped cache.
+ */
+#define GS_ICU_CACHE_SLOTS	1024	/* a power of 2 */
+#define GS_ICU_CACHE_STRLEN 30
+
+typedef struct GsIcuCacheEnt
+{
+	int16		len;			/* -1: empty */
+	char		str[GS_ICU_CACHE_STRLEN];
+	uint8		key[GS_MAX_KEY_BYTES];
+} GsIcuCacheEnt;
+
+/* how a NULL is told apart from the values */
+typedef enum GsNullMode
+{
+	GSN_FOLDED,					/* the encoding leaves both extremes free */
+	GSN_BYTE,					/* a null-indicator byte in front */
+	GSN_EXTREME					/* NULL on an extreme; collisions are lossy */
+} GsNullMode;
+
+typedef struct GsKeyCol
+{
+	int			attidx;			/* attno - 1 */
+	GsKind		kind;
+	bool		desc;
+	bool		nulls_first;
+	GsNullMode	nullmode;
+	bool		truncated;		/* fixed-width value cut short (always
+								 * lossy, and the plan is not exact) */
+	int			off;			/* first byte in the key */
+	int			width;			/* bytes taken, null byte included */
+	int			vbytes;			/* full value width of a fixed kind */
+	uint64		code_mask;		/* all ones over vbytes (kinds <= 8 B) */
+#ifdef USE_ICU
+	UCollator  *ucol;
+	struct GsIcuCacheEnt *icache;	/* recent short strings' sort keys */
+#endif
+} GsKeyCol;
+
+struct GsKeyPlan
+{
+	int			ncols;			/* sort columns */
+	int			nenc;			/* encoded columns */
+	int			key_bytes;
+	int			used_bytes;		/* bytes before the zero padding */
+	bool		exact;
+	bool		fast;			/* one fixed column of <= 8 bytes */
+	int			fast_shift;		/* bits to shift its code left */
+	GsKeyCol	cols[FLEXIBLE_ARRAY_MEMBER];
+};
+
+#endif							/* KEYS_INT_H */
