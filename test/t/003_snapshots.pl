@@ -50,7 +50,9 @@ use lib $FindBin::RealBin;
 use GpuSortNodes;
 
 my $db = 'gs';
-my $node = gpusort_node('main', $db);
+# the server the session tests ran on: WAL for every build (a CREATE
+# INDEX under wal_level = minimal writes none: nothing to recover from)
+my $node = gpusort_node('main', $db, conf => "wal_level = replica\n");
 $node->safe_psql($db,
 	'CREATE EXTENSION pageinspect; CREATE EXTENSION amcheck');
 
