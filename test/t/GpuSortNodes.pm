@@ -63,23 +63,28 @@ sub gs_psql
 }
 
 # gs_psql's psql, started and left running; gs_psql_finish($job) waits for
-# it and returns what gs_psql returns
+# it and returns what gs_psql returns.  Its input and output are files, not
+# pipes that the test would have to pump: jobs run at the same time while
+# the test waits for one of them, or does something else.
 sub gs_psql_start
 {
 	my ($node, $db, $sql, %opts) = @_;
-	my $job = { out => '', err => '' };
+	my $dir = PostgreSQL::Test::Utils::tempdir();
+	my $job = { dir => $dir };
 	my $conn = $node->connstr($db);
 	$conn .= " application_name=$opts{appname}" if defined $opts{appname};
 	my @cmd = (
 		$node->installed_command('psql'), '-X', '-q', '-A', '-t',
 		'-v', 'ON_ERROR_STOP=' . ($opts{on_error_stop} // 1),
 		'-d', $conn);
+	open(my $fh, '>', "$dir/in.sql") or die "$dir/in.sql: $!";
+	print $fh $sql;
+	close($fh);
 	my @redirect =
 	    $opts{merge}
-	  ? ('>&', \$job->{out})
-	  : ('>', \$job->{out}, '2>', \$job->{err});
-	$job->{sql} = $sql;
-	$job->{h} = IPC::Run::start(\@cmd, '<', \$job->{sql}, @redirect,
+	  ? ('>&', "$dir/out")
+	  : ('>', "$dir/out", '2>', "$dir/err");
+	$job->{h} = IPC::Run::start(\@cmd, '<', "$dir/in.sql", @redirect,
 		IPC::Run::timeout(
 			$opts{timeout} // $PostgreSQL::Test::Utils::timeout_default));
 	return $job;
@@ -90,7 +95,8 @@ sub gs_psql_finish
 	my ($job) = @_;
 	$job->{h}->finish;
 	my $rc = $job->{h}->result(0) // -1;
-	my ($out, $err) = ($job->{out}, $job->{err});
+	my $out = slurp_file("$job->{dir}/out");
+	my $err = -e "$job->{dir}/err" ? slurp_file("$job->{dir}/err") : '';
 	chomp $out;
 	chomp $err;
 	return wantarray ? ($rc, $out, $err) : $out;
