@@ -50,8 +50,8 @@ use lib $FindBin::RealBin;
 use GpuSortNodes;
 
 my $db = 'gs';
-# the server the session tests ran on: WAL for every build (a CREATE
-# INDEX under wal_level = minimal writes none: nothing to recover from)
+# wal_level = replica, PostgreSQL's default: every build writes WAL (under
+# the framework's minimal, a CREATE INDEX writes none)
 my $node = gpusort_node('main', $db, conf => "wal_level = replica\n");
 $node->safe_psql($db,
 	'CREATE EXTENSION pageinspect; CREATE EXTENSION amcheck');
