@@ -60,7 +60,12 @@ use GpuSortNodes;
 my $db = 'gs';
 # wal_level = replica, PostgreSQL's default: every build writes WAL (under
 # the framework's minimal, a CREATE INDEX writes none)
-my $node = gpusort_node('cancels', $db, conf => "wal_level = replica\n");
+# and restart_after_crash = on, also PostgreSQL's default (the framework
+# turns it off): a crash of a parallel worker shows as crash recovery
+# (sessions lost, the unlogged table emptied), and the checks that follow
+# run on the recovered server instead of waiting for one that stays down
+my $node = gpusort_node('cancels', $db,
+	conf => "wal_level = replica\nrestart_after_crash = on\n");
 $node->safe_psql($db, 'CREATE EXTENSION pageinspect');
 
 # the lines of $text that match $re (grep -c)
@@ -336,7 +341,7 @@ EOSQL
 	my $shm = gs_shm_snapshot($node);
 	my $log_size = -s $node->logfile;
 	my $hold = $node->background_psql($db, timeout => 60);
-	$hold->set_query_timer_restart();
+	$hold->set_query_timer_restart(1);
 	my $held = $hold->query_safe(
 		"SELECT pid || ' ' || backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
 	);
