@@ -188,11 +188,7 @@ $node->safe_psql('lc',
 	  . "ANALYZE t");
 my $plan_sql =
   "SET gpusort.min_rows = 0;\nEXPLAIN (COSTS OFF) SELECT * FROM t ORDER BY k;";
-# the lines of $text that match $re (grep -c)
-my $count = sub {
-	my ($text, $re) = @_;
-	return scalar grep { $_ =~ $re } split /\n/, $text;
-};
+my $count = \&gs_count_lines;
 is($count->(scalar gs_psql($node, 'lc', $plan_sql), qr/GpuSort/),
 	0, 'no GpuSort before a load');
 is($count->(scalar gs_psql($node, 'lc', "LOAD 'gpusort';\n$plan_sql"), qr/GpuSort/),

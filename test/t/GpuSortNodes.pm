@@ -16,7 +16,7 @@ use Time::HiRes qw(usleep);
 
 our @EXPORT =
   qw(gpusort_node gs_psql gs_psql_start gs_psql_finish gs_bg_query
-  gs_shm_snapshot gs_shm_segments);
+  gs_count_lines gs_shm_snapshot gs_shm_segments);
 
 # a started node that preloads gpusort, with database $db (UTF8, en_US: text
 # sorts under a collation other than C) that has the extension.  Options:
@@ -112,6 +112,13 @@ sub gs_bg_query
 	my $err = $session->{stderr};
 	$session->{stderr} = '';
 	return ($out, $err);
+}
+
+# the lines of $text that match $re (grep -c)
+sub gs_count_lines
+{
+	my ($text, $re) = @_;
+	return scalar grep { $_ =~ $re } split /\n/, $text;
 }
 
 # Shared memory segments of the node under test, and of no other server
