@@ -12,11 +12,11 @@
 # expected/*.out), with versions named (or "all") a second time with every
 # sort sent through the gpusort service's fake device (make
 # installcheck-service; GS_SERVICE_PASS=yes or no decides it either way),
-# then the session tests (test/sessions/*.sh: a second session, a crash
-# and restart), and last the TAP tests (test/t/*.pl, run with prove on
-# PostgreSQL's own test framework, PostgreSQL::Test::Cluster): each starts
-# its own servers, e.g. a coordinator and two postgres_fdw shards, on
-# 127.0.0.1 ports of their own.
+# and last the TAP tests (test/t/*.pl, run with prove on PostgreSQL's own
+# test framework, PostgreSQL::Test::Cluster), the tests that need more
+# than one session, a crash and restart, cancels under load or servers of
+# their own: each starts its own servers (one, or a coordinator and two
+# postgres_fdw shards) on 127.0.0.1 ports of their own.
 # With versions named (or "all"), then build the Debian package and run the
 # regression suite against the installed package (scripts/package-test.sh),
 # for the versions in GS_PACKAGE_VERSIONS (default: each version tested;
@@ -33,7 +33,7 @@
 # without one gpusort uses its CPU engine.
 #
 # The last line printed is "N passed, M failed", counting each pg_regress
-# test, each unit-test directory, each session test and each TAP test file
+# test, each unit-test directory and each TAP test file
 # once per version ("pg17/regress/keys_int", "pg17/tap/001_shards"), plus each
 # package test; a build failure counts as one failure.  The exit
 # status is 0 only when nothing failed.
@@ -120,20 +120,6 @@ if [ "${1:-}" = --in-cluster ]; then
 			fi
 			# keep the first pass's diffs for whoever looks after the run
 			cp -f "$builddir/regression.diffs" "$builddir/regression.$kind.diffs" 2>/dev/null
-		fi
-	done
-	# the session tests: a second session, a server restart (last: they
-	# may restart the server); "PASS pgN/sessions/name"
-	for t in "$builddir"/test/sessions/*.sh; do
-		name=$(basename "$t" .sh)
-		[ "$name" = lib ] && continue
-		gs_log "$prefix: session test $name"
-		# a test that hangs fails, and the run goes on
-		timeout -k 10 300 bash "$t" 2>&1 | sed 's/^/    /'
-		if [ "${PIPESTATUS[0]}" -eq 0 ]; then
-			echo "PASS $prefix/sessions/$name" >>"$results"
-		else
-			echo "FAIL $prefix/sessions/$name" >>"$results"
 		fi
 	done
 	exit 0

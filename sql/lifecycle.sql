@@ -5,7 +5,7 @@
 -- superuser-only or hidden; gpusort.cuda_library checked when set; a server
 -- without an NVIDIA GPU keeps a small service pool and says "cpu (no GPU)"
 -- on EXPLAIN's engine line.  (Without preloading, and across sessions:
--- test/sessions/lifecycle.sh.)
+-- test/t/004_restarts.pl.)
 --
 LOAD 'gpusort';
 SET gpusort.min_rows = 0;

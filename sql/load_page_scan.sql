@@ -3,7 +3,7 @@
 -- (src/sort_heapread.c), against PostgreSQL's scan and sort: the rows
 -- its snapshot sees, the statistics and EXPLAIN ANALYZE counts it keeps,
 -- serially, with loading workers and through a cursor.  The snapshot seen
--- by other sessions is test/sessions/load_snapshot.sh's.
+-- by other sessions is test/t/003_snapshots.pl's.
 --
 LOAD 'gpusort';
 SET gpusort.min_rows = 0;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CREATE INDEX benchmark: gpusort against PostgreSQL's own build.
 #
-#   test/index/bench.sh [ROWS]            (default 50000000)
+#   bench/index_build.sh [ROWS]           (default 50000000)
 #
 # Runs against the server the libpq environment points at (PGHOST, PGPORT,
 # ...), which must preload gpusort.  Loads a table of ROWS rows
