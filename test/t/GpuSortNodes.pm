@@ -16,7 +16,25 @@ use Time::HiRes qw(usleep);
 
 our @EXPORT =
   qw(gpusort_node gs_psql gs_psql_start gs_psql_finish gs_bg_query
-  gs_count_lines gs_shm_snapshot gs_shm_segments);
+  gs_count_lines gs_shm_snapshot gs_shm_segments gs_pages_differ_sql);
+
+# SQL whose one row says how two btree indexes' pages compare: "size
+# differs", or "N pages differ", comparing every page but its LSN and
+# checksum (pageinspect's get_raw_page and page_header)
+sub gs_pages_differ_sql
+{
+	my ($a, $b) = @_;
+
+	return <<"EOSQL";
+SELECT CASE WHEN pg_relation_size('$a') <> pg_relation_size('$b') THEN 'size differs'
+	ELSE (SELECT count(*) FROM generate_series(0, pg_relation_size('$a') / 8192 - 1) AS b,
+			LATERAL (SELECT get_raw_page('$a', b) AS p1, get_raw_page('$b', b) AS p2) r,
+			LATERAL page_header(r.p1) h
+		  WHERE substr(p1, 11, h.lower - 10) || substr(p1, h.upper + 1) <>
+				substr(p2, 11, h.lower - 10) || substr(p2, h.upper + 1))::text || ' pages differ'
+	END;
+EOSQL
+}
 
 # a started node that preloads gpusort, with database $db (UTF8, en_US: text
 # sorts under a collation other than C) that has the extension.  Options:
