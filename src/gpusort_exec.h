@@ -140,6 +140,7 @@ extern const struct GsRun *gs_sort_finish_runs(GsSortState *s, int nparts,
 											   uint32 *max_tuple_len);
 extern int	gs_sort_nruns(GsSortState *s);
 extern int	gs_sort_runs_written(GsSortState *s);
+extern int	gs_sort_runs_spilled(GsSortState *s);
 extern int	gs_sort_merge_order(GsSortState *s);
 extern int	gs_sort_share_of_runs(GsSortState *s, int nparts);
 extern void gs_sort_add_runs(GsSortState *s, const struct GsRun *runs, int n,
@@ -152,5 +153,51 @@ extern bool gs_sort_can_rewind(GsSortState *s);
 extern void gs_sort_rewind(GsSortState *s);
 extern void gs_sort_report(GsSortState *s, GsSortReport *r);
 extern void gs_sort_end(GsSortState *s);
+
+/*
+ * Sorts of other rows than the executor's: a btree build's index tuples,
+ * CLUSTER's heap tuples.  The variant encodes the keys itself and says how
+ * two rows compare where the keys cannot tell; the sort state does all
+ * the rest (memory, engine, runs, merges) as for ORDER BY.
+ *
+ * A row is kept in a MinimalTuple-shaped envelope (its t_len covers the
+ * whole, so runs and merges move it as any row): one byte of flags the
+ * variant owns at GS_ROW_FLAGS_OFF, then the variant's bytes at
+ * GS_ROW_DATA_OFF, MAXALIGN'd.  Both survive runs on disk.
+ *
+ * A key is key_bytes long.  Its first tie_bytes order the rows; the bytes
+ * after them (an index's heap TID) order rows whose first part is equal,
+ * and are compared only where that part is exact: where it is not (the
+ * plan is not exact, or either row's encoding was lossy), compare(arg, a,
+ * b) decides between rows whose first parts are equal, with a and b the
+ * rows' data.
+ */
+#define GS_ROW_FLAGS_OFF	MINIMAL_TUPLE_DATA_OFFSET
+#define GS_ROW_DATA_OFF		MAXALIGN(MINIMAL_TUPLE_DATA_OFFSET + 1)
+
+typedef int (*GsRowCompareFn) (void *arg, const char *a, const char *b);
+
+typedef struct GsRowsDef
+{
+	int			key_bytes;
+	int			tie_bytes;
+	bool		exact;
+	GsRowCompareFn compare;
+	void	   *arg;
+} GsRowsDef;
+
+extern GsSortState *gs_sort_begin_rows(const GsRowsDef *def, int mem_kb,
+									   double est_rows);
+extern char *gs_sort_row_alloc(GsSortState *s, Size len, char **key);
+extern void gs_sort_row_done(GsSortState *s, bool lossy);
+extern const char *gs_sort_next_row(GsSortState *s);
+extern double gs_sort_rows(GsSortState *s);
+extern void gs_sort_set_memory(GsSortState *s, int mem_kb);
+
+static inline uint8 *
+gs_row_flags(const char *data)
+{
+	return (uint8 *) (data - GS_ROW_DATA_OFF + GS_ROW_FLAGS_OFF);
+}
 
 #endif							/* GPUSORT_EXEC_H */

@@ -53,9 +53,9 @@
  *	  the first tuple is written, so the rewrite starts after the scan);
  *	- the kept tuples are sorted by the index's key, as an index build sorts
  *	  them: an index tuple is formed (FormIndexDatum: expressions too) with
- *	  the root's heap TID, and the build's sort, runs on disk and merge
- *	  (index_build.c, index_spill.c) order them; the TID breaks ties, so
- *	  the order is the index's;
+ *	  the root's heap TID, and the build's sort (index_sort.c, on the sort
+ *	  core: in memory or in runs on disk) orders them; the TID breaks
+ *	  ties, so the order is the index's;
  *	  each row carries the tuple's own TID and the heap tuple itself after
  *	  its index tuple (in memory and in the runs);
  *	- the scan runs in parallel workers where PostgreSQL would plan them
@@ -113,6 +113,7 @@
 
 #include <math.h>
 
+#include "gpusort_exec.h"
 #include "gpusort_spill.h"
 #include "gpusort_stats.h"
 #include "index_int.h"
@@ -392,8 +393,8 @@ static void
 gs_cluster_collect(void *arg, ItemPointer sort_tid, Datum *values,
 				   bool *isnull, const void *row, uint32 len)
 {
-	gs_idx_collect_payload((GsIdxBuild *) arg, sort_tid, values, isnull,
-						   row, len);
+	gs_idx_sort_put((GsIdxBuild *) arg, sort_tid, values, isnull, true,
+					row, len);
 }
 
 /*
@@ -433,10 +434,14 @@ gs_cluster_collect_rows(Relation OldHeap, Relation OldIndex,
 	planned = plan_create_index_workers(RelationGetRelid(OldHeap),
 										RelationGetRelid(OldIndex));
 	if (planned > 0)
+		share = mem / (planned + (parallel_leader_participation ? 1 : 0));
+	gs_idx_sort_begin(b, share,
+					  gs_idx_estimate_rows(b, false, (double) share / mem));
+	if (planned > 0)
 		par = gs_idx_parallel_begin_cluster(b, indexInfo, planned, &share,
 											follow_index, OldestXmin);
-	b->overlap_ok = (par == NULL && b->exact);
-	gs_idx_setup_share(b, false, share, (double) share / mem);
+	if (par == NULL)
+		gs_sort_set_memory(b->sort, maintenance_work_mem);
 
 	memset(counts, 0, sizeof(*counts));
 	if (par != NULL)
@@ -446,8 +451,6 @@ gs_cluster_collect_rows(Relation OldHeap, Relation OldIndex,
 		why = gs_cluster_scan(OldHeap, indexInfo, gs_cluster_collect, b,
 							  NULL, NULL, follow_index, OldestXmin, counts,
 							  true);
-	gs_idx_prefault_wait(b);
-	gs_idx_run_bg_finish(b);
 
 	*nworkers = 0;
 	*wreport = NULL;
@@ -458,18 +461,12 @@ gs_cluster_collect_rows(Relation OldHeap, Relation OldIndex,
 		{
 			pgstat_progress_update_param(PROGRESS_CLUSTER_HEAP_TUPLES_SCANNED,
 										 (int64) counts->num_tuples);
-			/* the workers' rows: into memory, or as runs */
-			if (!gs_idx_parallel_spilled(par, b))
-				gs_idx_parallel_gather(par, b);
-			else
-			{
-				if (b->n > 0)
-					gs_idx_spill_run(b);
-				gs_idx_parallel_runs(par, b);
-			}
+			/* the merge takes all the memory, the workers' cores too */
+			gs_sort_set_memory(b->sort, maintenance_work_mem);
+			gs_sort_bulk_threads(b->sort, *nworkers + 1);
+			/* the workers' runs, and the rows they kept in memory */
+			gs_idx_parallel_collect(par, b);
 			*wreport = gs_idx_parallel_report(par);
-			/* the merge takes all the memory, as a serial build's */
-			b->mem_limit = mem;
 			/* rows the workers left stay in shared memory until the end */
 			b->parallel = par;
 			gs_idx_parallel_leave(par);
@@ -525,6 +522,7 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 	double		end_ms;
 	int			nworkers = 0;
 	char	   *wreport = NULL;
+	bool		external = false;
 
 	/* the entry is the heap AM's again, whatever happens next */
 	OldHeap->rd_tableam = gs_heap_am;
@@ -549,9 +547,6 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 		/* no unique check: the index's own rebuild makes it */
 		b->isunique = false;
 		b->payload = true;
-		b->payload_width = GS_CLUSTER_TID_BYTES +
-			MAXALIGN(SizeofHeapTupleHeader +
-					 get_rel_data_width(OldHeap, NULL));
 
 		INSTR_TIME_SET_CURRENT(t0);
 		why = gs_cluster_collect_rows(OldHeap, OldIndex, indexInfo, b,
@@ -568,8 +563,9 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 			};
 			const int64 zeros[] = {0, 0, 0};
 
-			if (b->file != NULL)
-				gs_temp_close(b->file);
+			/* (the sort's temporary file goes with it) */
+			gs_sort_end(b->sort);
+			b->sort = NULL;
 			/* its index scan sets none of the block counts */
 			pgstat_progress_update_multi_param(3, index, zeros);
 		}
@@ -603,13 +599,7 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 	pgstat_progress_update_param(PROGRESS_CLUSTER_PHASE,
 								 PROGRESS_CLUSTER_PHASE_SORT_TUPLES);
 	INSTR_TIME_SET_CURRENT(t0);
-	if (b->nruns > 0)
-	{
-		b->npasses = 0;
-		gs_idx_spill_build(b);
-	}
-	else
-		gs_idx_write_sorted(b);
+	external = gs_idx_sort_write(b);
 	if (cw.written == 0)
 		pgstat_progress_update_param(PROGRESS_CLUSTER_PHASE,
 									 PROGRESS_CLUSTER_PHASE_WRITE_NEW_HEAP);
@@ -642,8 +632,7 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 			(errmsg_internal("table \"%s\" sorted by gpusort%s%s%s",
 							 RelationGetRelationName(OldHeap),
 							 use_sort ? "" : " instead of PostgreSQL's index scan",
-							 b->nruns > 0 || b->nruns_written > 0 ?
-							 " (sorted in runs on disk)" : "",
+							 external ? " (sorted in runs on disk)" : "",
 							 nworkers > 0 ?
 							 psprintf(" with %d parallel workers", nworkers) : "")));
 }

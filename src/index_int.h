@@ -7,13 +7,13 @@
  * index.c        the hooks that hand a btree build to gpusort
  * index_settings.c  its settings and test-only fault points
  * index_build.c  the ambuild: the driver of a build
- * index_rows.c   the rows in memory: arena, sort, checks, in-memory write
- * index_collect.c  the scan's rows into memory, and out as runs when full
+ * index_rows.c   what the build knows of rows: keys, comparators, checks
+ * index_sort.c   the rows sorted by the sort core (sortstate.c), then
+ *                checked and handed to the page writer or CLUSTER
  * index_write.c  writes the sorted index tuples as btree pages
  * index_scan.c   the heap scan, page by page with the next one prefetched
- * index_parallel.c  the heap scan spread over parallel workers
- * index_spill.c  builds beyond maintenance_work_mem: sorted runs in a
- *                temporary file, merged into the page writer
+ * index_parallel.c  the heap scan spread over parallel workers, whose
+ *                rows reach the leader's sort in shared memory or as runs
  * index_cluster.c  CLUSTER's table sort, by the same sort
  * index_cluster_scan.c  CLUSTER's heap scan, serial or one participant's
  *
@@ -52,39 +52,6 @@
 #define GS_ROW_ALIVE	0x01	/* live tuple: takes part in unique checks */
 #define GS_ROW_LOSSY	0x02	/* its key lost information */
 
-/*
- * A sorted run: a stretch of the build's temporary file (GsIdxBuild.file),
- * the backend's own; a parallel build's workers write theirs into the
- * leader's.
- */
-typedef struct GsIdxRun
-{
-	int64		offset;
-	int64		bytes;
-	size_t		nrows;
-} GsIdxRun;
-
-/*
- * The rows' memory of one half of maintenance_work_mem, when runs are
- * written in the background (GsIdxBuild.overlap): the scan fills one half
- * while the other's run is written.  The fields are GsIdxBuild's own of
- * the same names, swapped in and out.
- */
-typedef struct GsIdxSet
-{
-	char	   *keys;
-	IndexTuple *tuples;
-	uint8	   *flags;
-	size_t		cap;
-	char	  **blocks;
-	char	  **blocks_raw;
-	int			nblocks;
-	int			blocks_cap;
-	MemoryContext arenacxt;
-} GsIdxSet;
-
-typedef struct GsRunBg GsRunBg;
-
 typedef struct GsIdxBuild
 {
 	Relation	heap;
@@ -112,85 +79,21 @@ typedef struct GsIdxBuild
 	Size		fixed_size;
 	uint16		fixed_off[INDEX_MAX_KEYS];
 
-	/* rows */
-	GsEngine   *eng;
-	MemoryContext cxt;			/* the build's memory: arena, arrays */
-	MemoryContext arenacxt;		/* tuples larger than a block, reset after
-								 * each run */
+	MemoryContext cxt;			/* the build's memory */
 	MemoryContext scratch;		/* index_form_tuple's output, reset often */
 	int			scratch_used;
-	char	   *arena;			/* free space of the current arena block */
-	size_t		arena_left;
-	Size		arena_block;	/* size of arena blocks */
-	Size		mem_arena;		/* bytes of arena blocks taken */
-	Size		mem_limit;		/* maintenance_work_mem, in bytes */
-
-	/*
-	 * Arena blocks of arena_block bytes, kept from run to run so that their
-	 * pages are faulted in once per build; raw: as allocated (for pfree).
-	 * Fresh memory is given huge pages and populated by a thread ahead of
-	 * the scan: the array slots up to prefault_rows, and each new block.
-	 */
-	char	  **blocks;
-	char	  **blocks_raw;
-	int			nblocks;
-	int			blocks_cap;
-	int			blk_next;		/* the next block a run may reuse */
-	size_t		prefault_rows;
-	GsTask	   *prefault_task;
-	GsPrefault	prefault;
-	char	   *keys;			/* engine key buffer */
-	IndexTuple *tuples;
-	uint8	   *flags;
-	size_t		cap;
-	size_t		n;
-	bool		anylossy;		/* of the rows in memory */
-	bool		runs_lossy;		/* of the rows in runs written */
-	bool		keys_sorted;	/* keys[] in sorted order after the sort */
-	bool		overflow;		/* too many rows, or too little memory */
-
-	/*
-	 * Each row's tuple size, MAXALIGN'd, when all rows in memory have the
-	 * same (rec_varlen false): then a run's records need not be sized one
-	 * by one to place them.
-	 */
-	Size		rec_tlen;
-	bool		rec_varlen;
-	Size		rec_bytes;		/* their sum (MAXALIGN'd) */
 	double		indtuples;
 
-	/* sorted runs written when memory is full (index_spill.c) */
-	bool		may_spill;		/* else memory full means overflow */
-	struct GsTempFile *file;	/* NULL until the first run */
-	GsIdxRun   *runs;
-	int			nruns;
-	int			maxruns;
-	int			nruns_written;	/* runs the scan wrote */
+	/* the sort core that takes the rows (index_sort.c) */
+	struct GsSortState *sort;
 
-	/*
-	 * overlap_ok: a serial build, whose scan may go on while a run is
-	 * written.  overlap: it does; mem_limit is half of the memory, the
-	 * other half is other, whose run bg writes (NULL when none is
-	 * pending).
-	 */
-	bool		overlap_ok;
-	bool		overlap;
-	GsIdxSet	other;
-	GsRunBg    *bg;
-	int			npasses;		/* merge passes before the final one */
+	/* what the sort reported at its end, in ms (DEBUG2) */
+	double		sort_ms;		/* sorting (engine and tie-breaks) */
+	double		runs_ms;		/* writing runs */
+	double		passes_ms;		/* merging them */
+	int			nruns_written;
+	int			npasses;
 	int			nstreams;		/* threads of the final merge, or 0 */
-	int			merge_threads;	/* threads the final merge may take beyond
-								 * gpusort.cpu_threads: a parallel build's
-								 * participants, whose cores are free by then */
-	int			nruns_merged;	/* runs when the merges began */
-	double		final_wait_ms;	/* the backend's wait for merge threads */
-	char	   *final_report;	/* their own times (DEBUG2), or NULL */
-	double		write_ms;		/* the page writer's WAL and smgr calls */
-
-	/* time spent, in ms: sorting (engine and tie-breaks), writing runs */
-	double		sort_ms;
-	double		runs_ms;
-	double		passes_ms;		/* merge passes before the final merge */
 
 	/* comparators for tie-breaks and unique checks */
 	SortSupport ssup;
@@ -200,7 +103,6 @@ typedef struct GsIdxBuild
 	 * tuple): MAXALIGN'd index tuple, uint32 length padded to 8, payload.
 	 */
 	bool		payload;
-	Size		payload_width;	/* its estimated size, for sizing */
 
 	/* a parallel scan whose workers' rows are still in shared memory */
 	struct GsIdxParallel *parallel;
@@ -210,25 +112,13 @@ typedef struct GsIdxBuild
 	void	   *sink_arg;
 } GsIdxBuild;
 
-/* memory a row takes besides its tuple: key, pointer, flags, perm, gather */
+/*
+ * The memory a row takes besides its tuple, as a parallel worker counts
+ * its share: its key, its entry word, its pointer and key in the sort's
+ * arrays
+ */
 #define GS_IDX_ROW_BYTES(b) \
-	((Size) (b)->keybytes + 2 * sizeof(IndexTuple) + 1 + sizeof(uint32))
-
-/* a row's bytes from its index tuple on: the tuple and any payload */
-static inline Size
-gs_idx_row_size(const GsIdxBuild *b, IndexTuple itup)
-{
-	Size		size = IndexTupleSize(itup);
-
-	if (b->payload)
-	{
-		uint32		len;
-
-		memcpy(&len, (char *) itup + MAXALIGN(size), sizeof(len));
-		size = MAXALIGN(size) + 8 + len;
-	}
-	return size;
-}
+	((Size) 2 * (b)->keybytes + 2 * sizeof(void *))
 
 /* the payload of a row, and its length */
 static inline char *
@@ -324,59 +214,24 @@ gs_idx_ms_since(instr_time start)
 /* index_rows.c */
 extern bool gs_idx_init(GsIdxBuild *b, Relation heap, Relation index,
 						IndexInfo *indexInfo);
-extern void gs_idx_arena_next(GsIdxBuild *b, Size size);
-extern bool gs_idx_grow(GsIdxBuild *b);
-
-/* index_collect.c */
 extern bool gs_idx_encode(GsIdxBuild *b, Datum *values, bool *isnull,
 						  ItemPointer tid, uint64 *key);
-extern void gs_idx_collect(Relation index, ItemPointer tid, Datum *values,
-						   bool *isnull, bool tupleIsAlive, void *state);
-extern void gs_idx_collect_payload(GsIdxBuild *b, ItemPointer tid,
-								   Datum *values, bool *isnull,
-								   const void *payload, uint32 len);
-
-extern void gs_idx_setup(GsIdxBuild *b, bool partial);
-extern void gs_idx_setup_share(GsIdxBuild *b, bool partial, Size mem,
-							   double fraction);
 extern void gs_idx_sortsupport(GsIdxBuild *b);
-extern bool gs_idx_reserve(GsIdxBuild *b, size_t nrows);
-extern void gs_idx_prefault_wait(GsIdxBuild *b);
-extern void gs_idx_arena_free(GsIdxBuild *b);
-extern void gs_idx_write_sorted(GsIdxBuild *b);
-extern uint32 *gs_idx_sort(GsIdxBuild *b, bool keys_out);
 extern int	gs_idx_cmp_cols(GsIdxBuild *b, IndexTuple t1, IndexTuple t2);
 extern void gs_idx_unique_violation(GsIdxBuild *b, IndexTuple itup) pg_attribute_noreturn();
 extern bool gs_idx_key_has_null(GsIdxBuild *b, IndexTuple itup);
+extern int	gs_idx_fixed_key_bytes(GsIdxBuild *b);
+extern double gs_idx_estimate_rows(GsIdxBuild *b, bool partial,
+								   double fraction);
 
-/* index_spill.c */
-
-/* sort the rows in memory into a run in the temporary file; empty b */
-extern void gs_idx_spill_run(GsIdxBuild *b);
-
-/* the run written in the background, if any, is complete and listed */
-extern void gs_idx_run_bg_finish(GsIdxBuild *b);
-/* sort the rows in memory and write them as a run (b keeps them) */
-extern void gs_idx_run_write(GsIdxBuild *b);
-
-/* add a run to b's list */
-extern void gs_idx_add_run(GsIdxBuild *b, const GsIdxRun *run);
-
-/* the scan is over: the last run, then the rows' memory goes */
-extern void gs_idx_spill_finish(GsIdxBuild *b);
-
-/* index_merge.c */
-
-/*
- * Merge b's runs down to at most maxruns (a parallel build's participant,
- * before the leader's final merge), in passes within b->mem_limit.
- */
-extern void gs_idx_spill_reduce(GsIdxBuild *b, int maxruns);
-extern int	gs_idx_final_fanin(GsIdxBuild *b, Size mem);
-extern int	gs_idx_reduce_budget(GsIdxBuild *b, int nparticipants);
-
-/* write the index from the runs: merge passes, then the final merge */
-extern void gs_idx_spill_build(GsIdxBuild *b);
+/* index_sort.c: the rows sorted by the sort core */
+extern void gs_idx_sort_begin(GsIdxBuild *b, Size mem, double est_rows);
+extern void gs_idx_sort_put(GsIdxBuild *b, ItemPointer tid, Datum *values,
+							bool *isnull, bool alive, const void *payload,
+							uint32 len);
+extern void gs_idx_collect(Relation index, ItemPointer tid, Datum *values,
+						   bool *isnull, bool tupleIsAlive, void *state);
+extern bool gs_idx_sort_write(GsIdxBuild *b);
 
 /* index_scan.c */
 extern double gs_idx_heap_scan(Relation heap, Relation index,
@@ -473,17 +328,8 @@ extern const char *gs_idx_parallel_scan_cluster(GsIdxParallel *p,
 												void *arg,
 												GsClusterCounts *counts);
 
-/*
- * true when the build ends with a merge: some participant wrote runs, or
- * all rows are more than one sort takes
- */
-extern bool gs_idx_parallel_spilled(GsIdxParallel *p, GsIdxBuild *b);
-
-/* in memory: every worker's rows into b's arrays, after b's own */
-extern void gs_idx_parallel_gather(GsIdxParallel *p, GsIdxBuild *b);
-
-/* on disk: the workers' rows as runs of b (sorted by the leader if needed) */
-extern void gs_idx_parallel_runs(GsIdxParallel *p, GsIdxBuild *b);
+/* the workers' rows (their runs, the rows they kept) into b's sort */
+extern void gs_idx_parallel_collect(GsIdxParallel *p, GsIdxBuild *b);
 
 /* one line on the workers' part, for the build's DEBUG2 report */
 extern char *gs_idx_parallel_report(GsIdxParallel *p);

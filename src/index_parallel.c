@@ -14,29 +14,23 @@
  * processes:
  *
  *	 - a worker writes its rows into blocks of a DSA area the leader made
- *	   for the build: index tuples grow up from a block's header, and each
- *	   row's fixed-size entry (its key, then a word holding the tuple's
- *	   offset in the block and the row's flags) grows down from its end;
- *	 - when its share is full, the worker sorts its rows with the sort
- *	   engine (index_build.c's gs_idx_sort: tie-breaks and the unique check
- *	   included), writes them as a sorted run (index_spill.c's format)
- *	   into the leader's temporary file, shared for the build (spill.c's
+ *	   for the build: each row in the envelope the sort core keeps rows in
+ *	   (GsRowsDef), growing up from a block's header, and each row's
+ *	   fixed-size entry (its key, then a word holding the row's offset in
+ *	   the block and whether its key is lossy) growing down from its end;
+ *	 - when its share is full, the worker hands its rows to a sort of its
+ *	   own (index_sort.c on the sort core), which writes sorted runs into
+ *	   the leader's temporary file, shared for the build (spill.c's
  *	   gs_temp_share: each process places its bytes by adding to a shared
- *	   counter and writes them with pwrite, on threads), and reuses its
- *	   blocks;
- *	 - the leader collects its own share as a serial build does (spilling
- *	   its own runs to its temporary file).
+ *	   counter), and gives its blocks back; at its end it merges its runs
+ *	   down to its share of the final merge (gs_sort_finish_runs);
+ *	 - the leader's own rows go straight into its sort.
  *
- * When no participant wrote a run, the leader gathers every worker's
- * entries into its key buffer and tuple array on threads (the tuples stay
- * where the workers wrote them), sorts once with the engine and writes the
- * pages.  Otherwise every participant's rows end as runs (the leader sorts
- * those of a worker that never filled its share), each participant merges
- * its own into one, and the leader merges all of them into the page writer
- * (index_spill.c), in passes if there are more than memory can merge at
- * once: with every run in its own file, on threads where the keys allow.
- * (Workers' runs in files of their own kept the leader's final merge on
- * one core: 6.4 s of a 10.4 s build of 50M rows with 8 workers.)
+ * Then the leader's sort takes the workers' runs (gs_sort_add_runs) and
+ * the rows they kept in memory (gs_sort_bulk_room: keys copied on
+ * threads, the rows left where the workers wrote them), and sorts and
+ * merges them all with the whole of maintenance_work_mem, as the parallel
+ * load of an ORDER BY hands its workers' rows to the same sort.
  *
  * CLUSTER's table sort (index_cluster.c) uses the same machinery: its
  * participants scan with gs_cluster_scan instead (each tuple's fate against
@@ -79,6 +73,7 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "gpusort_exec.h"
 #include "gpusort_spill.h"
 #include "index_int.h"
 
@@ -116,7 +111,8 @@ typedef struct GsIdxSlot
 	dsa_pointer first;			/* blocks of the rows left in memory */
 	uint64		nrows;			/* rows in those blocks */
 	bool		anylossy;
-	dsa_pointer runs;			/* GsIdxRun[nruns] in its file */
+	uint32		max_len;		/* of its rows (envelopes, see GsRowsDef) */
+	dsa_pointer runs;			/* GsRun[nruns] in the leader's file */
 	int			nruns;
 	int			nwritten;		/* runs it wrote before merging them */
 	double		rows;			/* rows it collected in all */
@@ -185,6 +181,9 @@ typedef struct GsIdxWorker
 	Size		esz;			/* entry size */
 	Size		block_size;
 	Size		mem_blocks;		/* bytes of blocks taken */
+	size_t		nrows;			/* rows in the blocks */
+	bool		anylossy;		/* of those */
+	uint32		max_len;		/* longest row envelope in the blocks */
 	GsTask	   *prefault_task;	/* populating the block taken ahead */
 	GsPrefault	prefault;
 } GsIdxWorker;
@@ -261,9 +260,7 @@ gs_pidx_begin(GsIdxBuild *b, IndexInfo *indexInfo, int nworkers,
 	sh->share = *share;
 	sh->area = dsa_get_handle(area);
 	/* every participant's runs go to the leader's temporary file */
-	if (b->file == NULL)
-		b->file = gs_temp_create(b->cxt);
-	gs_temp_share(b->file, &sh->runfile);
+	gs_temp_share(gs_sort_file(b->sort), &sh->runfile);
 	SpinLockInit(&sh->mutex);
 	sh->reltuples = 0;
 	sh->brokenhotchain = false;
@@ -293,7 +290,7 @@ gs_pidx_begin(GsIdxBuild *b, IndexInfo *indexInfo, int nworkers,
 	LaunchParallelWorkers(pcxt);
 	if (pcxt->nworkers_launched == 0)
 	{
-		gs_temp_unshare(b->file);
+		gs_temp_unshare(gs_sort_file(b->sort));
 		dsa_detach(area);
 		DestroyParallelContext(pcxt);
 		ExitParallelMode();
@@ -331,20 +328,6 @@ gs_idx_parallel_begin_cluster(GsIdxBuild *b, IndexInfo *indexInfo,
 						 OldestXmin);
 }
 
-/* the leader's share is scanned: it merges its runs down, as workers do */
-static void
-gs_pidx_leader_scanned(GsIdxParallel *p, GsIdxBuild *b)
-{
-	if (b->nruns > 0)
-	{
-		if (b->n > 0)
-			gs_idx_spill_run(b);
-		/* the merge's buffers take the memory the arena held */
-		gs_idx_arena_free(b);
-		gs_idx_spill_reduce(b, gs_idx_reduce_budget(b, p->shared->nslots + 1));
-	}
-}
-
 /* the workers' end: their rows counted into b; the heap tuples they saw */
 static double
 gs_pidx_wait(GsIdxParallel *p, GsIdxBuild *b, IndexInfo *indexInfo)
@@ -358,7 +341,7 @@ gs_pidx_wait(GsIdxParallel *p, GsIdxBuild *b, IndexInfo *indexInfo)
 	WaitForParallelWorkersToFinish(p->pcxt);
 	p->wait_ms = gs_idx_ms_since(t0);
 	/* the file's end and size, as the workers left them, are the leader's */
-	gs_temp_unshare(b->file);
+	gs_temp_unshare(gs_sort_file(b->sort));
 
 	for (i = 0; i < p->nworkers; i++)
 	{
@@ -388,7 +371,6 @@ gs_idx_parallel_scan(GsIdxParallel *p, GsIdxBuild *b, IndexInfo *indexInfo)
 		reltuples = gs_idx_heap_scan(b->heap, b->index, indexInfo, true,
 									 gs_idx_collect, b,
 									 GsIdxSharedScan(p->shared));
-		gs_pidx_leader_scanned(p, b);
 	}
 	return reltuples + gs_pidx_wait(p, b, indexInfo);
 }
@@ -407,8 +389,6 @@ gs_idx_parallel_scan_cluster(GsIdxParallel *p, GsIdxBuild *b,
 		why = gs_cluster_scan(b->heap, indexInfo, collect, arg,
 							  GsIdxSharedScan(sh), &sh->cl, sh->follow_index,
 							  sh->oldest_xmin, counts, true);
-		if (why == NULL)
-			gs_pidx_leader_scanned(p, b);
 	}
 	(void) gs_pidx_wait(p, b, indexInfo);
 
@@ -419,46 +399,29 @@ gs_idx_parallel_scan_cluster(GsIdxParallel *p, GsIdxBuild *b,
 	return why;
 }
 
-bool
-gs_idx_parallel_spilled(GsIdxParallel *p, GsIdxBuild *b)
-{
-	double		rows = (double) b->n;
-	int			i;
-
-	if (b->nruns > 0)
-		return true;
-	for (i = 0; i < p->nworkers; i++)
-	{
-		if (p->shared->slots[i].slot.nruns > 0)
-			return true;
-		rows += (double) p->shared->slots[i].slot.nrows;
-	}
-	/* more rows than one sort takes: each participant's become a run */
-	return rows > (double) GS_MAX_ROWS;
-}
-
 /*
- * Copying workers' entries into the build's arrays: every stretch of a
- * block goes to a known place, so threads (which call nothing of
- * PostgreSQL's) take an even share of the rows each.
+ * Handing workers' rows to the leader's sort: the entries of every block
+ * go to a known place of the room the sort makes, so threads (which call
+ * nothing of PostgreSQL's) take an even share of the rows each.  The rows
+ * stay where the workers wrote them.
  */
 typedef struct GsPidxPiece
 {
 	char	   *blk;
+	size_t		first;			/* its first row taken */
 	size_t		nrows;
-	size_t		dest;			/* row of b its first row becomes */
+	size_t		dest;			/* where in the room it goes */
 } GsPidxPiece;
 
 typedef struct GsPidxGather
 {
 	GsPidxPiece *pieces;
 	int			npieces;
-	size_t		base;			/* first row of b filled */
 	size_t		nrows;
+	MinimalTuple *tuples;
 	char	   *keys;
-	IndexTuple *tuples;
-	uint8	   *flags;
 	int			keybytes;
+	bool		touch;			/* map the blocks' pages first */
 } GsPidxGather;
 
 static void
@@ -467,17 +430,17 @@ gs_pidx_gather_part(void *arg, int part, int nparts, volatile bool *stop)
 	GsPidxGather *g = (GsPidxGather *) arg;
 	size_t		kb = g->keybytes;
 	size_t		esz = gs_pidx_entry_size(g->keybytes);
-	size_t		from = g->base + g->nrows * part / nparts;
-	size_t		to = g->base + g->nrows * (part + 1) / nparts;
+	size_t		from = g->nrows * part / nparts;
+	size_t		to = g->nrows * (part + 1) / nparts;
 	int			i;
 
 	/*
-	 * Map the blocks' pages into this process now, on the threads: the
-	 * page writer reads the tuples in sorted order, and each first touch
-	 * of a page of shared memory the leader has not used yet is a page
-	 * fault (15% of the leader's time in a profile), serial there.
+	 * Map the blocks' pages into this process now, on the threads: each
+	 * first touch of a page of shared memory the leader has not used yet
+	 * is a page fault (15% of the leader's time in a profile), serial
+	 * where the rows are read in sorted order.
 	 */
-	for (i = part; i < g->npieces && !*stop; i += nparts)
+	for (i = part; g->touch && i < g->npieces && !*stop; i += nparts)
 	{
 		const volatile char *blk = g->pieces[i].blk;
 		size_t		size = ((GsIdxBlock *) g->pieces[i].blk)->size;
@@ -497,119 +460,170 @@ gs_pidx_gather_part(void *arg, int part, int nparts, volatile bool *stop)
 
 		for (d = lo; d < hi; d++)
 		{
-			const char *ent = end - (d - pc->dest + 1) * esz;
+			size_t		r = pc->first + (d - pc->dest);
+			const char *ent = end - (r + 1) * esz;
 			uint32		word;
 
 			memcpy(&word, ent + kb, sizeof(uint32));
 			memcpy(g->keys + d * kb, ent, kb);
-			g->tuples[d] = (IndexTuple) (pc->blk + (word & GS_PIDX_OFFSET_MASK));
-			g->flags[d] = (uint8) (word >> GS_PIDX_FLAG_SHIFT);
+			g->tuples[d] = (MinimalTuple) (pc->blk + (word & GS_PIDX_OFFSET_MASK));
 		}
 	}
 }
 
-/* the rows workers [from, to) left in memory into b, after b->n */
-static void
-gs_pidx_gather(GsIdxParallel *p, GsIdxBuild *b, int from, int to)
+/* the blocks of worker i's rows, in order, appended to *blocks */
+static size_t
+gs_pidx_worker_blocks(GsIdxParallel *p, GsIdxBuild *b, int i,
+					  GsPidxPiece **blocks, int *nblocks, int *cap)
 {
+	GsIdxSlot  *slot = &p->shared->slots[i].slot;
+	dsa_pointer dp = slot->first;
+	uint64		seen = 0;
+
+	while (DsaPointerIsValid(dp) && seen < slot->nrows)
+	{
+		GsIdxBlock *blk = (GsIdxBlock *) dsa_get_address(p->area, dp);
+
+		if (*nblocks == *cap)
+		{
+			*cap *= 2;
+			*blocks = repalloc(*blocks, *cap * sizeof(GsPidxPiece));
+		}
+		(*blocks)[*nblocks].blk = (char *) blk;
+		(*blocks)[*nblocks].first = 0;
+		(*blocks)[*nblocks].nrows = blk->nrows;
+		(*blocks)[*nblocks].dest = 0;
+		(*nblocks)++;
+		gs_sort_shared_span(b->sort, blk, blk->size);
+		seen += blk->nrows;
+		dp = blk->next;
+	}
+	if (seen != slot->nrows)
+		elog(ERROR, "gpusort: a parallel index build worker's rows went missing");
+	return seen;
+}
+
+/*
+ * The rows workers left in memory into the leader's sort (which writes a
+ * run when its memory is full, as it does for its own rows), their keys'
+ * lossy marks included.
+ */
+static void
+gs_pidx_gather(GsIdxParallel *p, GsIdxBuild *b)
+{
+	GsPidxPiece *blocks;
 	GsPidxGather g;
+	size_t		esz = gs_pidx_entry_size(b->keybytes);
 	size_t		total = 0;
+	size_t		left;
+	uint32		maxlen = 0;
+	bool		any_lossy = false;
+	int			nblocks = 0;
 	int			cap = 16;
-	int			nparts;
+	int			bi = 0;
+	size_t		r0 = 0;
 	int			i;
 
-	memset(&g, 0, sizeof(g));
-	g.pieces = palloc(cap * sizeof(GsPidxPiece));
-	g.base = b->n;
-	for (i = from; i < to; i++)
+	blocks = palloc(cap * sizeof(GsPidxPiece));
+	for (i = 0; i < p->nworkers; i++)
 	{
 		GsIdxSlot  *slot = &p->shared->slots[i].slot;
-		dsa_pointer dp = slot->first;
-		uint64		seen = 0;
 
-		b->anylossy |= slot->anylossy;
-		while (DsaPointerIsValid(dp) && seen < slot->nrows)
-		{
-			GsIdxBlock *blk = (GsIdxBlock *) dsa_get_address(p->area, dp);
-
-			if (g.npieces == cap)
-			{
-				cap *= 2;
-				g.pieces = repalloc(g.pieces, cap * sizeof(GsPidxPiece));
-			}
-			g.pieces[g.npieces].blk = (char *) blk;
-			g.pieces[g.npieces].nrows = blk->nrows;
-			g.pieces[g.npieces].dest = b->n + total;
-			g.npieces++;
-			total += blk->nrows;
-			seen += blk->nrows;
-			dp = blk->next;
-		}
-		if (seen != slot->nrows)
-			elog(ERROR, "gpusort: a parallel index build worker's rows went missing");
-	}
-	if (total == 0)
-	{
-		pfree(g.pieces);
-		return;
+		if (slot->nruns > 0 || slot->nrows == 0)
+			continue;
+		total += gs_pidx_worker_blocks(p, b, i, &blocks, &nblocks, &cap);
+		maxlen = Max(maxlen, slot->max_len);
+		any_lossy |= slot->anylossy;
 	}
 
-	if (!gs_idx_reserve(b, b->n + total))
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("too many rows for one gpusort index sort"),
-				 errhint("Lower maintenance_work_mem, or set gpusort.index_build to off.")));
-	g.nrows = total;
-	g.keys = b->keys;
-	g.tuples = b->tuples;
-	g.flags = b->flags;
+	memset(&g, 0, sizeof(g));
+	g.pieces = palloc((nblocks + 1) * sizeof(GsPidxPiece));
 	g.keybytes = b->keybytes;
-	nparts = (int) Min((size_t) gpusort_cpu_threads,
-					   total / GS_PIDX_GATHER_PART + 1);
-	while (!gs_parallel(gs_pidx_gather_part, &g, nparts))
-		;
-	b->n += total;
+	g.touch = true;
+	for (left = total; left > 0;)
+	{
+		size_t		k = gs_sort_bulk_room(b->sort, left, &g.tuples, &g.keys);
+		size_t		dest = 0;
+		int			pi;
+
+		if (k == 0)
+		{
+			/* the sort's memory is full: its rows become a run */
+			gs_sort_bulk_spill(b->sort);
+			continue;
+		}
+		g.npieces = 0;
+		g.nrows = k;
+		while (dest < k)
+		{
+			size_t		take = Min(blocks[bi].nrows - r0, k - dest);
+			GsPidxPiece *pc = &g.pieces[g.npieces++];
+
+			pc->blk = blocks[bi].blk;
+			pc->first = r0;
+			pc->nrows = take;
+			pc->dest = dest;
+			dest += take;
+			r0 += take;
+			if (r0 == blocks[bi].nrows)
+			{
+				bi++;
+				r0 = 0;
+			}
+		}
+
+		/* the workers are done: their cores may copy too */
+		while (!gs_parallel(gs_pidx_gather_part, &g,
+							(int) Min((size_t) Max(gpusort_cpu_threads,
+												   p->nworkers + 1),
+									  k / GS_PIDX_GATHER_PART + 1)))
+			;
+		g.touch = false;
+
+		for (pi = 0; any_lossy && pi < g.npieces; pi++)
+		{
+			GsPidxPiece *pc = &g.pieces[pi];
+			char	   *end = pc->blk + ((GsIdxBlock *) pc->blk)->size;
+			size_t		r;
+
+			for (r = 0; r < pc->nrows; r++)
+			{
+				uint32		word;
+
+				memcpy(&word, end - (pc->first + r + 1) * esz + b->keybytes,
+					   sizeof(uint32));
+				if ((word >> GS_PIDX_FLAG_SHIFT) & GS_ROW_LOSSY)
+					gs_sort_bulk_lossy(b->sort, pc->dest + r);
+			}
+			CHECK_FOR_INTERRUPTS();
+		}
+		gs_sort_bulk_done(b->sort, k, maxlen);
+		left -= k;
+	}
 	pfree(g.pieces);
+	pfree(blocks);
 }
 
+/*
+ * The workers' rows into the leader's sort: the runs they wrote (in the
+ * leader's file), and the rows they kept in memory.
+ */
 void
-gs_idx_parallel_gather(GsIdxParallel *p, GsIdxBuild *b)
-{
-	gs_pidx_gather(p, b, 0, p->nworkers);
-}
-
-void
-gs_idx_parallel_runs(GsIdxParallel *p, GsIdxBuild *b)
+gs_idx_parallel_collect(GsIdxParallel *p, GsIdxBuild *b)
 {
 	int			i;
 
-	Assert(b->n == 0);
 	for (i = 0; i < p->nworkers; i++)
 	{
 		GsIdxSlot  *slot = &p->shared->slots[i].slot;
 
 		if (slot->nruns > 0)
-		{
-			GsIdxRun   *runs;
-			int			r;
-
-			/* the worker's runs, in the leader's file like its own */
-			runs = (GsIdxRun *) dsa_get_address(p->area, slot->runs);
-			for (r = 0; r < slot->nruns; r++)
-			{
-				gs_idx_add_run(b, &runs[r]);
-			}
-		}
-		else if (slot->nrows > 0)
-		{
-			/* a worker that never filled its share: its rows as a run */
-			gs_pidx_gather(p, b, i, i + 1);
-			gs_idx_run_write(b);
-			b->n = 0;
-			b->anylossy = false;
-		}
-		CHECK_FOR_INTERRUPTS();
+			gs_sort_add_runs(b->sort,
+							 (const GsRun *) dsa_get_address(p->area, slot->runs),
+							 slot->nruns, slot->nwritten, slot->anylossy,
+							 slot->max_len);
 	}
+	gs_pidx_gather(p, b);
 }
 
 char *
@@ -665,64 +679,55 @@ gs_idx_parallel_end(GsIdxParallel *p)
  */
 
 /*
- * The worker's rows in memory become a sorted run in its file; its blocks
- * are then filled again from the first.
+ * The worker's share of memory is full: from now on its rows go to a sort
+ * of its own (index_sort.c), which writes its runs into the leader's file;
+ * the rows in its blocks go there first, and the blocks are given back.
  */
 static void
-gs_pidx_worker_spill(GsIdxWorker *w)
+gs_pidx_worker_to_sort(GsIdxWorker *w)
 {
 	GsIdxBuild *b = &w->b;
-	size_t		n = b->n;
 	size_t		esz = w->esz;
-	size_t		d = 0;
 	dsa_pointer dp;
 
-	/* the rows' keys, tuples and flags into arrays the engine sorts */
-	b->cap = n;
-	b->keys = gs_keybuf_alloc(b->eng, n * b->keybytes, b->cxt);
-	b->tuples = (IndexTuple *) MemoryContextAllocExtended(b->cxt,
-														  n * sizeof(IndexTuple),
-														  MCXT_ALLOC_HUGE);
-	b->flags = (uint8 *) MemoryContextAllocExtended(b->cxt, n,
-													MCXT_ALLOC_HUGE);
-	for (dp = w->first; d < n && DsaPointerIsValid(dp);)
+	gs_populate_wait(&w->prefault_task);
+	gs_idx_sort_begin(b, w->sh->share,
+					  (double) w->sh->share / (GS_IDX_ROW_BYTES(b) + 16));
+	gs_sort_attach_file(b->sort, &w->sh->runfile);
+	for (dp = w->first; DsaPointerIsValid(dp);)
 	{
 		GsIdxBlock *blk = (GsIdxBlock *) dsa_get_address(w->area, dp);
 		char	   *end = (char *) blk + blk->size;
+		dsa_pointer next = blk->next;
 		size_t		r;
 
-		for (r = 0; r < blk->nrows; r++, d++)
+		for (r = 0; r < blk->nrows; r++)
 		{
 			const char *ent = end - (r + 1) * esz;
+			MinimalTuple mt;
 			uint32		word;
+			char	   *key;
+			char	   *row;
 
 			memcpy(&word, ent + b->keybytes, sizeof(uint32));
-			memcpy(b->keys + d * b->keybytes, ent, b->keybytes);
-			b->tuples[d] = (IndexTuple) ((char *) blk + (word & GS_PIDX_OFFSET_MASK));
-			b->flags[d] = (uint8) (word >> GS_PIDX_FLAG_SHIFT);
+			mt = (MinimalTuple) ((char *) blk + (word & GS_PIDX_OFFSET_MASK));
+			row = gs_sort_row_alloc(b->sort, mt->t_len - GS_ROW_DATA_OFF,
+									&key);
+			memcpy(row - GS_ROW_DATA_OFF + GS_ROW_FLAGS_OFF,
+				   (char *) mt + GS_ROW_FLAGS_OFF,
+				   mt->t_len - GS_ROW_FLAGS_OFF);
+			memcpy(key, ent, b->keybytes);
+			gs_sort_row_done(b->sort,
+							 ((word >> GS_PIDX_FLAG_SHIFT) & GS_ROW_LOSSY) != 0);
 		}
-		blk->nrows = 0;
-		if (dp == w->curdp)
-			break;
-		dp = blk->next;
+		dsa_free(w->area, dp);
+		dp = next;
 	}
-	Assert(d == n);
-
-	gs_idx_run_write(b);
-
-	gs_keybuf_free(b->eng, b->keys);
-	pfree(b->tuples);
-	pfree(b->flags);
-	b->keys = NULL;
-	b->tuples = NULL;
-	b->flags = NULL;
-	b->cap = 0;
-	b->n = 0;
-	b->anylossy = false;
-
-	/* fill the blocks again from the first */
+	w->first = InvalidDsaPointer;
 	w->cur = NULL;
 	w->curdp = InvalidDsaPointer;
+	w->mem_blocks = 0;
+	w->nrows = 0;
 }
 
 /*
@@ -741,7 +746,7 @@ gs_pidx_worker_ahead(GsIdxWorker *w)
 	dsa_pointer dp;
 	GsIdxBlock *blk;
 
-	if (w->mem_blocks + bsize + (b->n + rows_max + 1) * GS_IDX_ROW_BYTES(b) >
+	if (w->mem_blocks + bsize + (w->nrows + rows_max + 1) * GS_IDX_ROW_BYTES(b) >
 		w->sh->share)
 		return;
 	dp = dsa_allocate_extended(w->area, bsize,
@@ -763,8 +768,11 @@ gs_pidx_worker_ahead(GsIdxWorker *w)
 	gs_populate_start(b->cxt, &w->prefault_task, &w->prefault);
 }
 
-/* make the block being filled one with room for a tuple of size bytes */
-static void
+/*
+ * Make the block being filled one with room for a row of size bytes; false
+ * when the share is full and the rows go to a sort from now on.
+ */
+static bool
 gs_pidx_worker_block(GsIdxWorker *w, Size size)
 {
 	GsIdxBuild *b = &w->b;
@@ -789,8 +797,8 @@ gs_pidx_worker_block(GsIdxWorker *w, Size size)
 		 * the rows a run will sort; else the rows go to a run first.
 		 */
 		bsize = Max(w->block_size, need);
-		if (b->n == 0 ||
-			w->mem_blocks + bsize + (b->n + 1) * GS_IDX_ROW_BYTES(b) <= w->sh->share)
+		if (w->nrows == 0 ||
+			w->mem_blocks + bsize + (w->nrows + 1) * GS_IDX_ROW_BYTES(b) <= w->sh->share)
 		{
 			dsa_pointer dp;
 
@@ -821,7 +829,8 @@ gs_pidx_worker_block(GsIdxWorker *w, Size size)
 			next = dp;
 			break;
 		}
-		gs_pidx_worker_spill(w);
+		gs_pidx_worker_to_sort(w);
+		return false;
 	}
 
 	w->cur = blk;
@@ -831,32 +840,51 @@ gs_pidx_worker_block(GsIdxWorker *w, Size size)
 	w->ent_start = blk->size;
 	if (!DsaPointerIsValid(blk->next))
 		gs_pidx_worker_ahead(w);
+	return true;
 }
 
 /*
- * The row whose tuple (size bytes) was just placed at the block's free
- * space: its entry, the key encoded, below the block's other entries
+ * Room in the block being filled for a row of size bytes (its envelope
+ * included), at w->tup_end; false when the rows go to the worker's sort
+ * from now on.
+ */
+static inline bool
+gs_pidx_worker_room(GsIdxWorker *w, Size size)
+{
+	if (w->cur == NULL || w->tup_end + size + w->esz > w->ent_start)
+		return gs_pidx_worker_block(w, size);
+	return true;
+}
+
+/*
+ * The row whose envelope (size bytes, its data len bytes) was just filled
+ * in at the block's free space: its header, and its entry below the
+ * block's other entries, with the key encoded.
  */
 static void
-gs_pidx_worker_entry(GsIdxWorker *w, Size size, Datum *values, bool *isnull,
-					 ItemPointer tid, bool alive)
+gs_pidx_worker_entry(GsIdxWorker *w, Size size, Size len, Datum *values,
+					 bool *isnull, ItemPointer tid, bool alive)
 {
 	GsIdxBuild *b = &w->b;
+	MinimalTuple mt = (MinimalTuple) ((char *) w->cur + w->tup_end);
 	uint32		word = (uint32) w->tup_end;
 	char	   *ent;
 	bool		lossy;
 
+	memset(mt, 0, GS_ROW_DATA_OFF);
+	mt->t_len = GS_ROW_DATA_OFF + len;
+	*gs_row_flags((char *) mt + GS_ROW_DATA_OFF) = alive ? GS_ROW_ALIVE : 0;
+	w->max_len = Max(w->max_len, mt->t_len);
 	w->tup_end += size;
 	w->ent_start -= w->esz;
 	ent = (char *) w->cur + w->ent_start;
 
 	lossy = gs_idx_encode(b, values, isnull, tid, (uint64 *) ent);
-	word |= (uint32) ((alive ? GS_ROW_ALIVE : 0) |
-					  (lossy ? GS_ROW_LOSSY : 0)) << GS_PIDX_FLAG_SHIFT;
+	word |= (uint32) (lossy ? GS_ROW_LOSSY : 0) << GS_PIDX_FLAG_SHIFT;
 	memcpy(ent + b->keybytes, &word, sizeof(uint32));
-	b->anylossy |= lossy;
+	w->anylossy |= lossy;
 	w->cur->nrows++;
-	b->n++;
+	w->nrows++;
 }
 
 /* table_index_build_scan callback in a worker */
@@ -869,40 +897,56 @@ gs_pidx_worker_collect(Relation index, ItemPointer tid, Datum *values,
 	IndexTuple	itup;
 	Size		size;
 
-	b->indtuples += 1;
-	if (b->fixed)
+	if (b->sort == NULL && b->fixed)
 	{
 		bool		hasnull;
 
 		/* formed in place (see gs_idx_form_fixed) */
 		size = gs_idx_fixed_size(b, values, isnull, &hasnull);
-		if (w->cur == NULL || w->tup_end + size + w->esz > w->ent_start)
-			gs_pidx_worker_block(w, size);
-		itup = (IndexTuple) ((char *) w->cur + w->tup_end);
-		gs_idx_form_fixed(b, values, isnull, hasnull, size, itup);
-		itup->t_tid = *tid;
+		if (gs_pidx_worker_room(w, GS_ROW_DATA_OFF + size))
+		{
+			itup = (IndexTuple) ((char *) w->cur + w->tup_end + GS_ROW_DATA_OFF);
+			gs_idx_form_fixed(b, values, isnull, hasnull, size, itup);
+			itup->t_tid = *tid;
+			b->indtuples += 1;
+			gs_pidx_worker_entry(w, GS_ROW_DATA_OFF + size, size, values,
+								 isnull, tid, tupleIsAlive);
+			return;
+		}
 	}
-	else
+	else if (b->sort == NULL)
 	{
+		Size		isize;
+
 		itup = index_form_tuple_context(b->itupdesc, values, isnull,
 										b->scratch);
-		itup->t_tid = *tid;
-		size = MAXALIGN(IndexTupleSize(itup));
-		if (w->cur == NULL || w->tup_end + size + w->esz > w->ent_start)
-			gs_pidx_worker_block(w, size);
-		memcpy((char *) w->cur + w->tup_end, itup, IndexTupleSize(itup));
+		isize = IndexTupleSize(itup);
+		size = MAXALIGN(isize);
 		if (++b->scratch_used >= GS_IDX_SCRATCH_TUPLES)
 		{
 			MemoryContextReset(b->scratch);
 			b->scratch_used = 0;
 		}
+		if (gs_pidx_worker_room(w, GS_ROW_DATA_OFF + size))
+		{
+			char	   *dst = (char *) w->cur + w->tup_end + GS_ROW_DATA_OFF;
+
+			memcpy(dst, itup, isize);
+			memset(dst + isize, 0, size - isize);
+			((IndexTuple) dst)->t_tid = *tid;
+			b->indtuples += 1;
+			gs_pidx_worker_entry(w, GS_ROW_DATA_OFF + size, size, values,
+								 isnull, tid, tupleIsAlive);
+			return;
+		}
 	}
-	gs_pidx_worker_entry(w, size, values, isnull, tid, tupleIsAlive);
+	/* the share is full: the worker's own sort takes the rows */
+	gs_idx_sort_put(b, tid, values, isnull, tupleIsAlive, NULL, 0);
 }
 
 /*
  * CLUSTER's scan in a worker: a kept tuple's row (its index tuple, then
- * the payload, as gs_idx_collect_payload lays it out) into the blocks
+ * the payload, as index_sort.c lays it out) into the blocks
  */
 static void
 gs_pidx_worker_collect_payload(void *arg, ItemPointer tid, Datum *values,
@@ -910,29 +954,40 @@ gs_pidx_worker_collect_payload(void *arg, ItemPointer tid, Datum *values,
 {
 	GsIdxWorker *w = (GsIdxWorker *) arg;
 	GsIdxBuild *b = &w->b;
-	IndexTuple	itup;
-	Size		isize;
-	Size		size;
-	char	   *dst;
 
 	Assert(b->payload);
-	b->indtuples += 1;
-	itup = index_form_tuple_context(b->itupdesc, values, isnull, b->scratch);
-	itup->t_tid = *tid;
-	isize = MAXALIGN(IndexTupleSize(itup));
-	size = MAXALIGN(isize + 8 + len);
-	if (w->cur == NULL || w->tup_end + size + w->esz > w->ent_start)
-		gs_pidx_worker_block(w, size);
-	dst = (char *) w->cur + w->tup_end;
-	memcpy(dst, itup, IndexTupleSize(itup));
-	memcpy(dst + isize, &len, sizeof(len));
-	memcpy(dst + isize + 8, payload, len);
-	if (++b->scratch_used >= GS_IDX_SCRATCH_TUPLES)
+	if (b->sort == NULL)
 	{
-		MemoryContextReset(b->scratch);
-		b->scratch_used = 0;
+		IndexTuple	itup;
+		Size		isize;
+		Size		rowlen;
+
+		itup = index_form_tuple_context(b->itupdesc, values, isnull,
+										b->scratch);
+		itup->t_tid = *tid;
+		isize = MAXALIGN(IndexTupleSize(itup));
+		rowlen = isize + 8 + len;
+		if (++b->scratch_used >= GS_IDX_SCRATCH_TUPLES)
+		{
+			MemoryContextReset(b->scratch);
+			b->scratch_used = 0;
+		}
+		if (gs_pidx_worker_room(w, MAXALIGN(GS_ROW_DATA_OFF + rowlen)))
+		{
+			char	   *dst = (char *) w->cur + w->tup_end + GS_ROW_DATA_OFF;
+
+			memset(dst, 0, isize);
+			memcpy(dst, itup, IndexTupleSize(itup));
+			memcpy(dst + isize, &len, sizeof(len));
+			memset(dst + isize + sizeof(len), 0, 8 - sizeof(len));
+			memcpy(dst + isize + 8, payload, len);
+			b->indtuples += 1;
+			gs_pidx_worker_entry(w, MAXALIGN(GS_ROW_DATA_OFF + rowlen), rowlen,
+								 values, isnull, tid, true);
+			return;
+		}
 	}
-	gs_pidx_worker_entry(w, size, values, isnull, tid, true);
+	gs_idx_sort_put(b, tid, values, isnull, true, payload, len);
 }
 
 void
@@ -982,20 +1037,12 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 		b->payload = true;
 	}
 	gs_idx_sortsupport(b);
-	b->mem_limit = sh->share;
-	/* its runs go to the leader's file, placed beside everyone's */
-	b->file = gs_temp_attach(b->cxt, &sh->runfile);
 	/* the process ends with the build: no one else sees this setting */
 	gpusort_cpu_threads = Min(gpusort_cpu_threads,
 							  Max(2, gpusort_cpu_threads / (sh->nslots + 1)));
 	b->scratch = AllocSetContextCreate(CurrentMemoryContext,
 									   "gpusort index tuple scratch",
 									   ALLOCSET_DEFAULT_SIZES);
-	/* the engine for a run of the share's rows, of about 16-byte tuples */
-	b->eng = gs_engine_choose((double) sh->share /
-							  (GS_IDX_ROW_BYTES(b) + 16 +
-							   gs_pidx_entry_size(b->keybytes)), NULL);
-
 	w->sh = sh;
 	w->area = dsa_attach(sh->area);
 	w->first = InvalidDsaPointer;
@@ -1023,47 +1070,49 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 	gs_populate_wait(&w->prefault_task);
 
 	/*
-	 * Once it wrote a run, its last rows are one too, and it merges its runs
-	 * into one: the leader's final merge then takes a run per participant.
+	 * Once it sorted in runs, its last rows are one too, and it merges its
+	 * runs down to its share of the final merge's: the leader's final
+	 * merge then takes them all at once.
 	 */
 	if (gave_up)
 	{
 		/* CLUSTER: the leader copies the table another way; no rows */
 		slot->first = InvalidDsaPointer;
 		slot->nrows = 0;
-		b->n = 0;
 	}
-	else if (b->nruns > 0 && b->n > 0)
-		gs_pidx_worker_spill(w);
-	if (b->nruns > 0 && !gave_up)
+	else if (b->sort != NULL)
 	{
+		const GsRun *runs;
+		GsSortReport rep;
 		dsa_pointer dp;
+		int			n;
+		bool		lossy;
+		uint32		maxlen;
 
-		/* the blocks are not needed any more: their memory merges */
-		while (DsaPointerIsValid(w->first))
-		{
-			dsa_pointer next = ((GsIdxBlock *) dsa_get_address(w->area, w->first))->next;
-
-			dsa_free(w->area, w->first);
-			w->first = next;
-		}
-		gs_idx_spill_reduce(b, gs_idx_reduce_budget(b, sh->nslots +
-													(parallel_leader_participation ? 1 : 0)));
-
-		dp = dsa_allocate(w->area, b->nruns * sizeof(GsIdxRun));
-		memcpy(dsa_get_address(w->area, dp), b->runs,
-			   b->nruns * sizeof(GsIdxRun));
+		runs = gs_sort_finish_runs(b->sort, sh->nslots +
+								   (parallel_leader_participation ? 1 : 0),
+								   &n, &lossy, &maxlen);
+		dp = dsa_allocate(w->area, Max(n, 1) * sizeof(GsRun));
+		memcpy(dsa_get_address(w->area, dp), runs, n * sizeof(GsRun));
 		slot->runs = dp;
-		slot->nruns = b->nruns;
-		slot->nwritten = b->nruns_written;
+		slot->nruns = n;
+		slot->nwritten = gs_sort_runs_spilled(b->sort);
+		slot->anylossy = lossy;
+		slot->max_len = maxlen;
 		slot->first = InvalidDsaPointer;
 		slot->nrows = 0;
+		gs_sort_report(b->sort, &rep);
+		b->runs_ms = rep.spill_ms;
+		b->passes_ms = rep.merge_ms;
+		gs_sort_end(b->sort);
+		b->sort = NULL;
 	}
-	else if (!gave_up)
+	else
 	{
 		slot->first = w->first;
-		slot->nrows = b->n;
-		slot->anylossy = b->anylossy;
+		slot->nrows = w->nrows;
+		slot->anylossy = w->anylossy;
+		slot->max_len = w->max_len;
 	}
 	slot->rows = b->indtuples;
 	slot->runs_ms = b->runs_ms;

@@ -22,6 +22,68 @@
 #include "gpusort_int.h"
 #include "sortstate_int.h"
 
+/* qsort_arg over positions in a run of equal keys: the rows at them */
+typedef struct GsTieRun
+{
+	GsSortState *s;
+	const uint32 *perm;
+} GsTieRun;
+
+static int
+gs_cmp_run_pos(const void *a, const void *b, void *arg)
+{
+	GsTieRun   *t = (GsTieRun *) arg;
+	uint32		ra = t->perm[*(const uint32 *) a];
+	uint32		rb = t->perm[*(const uint32 *) b];
+
+	return gs_cmp_rows(&ra, &rb, t->s);
+}
+
+/*
+ * Put the run perm[i .. j-1] of a sorted chunk, whose keys are equal in
+ * their first tie_bytes, in order with the comparators.  Where keys have
+ * bytes after those (see gs_sort_begin_rows), each row keeps its own: the
+ * merges of runs compare them between rows whose first parts are exact.
+ */
+static void
+gs_tiebreak_run(GsSortState *s, GsChunk *c, char *keys, size_t i, size_t j)
+{
+	size_t		kb = s->key_bytes;
+	size_t		tb = s->tie_bytes;
+	size_t		m = j - i;
+	uint32	   *pos;
+	uint32	   *rows;
+	char	   *rest;
+	GsTieRun	t;
+	size_t		k;
+
+	if (tb == kb)
+	{
+		qsort_arg(c->perm + i, m, sizeof(uint32), gs_cmp_rows, s);
+		return;
+	}
+	pos = palloc(m * sizeof(uint32));
+	rows = palloc(m * sizeof(uint32));
+	rest = palloc(m * (kb - tb));
+	for (k = 0; k < m; k++)
+	{
+		pos[k] = (uint32) k;
+		rows[k] = c->perm[i + k];
+		memcpy(rest + k * (kb - tb), keys + (i + k) * kb + tb, kb - tb);
+	}
+	t.s = s;
+	t.perm = rows;
+	qsort_arg(pos, m, sizeof(uint32), gs_cmp_run_pos, &t);
+	for (k = 0; k < m; k++)
+	{
+		c->perm[i + k] = rows[pos[k]];
+		memcpy(keys + (i + k) * kb + tb, rest + pos[k] * (kb - tb), kb - tb);
+	}
+	pfree(pos);
+	pfree(rows);
+	pfree(rest);
+}
+
 /*
  * Put runs of equal keys of a sorted chunk in PostgreSQL's order.  The
  * chunk's keys are sorted in place, so a run is a stretch of equal
@@ -32,7 +94,8 @@ static void
 gs_tiebreak(GsSortState *s, GsChunk *c)
 {
 	size_t		kb = s->key_bytes;
-	const char *keys = s->keys + c->base * kb;
+	size_t		tb = s->tie_bytes;
+	char	   *keys = s->keys + c->base * kb;
 	size_t		n = c->nrows;
 	size_t		i = 0;
 	size_t		checked = 0;
@@ -42,7 +105,7 @@ gs_tiebreak(GsSortState *s, GsChunk *c)
 		size_t		j = i + 1;
 		const char *ki = keys + i * kb;
 
-		while (j < n && memcmp(ki, keys + j * kb, kb) == 0)
+		while (j < n && memcmp(ki, keys + j * kb, tb) == 0)
 			j++;
 		if (j - i > 1)
 		{
@@ -53,7 +116,7 @@ gs_tiebreak(GsSortState *s, GsChunk *c)
 				need = gs_row_lossy(s, c->perm[k]);
 			if (need)
 			{
-				qsort_arg(c->perm + i, j - i, sizeof(uint32), gs_cmp_rows, s);
+				gs_tiebreak_run(s, c, keys, i, j);
 				s->tiebreak_rows += j - i;
 			}
 		}

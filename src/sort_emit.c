@@ -609,85 +609,128 @@ gs_store(GsSortState *s, size_t pos, TupleTableSlot *slot)
 }
 
 /*
- * Every case of gs_sort_get: the waits, the ends, backward scans and the
- * merges other than a single stream's.
+ * The next row forward in the two common cases: a row in memory ready to
+ * go, and a row of the final merge's single stream (a block of its
+ * records' addresses being walked).  NULL when it is neither.
  */
+static pg_attribute_always_inline MinimalTuple
+gs_next_fast(GsSortState *s)
+{
+	if (s->status == GS_SORTED && likely(s->current < s->ready))
+	{
+		size_t		ahead = s->current + PREFETCH_DISTANCE;
+
+		if (ahead < s->ready)
+			__builtin_prefetch(s->sorted[ahead]);
+		return s->sorted[s->current++];
+	}
+	if (s->status == GS_MERGING && likely(s->ref_pos < s->ref_n))
+	{
+		size_t		ahead = s->ref_pos + STREAM_REF_AHEAD;
+		const char *rec;
+
+		/*
+		 * The records, and the block of their addresses, were written on
+		 * other cores: ask early for both (an address past the block's end
+		 * is harmless to a prefetch).
+		 */
+		__builtin_prefetch(&s->refs[ahead + STREAM_REF_LINES_AHEAD]);
+		if (ahead < s->ref_n)
+		{
+			__builtin_prefetch(s->refs[ahead]);
+			__builtin_prefetch(s->refs[ahead] + 64);
+		}
+		rec = s->refs[s->ref_pos++];
+		return (MinimalTuple) (rec + s->stream_tupoff);
+	}
+	return NULL;
+}
+
+/*
+ * The next row forward in every other case of a sort in memory or being
+ * merged: the waits, the ends, the merges other than a single stream's.
+ * NULL at the end.
+ */
+static pg_noinline MinimalTuple
+gs_next_slow(GsSortState *s)
+{
+	if (s->status == GS_MERGING)
+	{
+		GsSource   *src;
+
+		if (likely(s->cascade != NULL))
+		{
+			/* the next block of the records' addresses */
+			s->refs = gs_stream_next_refs(s->cascade, &s->ref_n);
+			s->ref_pos = 0;
+			if (likely(s->refs != NULL))
+			{
+				const char *rec = s->refs[s->ref_pos++];
+
+				return (MinimalTuple) (rec + s->stream_tupoff);
+			}
+			s->ref_n = 0;
+			src = NULL;
+		}
+		else
+			src = gs_merge_next(s, s->merge);
+		if (src != NULL)
+			return src->tup;
+		/* the final merge's time, as rows were taken */
+		if (!s->merge_timed)
+		{
+			s->emit_ms = gs_elapsed_ms(s->stream_start);
+			s->merge_ms += s->emit_ms;
+			gs_merge_waits(s, s->merge);
+			gs_merge_log_threads(s);
+			s->merge_timed = true;
+		}
+		return NULL;
+	}
+	if (s->status != GS_SORTED)
+		elog(ERROR, "gpusort: rows requested before the sort");
+	if (s->current < s->nsorted)
+	{
+		size_t		ahead = s->current + PREFETCH_DISTANCE;
+
+		if (unlikely(s->current >= s->ready))
+			gs_copy_wait(s, s->current);
+		if (ahead < s->ready)
+			__builtin_prefetch(s->sorted[ahead]);
+		return s->sorted[s->current++];
+	}
+	if (!s->emit_timed)
+	{
+		s->emit_ms = gs_elapsed_ms(s->stream_start);
+		s->emit_timed = true;
+	}
+	s->eof_reached = true;
+	return NULL;
+}
+
+/* every case of gs_sort_get but the two of gs_next_fast */
 static pg_noinline bool
 gs_sort_get_slow(GsSortState *s, bool forward, TupleTableSlot *slot)
 {
-	switch (s->status)
-	{
-		case GS_SORTED:
-			break;
-		case GS_STORED:
-			return tuplestore_gettupleslot(s->store, forward, false, slot);
-		case GS_MERGING:
-			{
-				GsSource   *src;
+	MinimalTuple mt;
 
-				if (!forward)
-					elog(ERROR, "gpusort: backward scan without random access");
-				if (likely(s->cascade != NULL))
-				{
-					/* the next block of the records' addresses */
-					s->refs = gs_stream_next_refs(s->cascade, &s->ref_n);
-					s->ref_pos = 0;
-					if (likely(s->refs != NULL))
-					{
-						const char *rec = s->refs[s->ref_pos++];
-
-						ExecStoreMinimalTuple((MinimalTuple) (rec + s->stream_tupoff),
-											  slot, false);
-						return true;
-					}
-					s->ref_n = 0;
-					src = NULL;
-				}
-				else
-					src = gs_merge_next(s, s->merge);
-				if (src == NULL)
-				{
-					/* the final merge's time, as rows were taken */
-					if (!s->merge_timed)
-					{
-						s->emit_ms = gs_elapsed_ms(s->stream_start);
-						s->merge_ms += s->emit_ms;
-						gs_merge_waits(s, s->merge);
-						gs_merge_log_threads(s);
-						s->merge_timed = true;
-					}
-					ExecClearTuple(slot);
-					return false;
-				}
-				ExecStoreMinimalTuple(src->tup, slot, false);
-				return true;
-			}
-		default:
-			elog(ERROR, "gpusort: rows requested before the sort");
-	}
-
+	if (s->status == GS_STORED)
+		return tuplestore_gettupleslot(s->store, forward, false, slot);
 	if (forward)
 	{
-		if (s->current < s->nsorted)
+		mt = gs_next_slow(s);
+		if (mt == NULL)
 		{
-			size_t		ahead = s->current + PREFETCH_DISTANCE;
-
-			if (unlikely(s->current >= s->ready))
-				gs_copy_wait(s, s->current);
-			if (ahead < s->ready)
-				__builtin_prefetch(s->sorted[ahead]);
-			gs_store(s, s->current++, slot);
-			return true;
+			ExecClearTuple(slot);
+			return false;
 		}
-		if (!s->emit_timed)
-		{
-			s->emit_ms = gs_elapsed_ms(s->stream_start);
-			s->emit_timed = true;
-		}
-		s->eof_reached = true;
-		ExecClearTuple(slot);
-		return false;
+		ExecStoreMinimalTuple(mt, slot, false);
+		return true;
 	}
+	if (s->status == GS_MERGING)
+		elog(ERROR, "gpusort: backward scan without random access");
+	if (s->status != GS_SORTED)
+		elog(ERROR, "gpusort: rows requested before the sort");
 
 	/* backward: the row before the one last returned, as tuplesort does */
 	if (s->current == 0)
@@ -713,48 +756,41 @@ gs_sort_get_slow(GsSortState *s, bool forward, TupleTableSlot *slot)
 /*
  * The next row into slot, forward or backward; false at the end.  This
  * runs once a row (50M times in a 50M-row ORDER BY, where returning the
- * rows is half the time): the two common cases, a row in memory ready to
- * go and a row of the final merge's single stream (a block of its records'
- * addresses being walked), are taken here without the frame of the rest,
- * which gs_sort_get_slow handles.
+ * rows is half the time): the two common cases are taken here, without
+ * the frame of the rest, which gs_sort_get_slow handles.
  */
 bool
 gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot)
 {
 	if (likely(forward))
 	{
-		if (s->status == GS_SORTED && likely(s->current < s->ready))
-		{
-			size_t		ahead = s->current + PREFETCH_DISTANCE;
+		MinimalTuple mt = gs_next_fast(s);
 
-			if (ahead < s->ready)
-				__builtin_prefetch(s->sorted[ahead]);
-			gs_store(s, s->current++, slot);
-			return true;
-		}
-		if (s->status == GS_MERGING && likely(s->ref_pos < s->ref_n))
+		if (likely(mt != NULL))
 		{
-			size_t		ahead = s->ref_pos + STREAM_REF_AHEAD;
-			const char *rec;
-
-			/*
-			 * The records, and the block of their addresses, were written on
-			 * other cores: ask early for both (an address past the block's
-			 * end is harmless to a prefetch).
-			 */
-			__builtin_prefetch(&s->refs[ahead + STREAM_REF_LINES_AHEAD]);
-			if (ahead < s->ref_n)
-			{
-				__builtin_prefetch(s->refs[ahead]);
-				__builtin_prefetch(s->refs[ahead] + 64);
-			}
-			rec = s->refs[s->ref_pos++];
-			ExecStoreMinimalTuple((MinimalTuple) (rec + s->stream_tupoff),
-								  slot, false);
+			ExecStoreMinimalTuple(mt, slot, false);
 			return true;
 		}
 	}
 	return gs_sort_get_slow(s, forward, slot);
+}
+
+/*
+ * The next row of a variant's sort (gs_sort_begin_rows): its data, valid
+ * until the next call; NULL at the end.
+ */
+const char *
+gs_sort_next_row(GsSortState *s)
+{
+	MinimalTuple mt = gs_next_fast(s);
+
+	if (unlikely(mt == NULL))
+	{
+		mt = gs_next_slow(s);
+		if (mt == NULL)
+			return NULL;
+	}
+	return (const char *) mt + GS_ROW_DATA_OFF;
 }
 
 void

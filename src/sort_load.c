@@ -307,6 +307,58 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 		gs_spill_batch(s);
 }
 
+/*
+ * A variant's row (gs_sort_begin_rows): room for its len bytes and its
+ * key, which the caller fills in and then hands over with
+ * gs_sort_row_done, as gs_sort_put takes a slot's row.
+ */
+char *
+gs_sort_row_alloc(GsSortState *s, Size len, char **key)
+{
+	MinimalTuple mt;
+
+	Assert(s->status == GS_LOADING && s->row_cmp != NULL);
+	if (!s->load_started)
+	{
+		INSTR_TIME_SET_CURRENT(s->load_start);
+		s->load_started = true;
+	}
+	if (s->nrows == s->cap)
+	{
+		/* the engine must be done with the key buffer before it moves */
+		gs_finish_chunks(s);
+		if (!gs_grow(s))
+			gs_spill_batch(s);
+	}
+	mt = (MinimalTuple) gs_arena_alloc(s, GS_ROW_DATA_OFF + len);
+	memset(mt, 0, GS_ROW_DATA_OFF);
+	mt->t_len = GS_ROW_DATA_OFF + len;
+	s->tuples[s->nrows] = mt;
+	*key = s->keys + s->nrows * s->key_bytes;
+	return (char *) mt + GS_ROW_DATA_OFF;
+}
+
+void
+gs_sort_row_done(GsSortState *s, bool lossy)
+{
+	size_t		n = s->nrows;
+
+	if (lossy)
+	{
+		s->lossy[n / 64] |= UINT64CONST(1) << (n % 64);
+		s->any_lossy = true;
+	}
+	s->max_tuple_len = Max(s->max_tuple_len, s->tuples[n]->t_len);
+	s->nrows = n + 1;
+	s->total_rows += 1;
+
+	if (s->chunk_rows > 0 && s->nrows - s->chunk_start >= s->chunk_rows)
+		gs_close_chunk(s, true);
+
+	if (gs_mem_used(s) > s->batch_limit && s->nrows >= MIN_BATCH_ROWS)
+		gs_spill_batch(s);
+}
+
 /* the width of the sort's keys, which parallel loaders must match */
 int
 gs_sort_key_bytes(GsSortState *s)

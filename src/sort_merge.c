@@ -243,10 +243,12 @@ gs_source_before(GsSortState *s, GsMerge *m, int a, int b)
 		return false;
 	if (sb->eof)
 		return true;
-	c = gs_key_cmp_rest(sa->key, sb->key, s->key_bytes);
+	c = gs_key_cmp_words(sa->key, sb->key, 8, s->tie_bytes);
 	if (c == 0 && (!s->exact || sa->lossy || sb->lossy))
 		c = gs_cmp_tuples(s, sa->tup ? sa->tup : s->tuples[sa->row],
 						  sb->tup ? sb->tup : s->tuples[sb->row]);
+	else if (c == 0)
+		c = gs_key_cmp_words(sa->key, sb->key, s->tie_bytes, s->key_bytes);
 	if (c == 0)
 		c = (a > b) - (a < b);	/* any fixed order between equals */
 	return c < 0;

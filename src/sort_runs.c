@@ -515,6 +515,13 @@ gs_sort_nruns(GsSortState *s)
 	return s->nruns + (s->tuples != NULL && s->nrows > 0 ? 1 : 0);
 }
 
+/* batches written as runs so far (the rows in memory not counted) */
+int
+gs_sort_runs_spilled(GsSortState *s)
+{
+	return s->total_runs;
+}
+
 /* batches written as runs, and one more for rows still in memory */
 int
 gs_sort_runs_written(GsSortState *s)

@@ -57,13 +57,17 @@ gs_note_mem(GsSortState *s, int64 extra)
 		s->mem_peak = m;
 }
 
-/* PostgreSQL's order of two rows, over every sort column */
+/* PostgreSQL's order of two rows, over every sort column (or the variant's) */
 int
 gs_cmp_tuples(GsSortState *s, MinimalTuple ta, MinimalTuple tb)
 {
 	HeapTupleData ha;
 	HeapTupleData hb;
 	int			i;
+
+	if (s->row_cmp != NULL)
+		return s->row_cmp(s->row_cmp_arg, (char *) ta + GS_ROW_DATA_OFF,
+						  (char *) tb + GS_ROW_DATA_OFF);
 
 	ha.t_len = ta->t_len + MINIMAL_TUPLE_OFFSET;
 	ha.t_data = (HeapTupleHeader) ((char *) ta - MINIMAL_TUPLE_OFFSET);

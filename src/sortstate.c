@@ -59,20 +59,20 @@
 #include "gpusort_stats.h"
 #include "sortstate_int.h"
 
-GsSortState *
-gs_sort_begin(TupleDesc tupdesc, int nkeys, const AttrNumber *attnums,
-			  const Oid *sortops, const Oid *collations,
-			  const bool *nulls_first, int work_mem_kb, bool random_access,
-			  double est_rows)
+/*
+ * A sort state in a context of its own, which is made current: the caller
+ * sets the sort's definition (key_bytes and exact at least), then sizes
+ * the state with gs_sort_size.
+ */
+static GsSortState *
+gs_sort_create(int work_mem_kb, bool random_access)
 {
 	MemoryContext cxt;
-	MemoryContext oldcxt;
 	GsSortState *s;
-	int			i;
 
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "GpuSort",
 								ALLOCSET_DEFAULT_SIZES);
-	oldcxt = MemoryContextSwitchTo(cxt);
+	MemoryContextSwitchTo(cxt);
 
 	s = palloc0(sizeof(GsSortState));
 	s->cxt = cxt;
@@ -81,43 +81,21 @@ gs_sort_begin(TupleDesc tupdesc, int nkeys, const AttrNumber *attnums,
 	s->mergecxt = AllocSetContextCreate(cxt, "GpuSort merge",
 										ALLOCSET_DEFAULT_SIZES);
 	s->status = GS_LOADING;
-	s->tupdesc = tupdesc;
-	s->nkeys = nkeys;
-	s->attnums = palloc(nkeys * sizeof(AttrNumber));
-	s->sortops = palloc(nkeys * sizeof(Oid));
-	s->collations = palloc(nkeys * sizeof(Oid));
-	s->nulls_first = palloc(nkeys * sizeof(bool));
-	memcpy(s->attnums, attnums, nkeys * sizeof(AttrNumber));
-	memcpy(s->sortops, sortops, nkeys * sizeof(Oid));
-	memcpy(s->collations, collations, nkeys * sizeof(Oid));
-	memcpy(s->nulls_first, nulls_first, nkeys * sizeof(bool));
-	for (i = 0; i < nkeys; i++)
-		s->maxattno = Max(s->maxattno, attnums[i]);
 	s->work_mem_kb = work_mem_kb;
 	s->mem_limit = (int64) work_mem_kb * 1024;
 	s->batch_limit = s->mem_limit;
 	s->random_access = random_access;
+	return s;
+}
 
-	s->kp = gs_keyplan_create(nkeys, attnums, sortops, collations,
-							  nulls_first, tupdesc, gpusort_max_key_bytes);
-	if (s->kp == NULL)
-		elog(ERROR, "gpusort: leading sort key is not encodable");
-	s->key_bytes = gs_keyplan_key_bytes(s->kp);
-	s->exact = gs_keyplan_exact(s->kp);
+/* the engine, the GPU budget and the arrays, from the estimate */
+static void
+gs_sort_size(GsSortState *s, double est_rows)
+{
+	MemoryContext cxt = s->cxt;
 
-	/* PostgreSQL's comparators, for runs of equal keys */
-	s->ssup = palloc0(nkeys * sizeof(SortSupportData));
-	for (i = 0; i < nkeys; i++)
-	{
-		SortSupport ssup = &s->ssup[i];
-
-		ssup->ssup_cxt = cxt;
-		ssup->ssup_collation = collations[i];
-		ssup->ssup_nulls_first = nulls_first[i];
-		ssup->ssup_attno = attnums[i];
-		ssup->abbreviate = false;
-		PrepareSortSupportFromOrderingOp(sortops[i], ssup);
-	}
+	if (s->tie_bytes == 0)
+		s->tie_bytes = s->key_bytes;
 
 	/* the engine that owns the key buffer; a chunk may still go elsewhere */
 	s->keys_engine = gs_engine_choose(est_rows, NULL);
@@ -163,9 +141,100 @@ gs_sort_begin(TupleDesc tupdesc, int nkeys, const AttrNumber *attnums,
 	/* merge order: as many runs as work_mem has read buffers for */
 	s->merge_order = (int) Max(MERGE_MIN_ORDER,
 							   Min(s->mem_limit / MERGE_MIN_BUFFER, 1024));
+}
 
+GsSortState *
+gs_sort_begin(TupleDesc tupdesc, int nkeys, const AttrNumber *attnums,
+			  const Oid *sortops, const Oid *collations,
+			  const bool *nulls_first, int work_mem_kb, bool random_access,
+			  double est_rows)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	GsSortState *s;
+	int			i;
+
+	s = gs_sort_create(work_mem_kb, random_access);
+	s->tupdesc = tupdesc;
+	s->nkeys = nkeys;
+	s->attnums = palloc(nkeys * sizeof(AttrNumber));
+	s->sortops = palloc(nkeys * sizeof(Oid));
+	s->collations = palloc(nkeys * sizeof(Oid));
+	s->nulls_first = palloc(nkeys * sizeof(bool));
+	memcpy(s->attnums, attnums, nkeys * sizeof(AttrNumber));
+	memcpy(s->sortops, sortops, nkeys * sizeof(Oid));
+	memcpy(s->collations, collations, nkeys * sizeof(Oid));
+	memcpy(s->nulls_first, nulls_first, nkeys * sizeof(bool));
+	for (i = 0; i < nkeys; i++)
+		s->maxattno = Max(s->maxattno, attnums[i]);
+
+	s->kp = gs_keyplan_create(nkeys, attnums, sortops, collations,
+							  nulls_first, tupdesc, gpusort_max_key_bytes);
+	if (s->kp == NULL)
+		elog(ERROR, "gpusort: leading sort key is not encodable");
+	s->key_bytes = gs_keyplan_key_bytes(s->kp);
+	s->exact = gs_keyplan_exact(s->kp);
+
+	/* PostgreSQL's comparators, for runs of equal keys */
+	s->ssup = palloc0(nkeys * sizeof(SortSupportData));
+	for (i = 0; i < nkeys; i++)
+	{
+		SortSupport ssup = &s->ssup[i];
+
+		ssup->ssup_cxt = s->cxt;
+		ssup->ssup_collation = collations[i];
+		ssup->ssup_nulls_first = nulls_first[i];
+		ssup->ssup_attno = attnums[i];
+		ssup->abbreviate = false;
+		PrepareSortSupportFromOrderingOp(sortops[i], ssup);
+	}
+	gs_sort_size(s, est_rows);
 	MemoryContextSwitchTo(oldcxt);
 	return s;
+}
+
+/*
+ * A sort of a variant's rows (see gpusort_exec.h) within mem_kb of memory:
+ * forward only, read with gs_sort_next_row.
+ */
+GsSortState *
+gs_sort_begin_rows(const GsRowsDef *def, int mem_kb, double est_rows)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	GsSortState *s;
+
+	Assert(def->tie_bytes > 0 && def->tie_bytes <= def->key_bytes);
+	Assert(def->tie_bytes % 8 == 0 || def->tie_bytes == def->key_bytes);
+	s = gs_sort_create(mem_kb, false);
+	s->key_bytes = def->key_bytes;
+	s->tie_bytes = def->tie_bytes;
+	s->exact = def->exact;
+	s->row_cmp = def->compare;
+	s->row_cmp_arg = def->arg;
+	gs_sort_size(s, est_rows);
+	MemoryContextSwitchTo(oldcxt);
+	return s;
+}
+
+/*
+ * The sort may take mem_kb from now on: a parallel build's leader loads
+ * its share within its part of the memory, then merges with all of it.
+ */
+void
+gs_sort_set_memory(GsSortState *s, int mem_kb)
+{
+	s->work_mem_kb = mem_kb;
+	s->mem_limit = (int64) mem_kb * 1024;
+	/* writing runs in the background halves a batch (see gs_spill_batch) */
+	s->batch_limit = s->overlap ? s->mem_limit / 2 : s->mem_limit;
+	s->merge_order = (int) Max(MERGE_MIN_ORDER,
+							   Min(s->mem_limit / MERGE_MIN_BUFFER, 1024));
+}
+
+/* the rows put into the sort so far */
+double
+gs_sort_rows(GsSortState *s)
+{
+	return s->total_rows;
 }
 
 void
@@ -287,7 +356,8 @@ gs_sort_report(GsSortState *s, GsSortReport *r)
 			r->device = "no GPU";
 	}
 	initStringInfo(&buf);
-	gs_keyplan_describe(s->kp, &buf);
+	if (s->kp != NULL)
+		gs_keyplan_describe(s->kp, &buf);
 	r->keydesc = buf.data;
 }
 

@@ -266,8 +266,12 @@ struct GsSortState
 	bool		random_access;
 
 	/* keys */
-	GsKeyPlan  *kp;
+	GsKeyPlan  *kp;				/* NULL for a variant's rows */
 	int			key_bytes;
+	int			tie_bytes;		/* the part a tie-break replaces (see
+								 * gs_sort_begin_rows) */
+	GsRowCompareFn row_cmp;		/* a variant's comparison, or NULL */
+	void	   *row_cmp_arg;
 	bool		exact;			/* static part: every column fully encoded */
 	bool		any_lossy;		/* some row's encoding lost information */
 	uint64	   *lossy;			/* bit per batch row */
@@ -439,6 +443,25 @@ gs_key_cmp(const char *a, const char *b, int key_bytes)
 	if (x != y)
 		return x < y ? -1 : 1;
 	return gs_key_cmp_rest(a, b, key_bytes);
+}
+
+/* compare the words of two keys in bytes [from, to), from past the first */
+static inline int
+gs_key_cmp_words(const char *a, const char *b, int from, int to)
+{
+	int			w;
+
+	for (w = from; w < to; w += 8)
+	{
+		uint64		x;
+		uint64		y;
+
+		memcpy(&x, a + w, 8);
+		memcpy(&y, b + w, 8);
+		if (x != y)
+			return x < y ? -1 : 1;
+	}
+	return 0;
 }
 
 /* the bytes of a row on disk (see gpusort_spill.h) */

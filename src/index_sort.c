@@ -1,0 +1,304 @@
+/*-------------------------------------------------------------------------
+ *
+ * index_sort.c
+ *	  A btree build's rows sorted by the sort core (sortstate.c), as a
+ *	  variant of its rows: every build of CREATE INDEX and REINDEX, and
+ *	  CLUSTER's table sort, serial or with parallel workers.
+ *
+ * Each row is the index tuple (and, for CLUSTER, the heap tuple after it
+ * as the row's payload, see gs_idx_payload), in the envelope the core
+ * gives a variant's rows, with its flags (GS_ROW_ALIVE) in the envelope's
+ * flags byte.  Its key is the one index_rows.c makes: the encoded key
+ * columns, then the heap TID.  The core orders rows by the column part;
+ * where that is not exact (the plan does not cover every column, or the
+ * row's encoding was lossy) the index's comparators decide, then the TID
+ * (gs_idx_row_cmp); where it is, the TID word decides, so the rows come
+ * out in btree order.  Memory, engine, runs on disk and their merges are
+ * the core's, within maintenance_work_mem, as for an ORDER BY within
+ * work_mem.
+ *
+ * The rows come out to the page writer (index_write.c) or to CLUSTER's
+ * sink, with the unique check over them on the way.
+ *
+ * It calls down only: the sort core, index_rows.c's comparators and the
+ * page writer.
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/nbtree.h"
+#include "commands/progress.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "gpusort_exec.h"
+#include "gpusort_int.h"
+#include "index_int.h"
+
+/* btree order of two rows: key columns, then heap TID */
+static int
+gs_idx_row_cmp(void *arg, const char *a, const char *b)
+{
+	GsIdxBuild *bld = (GsIdxBuild *) arg;
+	IndexTuple	t1 = (IndexTuple) a;
+	IndexTuple	t2 = (IndexTuple) b;
+	int			c;
+
+	c = gs_idx_cmp_cols(bld, t1, t2);
+	if (c != 0)
+		return c;
+	return ItemPointerCompare(&t1->t_tid, &t2->t_tid);
+}
+
+/*
+ * Sort b's rows in the core from now on, within mem bytes, expecting
+ * est_rows of them.
+ */
+void
+gs_idx_sort_begin(GsIdxBuild *b, Size mem, double est_rows)
+{
+	GsRowsDef	def;
+
+	if (b->ssup == NULL)
+		gs_idx_sortsupport(b);
+	if (b->scratch == NULL)
+		b->scratch = AllocSetContextCreate(CurrentMemoryContext,
+										   "gpusort index tuple scratch",
+										   ALLOCSET_DEFAULT_SIZES);
+	def.key_bytes = b->keybytes;
+	def.tie_bytes = b->colwords * 8;
+	def.exact = b->exact;
+	def.compare = gs_idx_row_cmp;
+	def.arg = b;
+	b->sort = gs_sort_begin_rows(&def, (int) Min(mem / 1024, (Size) INT_MAX),
+								 est_rows);
+}
+
+/*
+ * One row into the core: the index tuple of values with TID tid (formed
+ * in place when b->fixed), then len bytes of payload if b->payload.
+ */
+void
+gs_idx_sort_put(GsIdxBuild *b, ItemPointer tid, Datum *values,
+				bool *isnull, bool alive, const void *payload, uint32 len)
+{
+	IndexTuple	itup;
+	IndexTuple	formed = NULL;
+	Size		isize;
+	Size		size;
+	bool		hasnull = false;
+	char	   *key;
+	char	   *row;
+	int			runs = 0;
+
+	if (b->fixed && !b->payload)
+		isize = gs_idx_fixed_size(b, values, isnull, &hasnull);
+	else
+	{
+		formed = index_form_tuple_context(b->itupdesc, values, isnull,
+										  b->scratch);
+		isize = IndexTupleSize(formed);
+	}
+	size = MAXALIGN(isize);
+	if (b->payload)
+		size += 8 + len;
+
+	if (unlikely(gs_index_fault == GS_INDEX_FAULT_CANCEL_IN_RUN))
+		runs = gs_sort_runs_spilled(b->sort);
+	row = gs_sort_row_alloc(b->sort, size, &key);
+	itup = (IndexTuple) row;
+	if (formed == NULL)
+		gs_idx_form_fixed(b, values, isnull, hasnull, isize, itup);
+	else
+	{
+		memcpy(itup, formed, isize);
+		memset(row + isize, 0, MAXALIGN(isize) - isize);
+		if (++b->scratch_used >= GS_IDX_SCRATCH_TUPLES)
+		{
+			MemoryContextReset(b->scratch);
+			b->scratch_used = 0;
+		}
+	}
+	itup->t_tid = *tid;
+	if (b->payload)
+	{
+		memcpy(row + MAXALIGN(isize), &len, sizeof(len));
+		memcpy(row + MAXALIGN(isize) + 8, payload, len);
+	}
+	*gs_row_flags(row) = alive ? GS_ROW_ALIVE : 0;
+	gs_sort_row_done(b->sort,
+					 gs_idx_encode(b, values, isnull, tid, (uint64 *) key));
+	b->indtuples += 1;
+
+	/* a run went to be written in the background: cancel meanwhile */
+	if (unlikely(gs_index_fault == GS_INDEX_FAULT_CANCEL_IN_RUN) &&
+		gs_sort_runs_spilled(b->sort) > runs)
+		gs_index_fault_point(GS_INDEX_FAULT_CANCEL_IN_RUN);
+}
+
+/* table_index_build_scan callback: one index tuple into b's sort */
+void
+gs_idx_collect(Relation index, ItemPointer tid, Datum *values, bool *isnull,
+			   bool tupleIsAlive, void *state)
+{
+	gs_idx_sort_put((GsIdxBuild *) state, tid, values, isnull, tupleIsAlive,
+					NULL, 0);
+}
+
+/*
+ * Are the key columns of a and b equal, as the unique check asks?  For
+ * fixed-width key columns (fixed: their bytes) of an index whose
+ * opclasses make image equality the equality, equal bytes without NULLs
+ * say so; else the comparators.
+ */
+static inline bool
+gs_idx_same_key(GsIdxBuild *b, IndexTuple a, IndexTuple t, int fixed)
+{
+	if (fixed > 0 && !IndexTupleHasNulls(a) && !IndexTupleHasNulls(t))
+		return memcmp((char *) a + MAXALIGN(sizeof(IndexTupleData)),
+					  (char *) t + MAXALIGN(sizeof(IndexTupleData)),
+					  fixed) == 0;
+	return gs_idx_cmp_cols(b, a, t) == 0;
+}
+
+/* what the write keeps of the rows before the current one */
+typedef struct GsIdxPrev
+{
+	IndexTuple	last;			/* a copy of the row before, or NULL */
+	IndexTuple	first_alive;	/* of its group's live rows, the first */
+	bool		have_alive;
+	int			fixed;			/* see gs_idx_same_key */
+} GsIdxPrev;
+
+/*
+ * The unique check, row by row in btree order: two live rows with equal
+ * key columns (NULLs distinct unless NULLS NOT DISTINCT) are a violation,
+ * reported with the first of them.
+ */
+static void
+gs_idx_unique_step(GsIdxBuild *b, GsIdxPrev *p, IndexTuple itup, bool alive)
+{
+	if (p->last == NULL || !gs_idx_same_key(b, p->last, itup, p->fixed))
+		p->have_alive = false;	/* a new group */
+	if (!alive)
+		return;
+	if (!p->have_alive)
+	{
+		memcpy(p->first_alive, itup, IndexTupleSize(itup));
+		p->have_alive = true;
+	}
+	else if (b->nulls_not_distinct || !gs_idx_key_has_null(b, p->first_alive))
+		gs_idx_unique_violation(b, p->first_alive);
+}
+
+/*
+ * The fixed-width bytes of the key columns when equal bytes say equal
+ * keys (see gs_idx_same_key), else 0.
+ */
+static int
+gs_idx_image_key_bytes(GsIdxBuild *b)
+{
+	int			fixed = gs_idx_fixed_key_bytes(b);
+
+	if (fixed > 0 && !_bt_allequalimage(b->index, false))
+		return 0;
+	return fixed;
+}
+
+/*
+ * The scan is over: sort, then hand the rows in order to the page writer
+ * (or b's sink), checking uniqueness on the way.  Returns whether the
+ * rows went through runs on disk.
+ */
+bool
+gs_idx_sort_write(GsIdxBuild *b)
+{
+	GsBtWriter *w = NULL;
+	GsSortReport rep;
+	GsIdxPrev	p;
+	char	   *last_buf = NULL;
+	bool		external;
+	bool		dedup_hint;
+	double		count = 0;
+	const char *row;
+
+	if (b->sink == NULL)
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
+									 PROGRESS_BTREE_PHASE_PERFORMSORT_1);
+	external = gs_sort_runs_spilled(b->sort) > 0;
+	if (external)
+		gs_index_fault_point(GS_INDEX_FAULT_CANCEL_IN_MERGE);
+	gs_sort_perform(b->sort);
+
+	/*
+	 * Key columns whose bytes tell equal keys: the unique check compares
+	 * them, and the page writer is told where they change (else it compares
+	 * each tuple with its pending posting list's base, about 8% of a build).
+	 */
+	memset(&p, 0, sizeof(p));
+	p.fixed = gs_idx_image_key_bytes(b);
+	dedup_hint = p.fixed > 0 && b->sink == NULL && !b->isunique &&
+		BTGetDeduplicateItems(b->index);
+	if (b->isunique || dedup_hint)
+	{
+		last_buf = palloc(INDEX_SIZE_MASK + 1);
+		p.first_alive = (IndexTuple) palloc(INDEX_SIZE_MASK + 1);
+	}
+	if (b->sink == NULL)
+	{
+		w = gs_btw_begin(b->heap, b->index, b->isunique);
+		if (external)
+			gs_btw_tuples_transient(w);
+	}
+	while ((row = gs_sort_next_row(b->sort)) != NULL)
+	{
+		IndexTuple	itup = (IndexTuple) row;
+
+		count++;
+		if (b->isunique)
+			gs_idx_unique_step(b, &p, itup,
+							   (*gs_row_flags(row) & GS_ROW_ALIVE) != 0);
+		if (b->sink != NULL)
+			b->sink(b->sink_arg, itup);
+		else if (dedup_hint && p.last != NULL &&
+				 !IndexTupleHasNulls(p.last) && !IndexTupleHasNulls(itup) &&
+				 memcmp((char *) p.last + MAXALIGN(sizeof(IndexTupleData)),
+						(char *) itup + MAXALIGN(sizeof(IndexTupleData)),
+						p.fixed) != 0)
+		{
+			/* the short path keeps itup where it lies until the next */
+			if (external)
+				gs_btw_add(w, itup, false);
+			else
+				gs_btw_add_distinct(w, itup);
+		}
+		else
+			gs_btw_add(w, itup, true);
+		if (last_buf != NULL)
+		{
+			memcpy(last_buf, itup, IndexTupleSize(itup));
+			p.last = (IndexTuple) last_buf;
+		}
+	}
+	if (count != gs_sort_rows(b->sort))
+		elog(ERROR, "gpusort: the index sort lost rows (%.0f of %.0f)",
+			 count, gs_sort_rows(b->sort));
+	if (w != NULL)
+		gs_btw_finish(w);
+
+	gs_sort_report(b->sort, &rep);
+	b->sort_ms = rep.sort_ms + rep.tiebreak_ms;
+	b->runs_ms = rep.spill_ms;
+	b->passes_ms = rep.merge_ms;
+	b->nruns_written = rep.runs;
+	b->npasses = rep.merge_passes;
+	b->nstreams = rep.streams;
+	gs_sort_end(b->sort);
+	b->sort = NULL;
+	return external;
+}
