@@ -641,6 +641,7 @@ gs_next_fast(GsSortState *s)
 			__builtin_prefetch(s->refs[ahead] + 64);
 		}
 		rec = s->refs[s->ref_pos++];
+		s->merged_out++;
 		return (MinimalTuple) (rec + s->stream_tupoff);
 	}
 	return NULL;
@@ -667,6 +668,7 @@ gs_next_slow(GsSortState *s)
 			{
 				const char *rec = s->refs[s->ref_pos++];
 
+				s->merged_out++;
 				return (MinimalTuple) (rec + s->stream_tupoff);
 			}
 			s->ref_n = 0;
@@ -675,7 +677,14 @@ gs_next_slow(GsSortState *s)
 		else
 			src = gs_merge_next(s, s->merge);
 		if (src != NULL)
+		{
+			s->merged_out++;
 			return src->tup;
+		}
+		/* every row the runs hold came out, or the answer would be short */
+		if (s->merged_out != (uint64) s->total_rows)
+			elog(ERROR, "gpusort: the final merge returned %llu of %.0f rows",
+				 (unsigned long long) s->merged_out, s->total_rows);
 		/* the final merge's time, as rows were taken */
 		if (!s->merge_timed)
 		{

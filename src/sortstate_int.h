@@ -375,6 +375,7 @@ struct GsSortState
 	double		merge_wait_ms;	/* waiting for the merge's threads */
 	instr_time	stream_start;	/* the final merge began returning rows */
 	bool		merge_timed;	/* and its time was taken */
+	uint64		merged_out;		/* rows the final merge has returned */
 	double		emit_ms;		/* from the first row returned to the end */
 	bool		emit_timed;
 	instr_time	load_start;
