@@ -191,6 +191,8 @@ extern GsSortState *gs_sort_begin_rows(const GsRowsDef *def, int mem_kb,
 extern char *gs_sort_row_alloc(GsSortState *s, Size len, char **key);
 extern void gs_sort_row_done(GsSortState *s, bool lossy);
 extern const char *gs_sort_next_row(GsSortState *s);
+extern const char *const *gs_sort_next_rows(GsSortState *s, size_t *n,
+											size_t *off);
 extern double gs_sort_rows(GsSortState *s);
 extern void gs_sort_set_memory(GsSortState *s, int mem_kb);
 

@@ -40,6 +40,9 @@
 #include "gpusort_int.h"
 #include "index_int.h"
 
+/* how far ahead the write prefetches rows */
+#define GS_IDX_PREFETCH			8
+
 /* btree order of two rows: key columns, then heap TID */
 static int
 gs_idx_row_cmp(void *arg, const char *a, const char *b)
@@ -211,9 +214,41 @@ gs_idx_image_key_bytes(GsIdxBuild *b)
 }
 
 /*
+ * One row in btree order to the page writer (or b's sink), with the
+ * unique check; p->last is the row before it, valid.  stable: itup stays
+ * where it lies until the writer is settled (gs_btw_settle), so it may
+ * take the writer's short path as it is.
+ */
+static inline void
+gs_idx_write_row(GsIdxBuild *b, GsBtWriter *w, GsIdxPrev *p,
+				 bool dedup_hint, bool stable, IndexTuple itup, bool alive)
+{
+	if (b->isunique)
+		gs_idx_unique_step(b, p, itup, alive);
+	if (b->sink != NULL)
+		b->sink(b->sink_arg, itup);
+	else if (dedup_hint && p->last != NULL &&
+			 !IndexTupleHasNulls(p->last) && !IndexTupleHasNulls(itup) &&
+			 memcmp((char *) p->last + MAXALIGN(sizeof(IndexTupleData)),
+					(char *) itup + MAXALIGN(sizeof(IndexTupleData)),
+					p->fixed) != 0)
+	{
+		/* key columns that differ: no posting list can take it */
+		if (stable)
+			gs_btw_add_distinct(w, itup);
+		else
+			gs_btw_add(w, itup, false);
+	}
+	else
+		gs_btw_add(w, itup, true);
+}
+
+/*
  * The scan is over: sort, then hand the rows in order to the page writer
- * (or b's sink), checking uniqueness on the way.  Returns whether the
- * rows went through runs on disk.
+ * (or b's sink), checking uniqueness on the way.  Rows come in blocks
+ * where the sort can give them so (in memory, or its final merge's one
+ * stream): they are used where they lie, and only what outlives a block
+ * is copied.  Returns whether the rows went through runs on disk.
  */
 bool
 gs_idx_sort_write(GsIdxBuild *b)
@@ -225,7 +260,10 @@ gs_idx_sort_write(GsIdxBuild *b)
 	bool		external;
 	bool		dedup_hint;
 	double		count = 0;
+	const char *const *rows;
 	const char *row;
+	size_t		n;
+	size_t		off;
 
 	if (b->sink == NULL)
 		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
@@ -255,30 +293,40 @@ gs_idx_sort_write(GsIdxBuild *b)
 		if (external)
 			gs_btw_tuples_transient(w);
 	}
+	while ((rows = gs_sort_next_rows(b->sort, &n, &off)) != NULL)
+	{
+		size_t		i;
+
+		for (i = 0; i < n; i++)
+		{
+			const char *data = rows[i] + off + GS_ROW_DATA_OFF;
+			IndexTuple	itup = (IndexTuple) data;
+
+			if (i + GS_IDX_PREFETCH < n)
+				__builtin_prefetch(rows[i + GS_IDX_PREFETCH] + off);
+			gs_idx_write_row(b, w, &p, dedup_hint, true, itup,
+							 (*gs_row_flags(data) & GS_ROW_ALIVE) != 0);
+			if (last_buf != NULL)
+				p.last = itup;
+		}
+		count += n;
+		/* the block goes back: what outlives it is copied */
+		if (w != NULL)
+			gs_btw_settle(w);
+		if (p.last != NULL && (char *) p.last != last_buf)
+		{
+			memcpy(last_buf, p.last, IndexTupleSize(p.last));
+			p.last = (IndexTuple) last_buf;
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
 	while ((row = gs_sort_next_row(b->sort)) != NULL)
 	{
 		IndexTuple	itup = (IndexTuple) row;
 
 		count++;
-		if (b->isunique)
-			gs_idx_unique_step(b, &p, itup,
-							   (*gs_row_flags(row) & GS_ROW_ALIVE) != 0);
-		if (b->sink != NULL)
-			b->sink(b->sink_arg, itup);
-		else if (dedup_hint && p.last != NULL &&
-				 !IndexTupleHasNulls(p.last) && !IndexTupleHasNulls(itup) &&
-				 memcmp((char *) p.last + MAXALIGN(sizeof(IndexTupleData)),
-						(char *) itup + MAXALIGN(sizeof(IndexTupleData)),
-						p.fixed) != 0)
-		{
-			/* the short path keeps itup where it lies until the next */
-			if (external)
-				gs_btw_add(w, itup, false);
-			else
-				gs_btw_add_distinct(w, itup);
-		}
-		else
-			gs_btw_add(w, itup, true);
+		gs_idx_write_row(b, w, &p, dedup_hint, !external, itup,
+						 (*gs_row_flags(row) & GS_ROW_ALIVE) != 0);
 		if (last_buf != NULL)
 		{
 			memcpy(last_buf, itup, IndexTupleSize(itup));

@@ -785,6 +785,54 @@ gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot)
 }
 
 /*
+ * The next rows of a sort in memory or of its final merge's single stream,
+ * as a block: *n pointers, each row's MinimalTuple at the pointer plus
+ * *off.  The rows stay valid until the next call.  NULL when the rest must
+ * be read row by row (gs_sort_next_row): a merge on the backend, or the end.
+ */
+const char *const *
+gs_sort_next_rows(GsSortState *s, size_t *n, size_t *off)
+{
+	if (s->status == GS_SORTED)
+	{
+		const char *const *rows;
+
+		if (s->current >= s->nsorted)
+			return NULL;
+		if (s->current >= s->ready)
+			gs_copy_wait(s, s->current);
+		rows = (const char *const *) &s->sorted[s->current];
+		*n = s->ready - s->current;
+		*off = 0;
+		s->current = s->ready;
+		return rows;
+	}
+	if (s->status == GS_MERGING && s->cascade != NULL)
+	{
+		const char *const *refs;
+
+		if (s->ref_pos < s->ref_n)
+		{
+			refs = s->refs + s->ref_pos;
+			*n = s->ref_n - s->ref_pos;
+		}
+		else
+		{
+			refs = gs_stream_next_refs(s->cascade, n);
+			s->refs = refs;
+			s->ref_n = refs ? *n : 0;
+		}
+		s->ref_pos = s->ref_n;
+		if (refs == NULL)
+			return NULL;
+		s->merged_out += *n;
+		*off = s->stream_tupoff;
+		return refs;
+	}
+	return NULL;
+}
+
+/*
  * The next row of a variant's sort (gs_sort_begin_rows): its data, valid
  * until the next call; NULL at the end.
  */
