@@ -227,7 +227,19 @@ gs_arena_alloc(GsSortState *s, Size len)
 					MemoryContextAlloc(s->cxt, s->blocks_cap * sizeof(GsBlock));
 			}
 			b = &s->blocks[s->nblocks++];
-			b->ptr = MemoryContextAlloc(s->cxt, blk);
+			/*
+			 * Huge pages need 2 MB alignment: blocks that large get it (the
+			 * slack is never touched).  Rows taken in sorted order are
+			 * scattered over the blocks, and on 4 kB pages nearly every one
+			 * missed the TLB: writing runs took three times as long.
+			 */
+			if (blk >= HUGE_PAGE_BYTES)
+			{
+				b->raw = MemoryContextAllocHuge(s->cxt, blk + HUGE_PAGE_BYTES);
+				b->ptr = (char *) TYPEALIGN(HUGE_PAGE_BYTES, b->raw);
+			}
+			else
+				b->ptr = b->raw = MemoryContextAlloc(s->cxt, blk);
 			b->size = blk;
 			gs_advise_huge(b->ptr, blk);
 			if (blk >= PREFAULT_STEP)
@@ -297,6 +309,7 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 	}
 	s->tuples[n] = gs_copy_row(s, slot);
 	s->max_tuple_len = Max(s->max_tuple_len, s->tuples[n]->t_len);
+	gs_batch_note(s, s->tuples[n]);
 	s->nrows = n + 1;
 	s->total_rows += 1;
 
@@ -349,6 +362,7 @@ gs_sort_row_done(GsSortState *s, bool lossy)
 		s->any_lossy = true;
 	}
 	s->max_tuple_len = Max(s->max_tuple_len, s->tuples[n]->t_len);
+	gs_batch_note(s, s->tuples[n]);
 	s->nrows = n + 1;
 	s->total_rows += 1;
 

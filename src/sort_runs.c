@@ -16,6 +16,8 @@
  */
 #include "postgres.h"
 
+#include <pthread.h>
+
 #include "access/htup_details.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
@@ -32,13 +34,20 @@
 
 /*
  * Writing a run of a batch on several threads.  The rows' order is known
- * (rows[]), so each part takes a slice of it: the parts first add up their
- * rows' bytes, which places every slice in the file, then format their
- * rows into a buffer of their own and write it at their place.  Most of
- * the time goes to fetching rows scattered over the arena, which is why
- * it pays to spread.  The job refers to the batch's memory only, not to
- * the sort state's current batch, so the second pass can run in the
- * background while the next batch is loaded.
+ * (rows[]), so each part takes a slice of it, formats its rows into a
+ * buffer of its own and writes it at the slice's place in the file.  The
+ * run's bytes were counted as the rows came (gs_batch_note), so the run
+ * is placed before the write starts.  Where every row has one size, that
+ * places each slice too; else each part adds up its slice's bytes and
+ * waits for the parts before it to have done the same (a chain on the
+ * parts' threads).  Most of the time goes to fetching rows scattered over
+ * the arena, which is why it pays to spread.  The job refers to the
+ * batch's memory only, not to the sort state's current batch, so it runs
+ * in the background while the next batch is loaded.
+ *
+ * A batch whose keys need no tie-break is also sorted there (part 0 sorts,
+ * on the CPU engine's thread instance, while the others wait): the load
+ * goes on meanwhile instead of waiting for the sort.
  */
 struct GsSpillJob
 {
@@ -55,10 +64,148 @@ struct GsSpillJob
 	size_t		bufsize;		/* of each part's write buffer */
 	int			pass;			/* 1: add up bytes, 2: write */
 	int64		base;			/* file offset of the run */
+	int64		rec;			/* every record's bytes, or -1 (chain) */
+	GsEngine   *sort_eng;		/* sorts the rows into rows[] first, or NULL */
+	int			sort_state;		/* 0 to do, 1 done, -1 failed */
+	char		sort_err[GS_ERRBUF_SIZE];
+	double		sort_ms;
+	pthread_mutex_t lock;		/* the chain's and the sort's */
+	pthread_cond_t cv;
+	bool		sized[GS_CPU_THREADS_MAX];	/* bytes[part] known */
 	int64		bytes[GS_CPU_THREADS_MAX];
 	char	   *bufs[GS_CPU_THREADS_MAX];
 	int			err[GS_CPU_THREADS_MAX];
 };
+
+/* the engine's cancel callback on a part: the task's stop */
+static int
+gs_spill_stop(void *arg)
+{
+	return *(volatile bool *) arg;
+}
+
+/*
+ * The batch's rows in order, into rows[] (which keyidx[] is too): part 0
+ * sorts them, the others wait.  The CPU engine reads the keys and leaves
+ * them as they are, so a sort stopped half-way is simply made again.
+ * false when stopped or failed.
+ */
+static bool
+gs_spill_sorted(GsSpillJob *j, int part, volatile bool *stop)
+{
+	bool		ok;
+
+	if (part == 0 && j->sort_state == 0)
+	{
+		gs_status	st;
+		instr_time	t0;
+		instr_time	t1;
+
+		INSTR_TIME_SET_CURRENT(t0);
+		st = j->sort_eng->ops->sort(j->sort_eng->eng, (void *) j->keys, j->n,
+									j->key_bytes, (uint32 *) j->rows, 0,
+									gs_spill_stop, (void *) stop, NULL,
+									j->sort_err, sizeof(j->sort_err));
+		INSTR_TIME_SET_CURRENT(t1);
+		INSTR_TIME_SUBTRACT(t1, t0);
+		pthread_mutex_lock(&j->lock);
+		j->sort_ms = INSTR_TIME_GET_MILLISEC(t1);
+		j->sort_state = st == GS_OK ? 1 : -1;
+		pthread_cond_broadcast(&j->cv);
+		pthread_mutex_unlock(&j->lock);
+	}
+	pthread_mutex_lock(&j->lock);
+	while (j->sort_state == 0 && !*stop)
+	{
+		struct timespec ts;
+
+		gs_deadline(&ts, WAIT_POLL_MS);
+		(void) pthread_cond_timedwait(&j->cv, &j->lock, &ts);
+	}
+	ok = j->sort_state == 1;
+	pthread_mutex_unlock(&j->lock);
+	return ok;
+}
+
+/*
+ * The rows' pointers and keys some way ahead of row i of rows[], then the
+ * tuple of a nearer one, whose pointer came in by now (asking for the
+ * tuple far ahead stalled on its pointer's load).  A macro: GCC drops the
+ * calls of a function that only prefetches, as having no effect.
+ */
+#define SPILL_PREFETCH	16
+#define gs_spill_prefetch(j, i, to) \
+	do { \
+		if ((i) + 2 * SPILL_PREFETCH < (to)) \
+		{ \
+			__builtin_prefetch(&(j)->tuples[(j)->rows[(i) + 2 * SPILL_PREFETCH]]); \
+			if ((j)->keyidx) \
+				__builtin_prefetch((j)->keys + (size_t) (j)->key_bytes * \
+								   (j)->keyidx[(i) + 2 * SPILL_PREFETCH]); \
+		} \
+		if ((i) + SPILL_PREFETCH < (to)) \
+			__builtin_prefetch((j)->tuples[(j)->rows[(i) + SPILL_PREFETCH]]); \
+	} while (0)
+
+/* the bytes of the rows of slice [from, to) of j; -1 when stopped */
+static int64
+gs_spill_slice_bytes(GsSpillJob *j, size_t from, size_t to,
+					 volatile bool *stop)
+{
+	int64		sum = 0;
+	size_t		i;
+
+	for (i = from; i < to; i++)
+	{
+		gs_spill_prefetch(j, i, to);
+		sum += gs_row_disk_bytes(j->key_bytes, j->tuples[j->rows[i]]);
+		if ((i % INTERRUPT_INTERVAL) == 0 && *stop)
+			return -1;
+	}
+	return sum;
+}
+
+/*
+ * Where part's slice of a run of rows of several sizes starts: its bytes
+ * are added up (unless known) and published, then the parts before it are
+ * waited for.  false when stopped.
+ */
+static bool
+gs_spill_chain(GsSpillJob *j, int part, size_t from, size_t to,
+			   volatile bool *stop, int64 *off)
+{
+	int			t;
+
+	if (!j->sized[part])
+	{
+		int64		sum = gs_spill_slice_bytes(j, from, to, stop);
+
+		if (sum < 0)
+			return false;
+		pthread_mutex_lock(&j->lock);
+		j->bytes[part] = sum;
+		j->sized[part] = true;
+		pthread_cond_broadcast(&j->cv);
+	}
+	else
+		pthread_mutex_lock(&j->lock);
+	*off = j->base;
+	for (t = 0; t < part; t++)
+	{
+		while (!j->sized[t] && !*stop)
+		{
+			struct timespec ts;
+
+			gs_deadline(&ts, WAIT_POLL_MS);
+			(void) pthread_cond_timedwait(&j->cv, &j->lock, &ts);
+		}
+		if (!j->sized[t])
+			break;
+		*off += j->bytes[t];
+	}
+	pthread_mutex_unlock(&j->lock);
+	return t == part;
+}
 
 static void
 gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
@@ -74,23 +221,21 @@ gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
 
 	if (j->pass == 1)
 	{
-		int64		sum = 0;
+		int64		sum = gs_spill_slice_bytes(j, from, to, stop);
 
-		for (i = from; i < to; i++)
-		{
-			if (i + GATHER_PREFETCH < to)
-				__builtin_prefetch(j->tuples[j->rows[i + GATHER_PREFETCH]]);
-			sum += gs_row_disk_bytes(kb, j->tuples[j->rows[i]]);
-			if ((i % INTERRUPT_INTERVAL) == 0 && *stop)
-				return;
-		}
-		j->bytes[part] = sum;
+		if (sum >= 0)
+			j->bytes[part] = sum;
 		return;
 	}
 
-	off = j->base;
-	for (i = 0; i < (size_t) part; i++)
-		off += j->bytes[i];
+	if (j->sort_eng != NULL && !gs_spill_sorted(j, part, stop))
+		return;
+	if (j->rec > 0)
+		off = j->base + (int64) from * j->rec;
+	else if (nparts == 1)
+		off = j->base;
+	else if (!gs_spill_chain(j, part, from, to, stop, &off))
+		return;
 	for (i = from; i < to; i++)
 	{
 		uint32		row = j->rows[i];
@@ -100,8 +245,7 @@ gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
 		size_t		body = tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
 		size_t		head = TAPE_ROW_HDR + kb;
 
-		if (i + GATHER_PREFETCH < to)
-			__builtin_prefetch(j->tuples[j->rows[i + GATHER_PREFETCH]]);
+		gs_spill_prefetch(j, i, to);
 		if (used + head + body > j->bufsize)
 		{
 			if ((j->err[part] = gs_temp_pwrite(j->file, buf, used, off)) != 0)
@@ -143,6 +287,26 @@ gs_spill_check(GsSpillJob *j)
 		if (j->err[p])
 			gs_temp_error(j->file, j->err[p], true);
 	}
+	if (j->sort_eng != NULL && j->sort_state != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("gpusort could not sort a run of %zu rows", j->n),
+				 errdetail("%s", j->sort_err)));
+}
+
+/*
+ * Run the job, again from the start as often as an interrupt that did
+ * not throw stops it (its parts may have stopped half-way; what they did
+ * is done again the same way).
+ */
+static void
+gs_spill_run(GsSpillJob *j)
+{
+	do
+	{
+		if (j->sort_state < 0)
+			j->sort_state = 0;
+	} while (!gs_parallel(gs_spill_part, j, j->nparts));
 }
 
 /*
@@ -177,13 +341,28 @@ gs_spill_prepare(GsSortState *s, const uint32 *rows, const char *keys,
 	for (p = 0; p < j->nparts; p++)
 		j->bufs[p] = MemoryContextAlloc(s->cxt, j->bufsize);
 	gs_note_mem(s, (int64) j->nparts * j->bufsize);
+	pthread_mutex_init(&j->lock, NULL);
+	pthread_cond_init(&j->cv, NULL);
 
-	/* a pass stopped by an interrupt that did not throw starts over */
-	j->pass = 1;
-	while (!gs_parallel(gs_spill_part, j, j->nparts))
-		;
-	for (p = 0; p < j->nparts; p++)
-		total += j->bytes[p];
+	if (s->batch_noted == n)
+	{
+		/* counted as they came: the parts place their slices themselves */
+		total = s->batch_disk;
+		j->rec = s->batch_rec;
+	}
+	else
+	{
+		/* a pass stopped by an interrupt that did not throw starts over */
+		j->pass = 1;
+		while (!gs_parallel(gs_spill_part, j, j->nparts))
+			;
+		for (p = 0; p < j->nparts; p++)
+		{
+			total += j->bytes[p];
+			j->sized[p] = true;
+		}
+		j->rec = -1;
+	}
 	run = gs_new_run(s);
 	j->base = gs_temp_extend(s->file, total);
 	/* (other processes may write into a shared file meanwhile) */
@@ -201,6 +380,8 @@ gs_spill_free(GsSpillJob *j)
 
 	for (p = 0; p < j->nparts; p++)
 		pfree(j->bufs[p]);
+	pthread_cond_destroy(&j->cv);
+	pthread_mutex_destroy(&j->lock);
 	if (j->merged)
 		pfree(j->merged);
 	pfree(j);
@@ -229,6 +410,8 @@ gs_reset_batch(GsSortState *s)
 	s->nrows = 0;
 	s->chunk_start = 0;
 	s->arena_bytes = 0;
+	s->batch_disk = 0;
+	s->batch_noted = 0;
 	s->blk_left = 0;
 	s->blk_next = 0;
 }
@@ -247,7 +430,7 @@ gs_free_batch(GsSortState *s)
 	s->keys = NULL;
 	s->cap = 0;
 	for (i = 0; i < s->nblocks; i++)
-		pfree(s->blocks[i].ptr);
+		pfree(s->blocks[i].raw);
 	s->nblocks = 0;
 }
 
@@ -295,12 +478,9 @@ gs_spill_wait(GsSortState *s)
 	done = t != NULL && gs_task_wait(t);
 	s->spill_wait_ms += gs_elapsed_ms(t0);
 	if (!done)
-	{
-		/* stopped by an interrupt (that did not throw): write it again */
-		while (!gs_parallel(gs_spill_part, j, j->nparts))
-			;
-	}
+		gs_spill_run(j);		/* stopped by an interrupt that did not throw */
 	s->writing = NULL;
+	s->sort_ms += j->sort_ms;
 	gs_spill_check(j);
 	gs_spill_free(j);
 	gs_swap_batches(s);
@@ -355,7 +535,7 @@ gs_start_overlap(GsSortState *s, size_t rows, int64 arena)
 			s->blocks[n++] = s->blocks[i];
 		}
 		else
-			pfree(s->blocks[i].ptr);
+			pfree(s->blocks[i].raw);
 	}
 	s->nblocks = n;
 
@@ -383,11 +563,21 @@ gs_spill_batch(GsSortState *s)
 	instr_time	t0;
 	size_t		rows;
 	int64		arena;
+	bool		bg_sort;
 
 	if (s->nrows == 0)
 		return;
-	gs_close_chunk(s, true);
-	gs_finish_chunks(s);
+	/*
+	 * A batch written in the background whose keys need no tie-break, and
+	 * that was not cut into chunks, is sorted there too (see GsSpillJob).
+	 */
+	bg_sort = s->overlap && s->nchunks == 0 && s->exact && !s->any_lossy &&
+		s->nrows > 1 && s->batch_noted == s->nrows;
+	if (!bg_sort)
+	{
+		gs_close_chunk(s, true);
+		gs_finish_chunks(s);
+	}
 
 	INSTR_TIME_SET_CURRENT(t0);
 	if (s->file == NULL)
@@ -396,7 +586,20 @@ gs_spill_batch(GsSortState *s)
 	arena = s->arena_bytes;
 	/* the spare batch must be written before it can be loaded again */
 	gs_spill_wait(s);
-	if (s->nchunks == 1)
+	if (bg_sort)
+	{
+		/* rows[] and keyidx[] both: the keys stay where they are */
+		size_t		n = s->nrows;
+		uint32	   *perm = MemoryContextAllocHuge(s->cxt, n * sizeof(uint32));
+
+		gs_note_mem(s, (int64) n * (sizeof(uint32) + ENGINE_SCRATCH_PER_ROW));
+		j = gs_spill_prepare(s, perm, s->keys, perm, perm, n);
+		j->sort_eng = gs_engine_cpu_thread();
+		s->total_chunks++;
+		if (s->sort_engine == NULL)
+			s->sort_engine = j->sort_eng;
+	}
+	else if (s->nchunks == 1)
 	{
 		/* one chunk: its order and its keys, sorted in place */
 		GsChunk    *c = &s->chunks[0];
@@ -431,8 +634,7 @@ gs_spill_batch(GsSortState *s)
 	}
 	else
 	{
-		while (!gs_parallel(gs_spill_part, j, j->nparts))
-			;
+		gs_spill_run(j);
 		gs_spill_check(j);
 		gs_spill_free(j);
 	}

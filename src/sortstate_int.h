@@ -178,6 +178,7 @@ typedef struct GsBlock
 {
 	char	   *ptr;
 	size_t		size;
+	char	   *raw;			/* what was allocated, ptr aligned within */
 } GsBlock;
 
 /* one input of a merge: an in-memory chunk, a run on disk, or a stream */
@@ -306,6 +307,9 @@ struct GsSortState
 	size_t		blk_left;
 	size_t		next_blk_size;
 	int64		arena_bytes;	/* arena memory this batch has taken */
+	int64		batch_disk;		/* its rows' bytes in a run (gs_batch_note) */
+	size_t		batch_noted;	/* rows counted in batch_disk */
+	int64		batch_rec;		/* their one record size, or -1 if several */
 	GsBlock    *blocks;			/* every arena block, kept across batches */
 	int			nblocks;
 	int			blocks_cap;
@@ -470,6 +474,22 @@ static inline size_t
 gs_row_disk_bytes(int key_bytes, MinimalTuple tup)
 {
 	return TAPE_ROW_HDR + key_bytes + tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
+}
+
+/*
+ * Count a row put into the batch: its run's bytes are then known before
+ * the run is written, and the write need not add them up first.
+ */
+static inline void
+gs_batch_note(GsSortState *s, MinimalTuple tup)
+{
+	int64		b = gs_row_disk_bytes(s->key_bytes, tup);
+
+	s->batch_disk += b;
+	if (s->batch_noted++ == 0)
+		s->batch_rec = b;
+	else if (s->batch_rec != b)
+		s->batch_rec = -1;
 }
 
 /* format a row's header and key at dst; the tuple's bytes follow */
