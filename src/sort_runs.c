@@ -569,10 +569,14 @@ gs_spill_batch(GsSortState *s)
 		return;
 	/*
 	 * A batch written in the background whose keys need no tie-break, and
-	 * that was not cut into chunks, is sorted there too (see GsSpillJob).
+	 * that was not cut into chunks, is sorted there too (see GsSpillJob),
+	 * unless it goes to the GPU: that takes about a millisecond here, a
+	 * thread of the CPU engine twenty for half of a 64MB work_mem, and
+	 * only the backend may call the gpusort service.
 	 */
 	bg_sort = s->overlap && s->nchunks == 0 && s->exact && !s->any_lossy &&
-		s->nrows > 1 && s->batch_noted == s->nrows;
+		s->nrows > 1 && s->batch_noted == s->nrows &&
+		!gs_engine_choose(Max((double) s->nrows, s->total_rows), NULL)->is_gpu;
 	if (!bg_sort)
 	{
 		gs_close_chunk(s, true);
