@@ -9,43 +9,43 @@ DATA = gpusort--0.1.sql gpusort--0.2.sql gpusort--0.3.sql \
 PGFILEDESC = "gpusort - sorts on the GPU"
 
 OBJS = \
-	src/gpusort.o \
-	src/settings.o \
-	src/engine.o \
-	src/gpu_probe.o \
-	src/engine_cpu.o \
-	src/engine_cpu_async.o \
-	src/engine_cpu_radix.o \
-	src/keys.o \
-	src/keys_encode.o \
-	src/planner.o \
-	src/shards.o \
-	src/plan_walk.o \
-	src/declined.o \
-	src/stats.o \
-	src/exec.o \
-	src/sortstate.o \
-	src/sort_util.o \
-	src/sort_load.o \
-	src/sort_chunks.o \
-	src/sort_runs.o \
-	src/sort_writer.o \
-	src/sort_merge.o \
-	src/sort_emit.o \
-	src/sort_parallel.o \
-	src/load_budget.o \
-	src/load_finish.o \
-	src/sort_heapread.o \
-	src/spill.o \
-	src/spill_stream.o \
-	src/spill_stream_thread.o \
-	src/loser_tree.o \
-	src/shm_reap.o \
-	src/keys_sql.o \
-	src/service.o \
-	src/service_client.o \
-	src/lifecycle.o \
-	$(patsubst $(srcdir)/%.c,%.o,$(wildcard $(srcdir)/src/index*.c))
+	src/exec/gpusort.o \
+	src/common/settings.o \
+	src/engine/engine.o \
+	src/service/gpu_probe.o \
+	src/engine_cpu/engine_cpu.o \
+	src/engine_cpu/engine_cpu_async.o \
+	src/engine_cpu/engine_cpu_radix.o \
+	src/keys/keys.o \
+	src/keys/keys_encode.o \
+	src/exec/planner.o \
+	src/exec/shards.o \
+	src/exec/plan_walk.o \
+	src/exec/declined.o \
+	src/common/stats.o \
+	src/exec/exec.o \
+	src/sort/sortstate.o \
+	src/sort/sort_util.o \
+	src/sort/sort_load.o \
+	src/sort/sort_chunks.o \
+	src/sort/sort_runs.o \
+	src/sort/sort_writer.o \
+	src/sort/sort_merge.o \
+	src/sort/sort_emit.o \
+	src/sort/sort_parallel.o \
+	src/sort/load_budget.o \
+	src/sort/load_finish.o \
+	src/sort/sort_heapread.o \
+	src/runs/spill.o \
+	src/runs/spill_stream.o \
+	src/runs/spill_stream_thread.o \
+	src/runs/loser_tree.o \
+	src/runs/shm_reap.o \
+	src/keys/keys_sql.o \
+	src/service/service.o \
+	src/service/service_client.o \
+	src/common/lifecycle.o \
+	$(patsubst $(srcdir)/%.c,%.o,$(wildcard $(srcdir)/src/nbtree/index*.c))
 
 # The regression suite, by family, in the order it runs: setup first (the
 # helpers every file uses), then the keys of each type, sorts, parallel
@@ -64,7 +64,10 @@ REGRESS = setup \
 	lifecycle partitions
 REGRESS_OPTS = --load-extension=gpusort
 
-PG_CPPFLAGS = -I$(srcdir)/src -DGPUSORT_VERSION=\"$(EXTVERSION)\"
+# src/ is in folders by subsystem (src/<folder>/README.md; docs/architecture.md);
+# every folder is on the include path so "x.h" needs no folder prefix
+GS_SRC_DIRS = include common exec nbtree sort runs keys engine service engine_cpu
+PG_CPPFLAGS = $(patsubst %,-I$(srcdir)/src/%,$(GS_SRC_DIRS)) -DGPUSORT_VERSION=\"$(EXTVERSION)\"
 # the CPU engine sorts chunks on a worker thread of its own
 PG_CFLAGS = -pthread
 SHLIB_LINK = -ldl -licui18n -licuuc -lm -pthread
@@ -79,19 +82,20 @@ $(error REGRESS and sql/*.sql differ: list each test file once, in the order it 
 endif
 
 # PGXS tracks no header dependencies: an object is rebuilt when any of
-# src/*.h changes (a struct that grew in one object but not another crashed)
-$(filter src/%.o,$(OBJS)): $(wildcard $(srcdir)/src/*.h)
+# src/*/*.h changes (a struct that grew in one object but not another crashed)
+$(filter src/%.o,$(OBJS)): $(wildcard $(srcdir)/src/*/*.h)
 
 # The CUDA engine (cuda/) is built when nvcc is on PATH or under
 # /usr/local/cuda, unless the caller says WITH_CUDA=no.
 -include $(srcdir)/cuda/cuda.mk
 
 # A build outside the source tree (VPATH, as pg_buildext does for each
-# PostgreSQL version) puts the objects in src/ under the build directory.
+# PostgreSQL version) puts the objects in src/<folder>/ under the build
+# directory.
 ifneq ($(abspath $(srcdir)),$(CURDIR))
 $(OBJS) $(OBJS:.o=.bc): | src/.dir
 src/.dir:
-	$(MKDIR_P) src
+	$(MKDIR_P) $(addprefix src/,$(GS_SRC_DIRS))
 	touch $@
 endif
 

@@ -34,10 +34,10 @@ CUDA_ARCH_FLAGS ?= -gencode=arch=compute_90,code=sm_90 \
 NVCCFLAGS ?= -O3
 CUDA_FLAGS = -std=c++17 $(NVCCFLAGS) $(CUDA_ARCH_FLAGS) \
 	-Xcompiler -fPIC -Xcompiler -fvisibility=hidden -Xcompiler -Wall \
-	-I$(srcdir)/src -I$(CUDA_DIR)
+	-I$(srcdir)/src/include -I$(CUDA_DIR)
 
 CUDA_HEADERS = $(wildcard $(CUDA_DIR)/*.cuh $(CUDA_DIR)/*.h) \
-	$(srcdir)/src/gpusort_engine.h
+	$(srcdir)/src/include/gpusort_engine.h
 CUDA_ENGINE_OBJS = $(CUDA_BUILD)/gpusort_cuda.o $(CUDA_BUILD)/hrs_dispatch.o \
 	$(patsubst %,$(CUDA_BUILD)/hrs_width_%.o,$(CUDA_WIDTHS))
 
@@ -65,8 +65,8 @@ $(CUDA_BUILD)/bench_engine: $(CUDA_DIR)/bench/bench_engine.cu $(CUDA_ENGINE_OBJS
 # the CPU engine is PG-free: compiled on its own into the chunked benchmark
 CPU_ENGINE_BENCH_OBJS = $(patsubst %,$(CUDA_BUILD)/%_bench.o,engine_cpu engine_cpu_async engine_cpu_radix)
 
-$(CPU_ENGINE_BENCH_OBJS): $(CUDA_BUILD)/%_bench.o: $(srcdir)/src/%.c $(srcdir)/src/gpusort_engine.h $(srcdir)/src/engine_cpu_int.h $(CUDA_BUILD)/.dir
-	$(CC) -std=gnu99 -O2 -fPIC -I$(srcdir)/src -c $< -o $@
+$(CPU_ENGINE_BENCH_OBJS): $(CUDA_BUILD)/%_bench.o: $(srcdir)/src/engine_cpu/%.c $(srcdir)/src/include/gpusort_engine.h $(srcdir)/src/engine_cpu/engine_cpu_int.h $(CUDA_BUILD)/.dir
+	$(CC) -std=gnu99 -O2 -fPIC -I$(srcdir)/src/include -I$(srcdir)/src/engine_cpu -c $< -o $@
 
 $(CUDA_BUILD)/bench_chunked: $(CUDA_DIR)/bench/bench_chunked.cu $(CUDA_ENGINE_OBJS) $(CPU_ENGINE_BENCH_OBJS) $(CUDA_HEADERS) $(CUDA_DIR)/test/splitmix.cuh
 	$(NVCC) $(CUDA_FLAGS) -Xcompiler -pthread -cudart static -o $@ $< $(CUDA_ENGINE_OBJS) $(CPU_ENGINE_BENCH_OBJS)

@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * gpusort_cuda.cu
- *	  The CUDA engine: gpusort's engine API (src/gpusort_engine.h) on top of
- *	  the hybrid radix sort (hrs.h).  Built as libgpusort_cuda.so and opened
- *	  by the extension with dlopen; the one exported symbol is
+ *	  The CUDA engine: gpusort's engine API (src/include/gpusort_engine.h) on
+ *	  top of the hybrid radix sort (hrs.h).  Built as libgpusort_cuda.so and
+ *	  opened by the extension with dlopen; the one exported symbol is
  *	  gpusort_cuda_engine().
  *
  * Nothing here touches CUDA before create(), which is called lazily in a

@@ -66,7 +66,7 @@ if [ "${1:-}" = --in-chroot ]; then
 
 	gs_log "package: debian/tests/installcheck (pg_buildext installcheck)"
 	# a build tree left from dpkg-buildpackage must not be what is tested
-	rm -rf build-* ./*.so src/*.o src/*.bc
+	rm -rf build-* ./*.so src/*/*.o src/*/*.bc
 	debian/tests/installcheck
 	exit 0
 fi

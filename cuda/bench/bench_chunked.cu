@@ -45,7 +45,7 @@
  *
  * CPU sort: a parallel MSD pass on the top B varying bits (per-thread
  * histograms, stable scatter of key and row index), then each bucket
- * sorted by gpusort's CPU engine (src/engine_cpu*.c, one bucket per call,
+ * sorted by gpusort's CPU engine (src/engine_cpu/engine_cpu*.c, one bucket per call,
  * T threads taking buckets from a shared counter), whose permutation maps
  * the bucket's row indexes.
  *

@@ -10,7 +10,7 @@
 #     same once the snapshot is gone (every old version dead), and
 #     gpusort's removable count is PostgreSQL's sort path's;
 #   - CREATE INDEX while a session holds an old snapshot: gpusort's heap
-#     scan (src/index_scan.c) leaves the pages with recently dead versions
+#     scan (src/nbtree/index_scan.c) leaves the pages with recently dead versions
 #     and HOT chains to PostgreSQL's scan, and the index equals
 #     PostgreSQL's build page by page (LSN and checksum aside) and passes
 #     amcheck; serial and with two workers, then once the snapshot is gone;
@@ -19,7 +19,7 @@
 #     it builds, serial and with parallel workers scanning, equals
 #     PostgreSQL's build page for page, passes amcheck, and holds the
 #     tuples the old snapshot still sees;
-#   - a sort's table scan read page by page (src/sort_heapread.c) sees
+#   - a sort's table scan read page by page (src/sort/sort_heapread.c) sees
 #     exactly the rows its snapshot sees: a REPEATABLE READ session while
 #     another session's changes are committed and a third's in progress
 #     (one of its subtransactions rolled back), the writer itself, and READ

@@ -6,7 +6,7 @@
 #     1MB, several times over; another samples the first's wait event about
 #     every millisecond until it has seen one of gpusort's (bounded: 20 s);
 #   - a parallel in-memory sort's shared memory after cancels
-#     (src/shm_reap.c: the leader hands the workers' segments to a thread
+#     (src/runs/shm_reap.c: the leader hands the workers' segments to a thread
 #     that frees their pages after the detach, at the sort's end and on an
 #     abort).  Sorts canceled at several points of the load (at top level
 #     and inside a PL/pgSQL exception block, a subtransaction's abort), and

@@ -187,7 +187,7 @@ gs_prefetch_page(const char *page)
 	}
 }
 
-/* ---- index builds (src/index*.c, optional) ---- */
+/* ---- index builds (src/nbtree/index*.c, optional) ---- */
 extern void gs_index_init(bool install_hooks) __attribute__((weak));
 
 /*

@@ -2,7 +2,7 @@
  *
  * index_int.h
  *	  btree index builds through gpusort: declarations shared by
- *	  src/index*.c.
+ *	  src/nbtree/index*.c.
  *
  * index.c        the hooks that hand a btree build to gpusort
  * index_settings.c  its settings and test-only fault points

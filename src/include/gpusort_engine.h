@@ -5,11 +5,12 @@
  *
  * An engine sorts fixed-width normalized keys and returns the permutation
  * that puts them in order.  Two engines implement this interface: the CPU
- * engine (src/engine_cpu.c, always linked into the extension) and the CUDA
- * engine (cuda/, built as libgpusort_cuda.so and opened with dlopen on first
- * use).  This header therefore includes no PostgreSQL and no CUDA header,
- * and nothing that crosses it may longjmp or throw: every failure comes back
- * as a gs_status plus a NUL-terminated message in the caller's errbuf.
+ * engine (src/engine_cpu/engine_cpu.c, always linked into the extension) and
+ * the CUDA engine (cuda/, built as libgpusort_cuda.so and opened with dlopen
+ * on first use).  This header therefore includes no PostgreSQL and no CUDA
+ * header, and nothing that crosses it may longjmp or throw: every failure
+ * comes back as a gs_status plus a NUL-terminated message in the caller's
+ * errbuf.
  *
  * Key format.  A sort of n rows with key width key_bytes takes a row-major
  * array: row i's key starts at (char *) keys + i * key_bytes.
