@@ -50,7 +50,6 @@
 
 /* per-row flags */
 #define GS_ROW_ALIVE	0x01	/* live tuple: takes part in unique checks */
-#define GS_ROW_LOSSY	0x02	/* its key lost information */
 
 typedef struct GsIdxBuild
 {

@@ -85,26 +85,6 @@
 #define GS_PIDX_MIN_BLOCK		((Size) 32 * 1024)
 #define GS_PIDX_MAX_BLOCK		((Size) 4 * 1024 * 1024)
 
-/* an entry's word: the tuple's offset in its block, the flags on top */
-#define GS_PIDX_FLAG_SHIFT		30
-#define GS_PIDX_OFFSET_MASK		(((uint32) 1 << GS_PIDX_FLAG_SHIFT) - 1)
-
-/* the step of the threads touching the blocks' pages */
-#define GS_PIDX_PAGE			((size_t) 4096)
-
-/* rows gathered by one thread at least */
-#define GS_PIDX_GATHER_PART		((size_t) 65536)
-
-/* a block of a worker's rows, in the DSA area */
-typedef struct GsIdxBlock
-{
-	dsa_pointer next;			/* the worker's next block */
-	uint64		size;
-	uint64		nrows;
-} GsIdxBlock;
-
-#define GS_PIDX_BLOCK_HDR	MAXALIGN(sizeof(GsIdxBlock))
-
 /* what a worker reports, written once at its end */
 typedef struct GsIdxSlot
 {
@@ -175,10 +155,11 @@ typedef struct GsIdxWorker
 	dsa_area   *area;
 	dsa_pointer first;			/* the chain of blocks */
 	dsa_pointer curdp;
-	GsIdxBlock *cur;			/* block being filled, NULL before the first */
+	GsRowBlock *cur;			/* block being filled, NULL before the first */
 	Size		tup_end;		/* next free byte for a tuple */
 	Size		ent_start;		/* lowest entry */
 	Size		esz;			/* entry size */
+	uint64	   *keybuf;			/* a row's key, before its entry */
 	Size		block_size;
 	Size		mem_blocks;		/* bytes of blocks taken */
 	size_t		nrows;			/* rows in the blocks */
@@ -189,13 +170,6 @@ typedef struct GsIdxWorker
 } GsIdxWorker;
 
 PGDLLEXPORT void gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc);
-
-/* size of an entry: the key, the word padded to 8 bytes */
-static inline Size
-gs_pidx_entry_size(int keybytes)
-{
-	return (Size) keybytes + sizeof(uint64);
-}
 
 /* ---------------------------------------------------------------------
  * The leader
@@ -399,82 +373,10 @@ gs_idx_parallel_scan_cluster(GsIdxParallel *p, GsIdxBuild *b,
 	return why;
 }
 
-/*
- * Handing workers' rows to the leader's sort: the entries of every block
- * go to a known place of the room the sort makes, so threads (which call
- * nothing of PostgreSQL's) take an even share of the rows each.  The rows
- * stay where the workers wrote them.
- */
-typedef struct GsPidxPiece
-{
-	char	   *blk;
-	size_t		first;			/* its first row taken */
-	size_t		nrows;
-	size_t		dest;			/* where in the room it goes */
-} GsPidxPiece;
-
-typedef struct GsPidxGather
-{
-	GsPidxPiece *pieces;
-	int			npieces;
-	size_t		nrows;
-	MinimalTuple *tuples;
-	char	   *keys;
-	int			keybytes;
-	bool		touch;			/* map the blocks' pages first */
-} GsPidxGather;
-
-static void
-gs_pidx_gather_part(void *arg, int part, int nparts, volatile bool *stop)
-{
-	GsPidxGather *g = (GsPidxGather *) arg;
-	size_t		kb = g->keybytes;
-	size_t		esz = gs_pidx_entry_size(g->keybytes);
-	size_t		from = g->nrows * part / nparts;
-	size_t		to = g->nrows * (part + 1) / nparts;
-	int			i;
-
-	/*
-	 * Map the blocks' pages into this process now, on the threads: each
-	 * first touch of a page of shared memory the leader has not used yet
-	 * is a page fault (15% of the leader's time in a profile), serial
-	 * where the rows are read in sorted order.
-	 */
-	for (i = part; g->touch && i < g->npieces && !*stop; i += nparts)
-	{
-		const volatile char *blk = g->pieces[i].blk;
-		size_t		size = ((GsIdxBlock *) g->pieces[i].blk)->size;
-		size_t		off;
-
-		for (off = 0; off < size; off += GS_PIDX_PAGE)
-			(void) blk[off];
-	}
-
-	for (i = 0; i < g->npieces && !*stop; i++)
-	{
-		GsPidxPiece *pc = &g->pieces[i];
-		char	   *end = pc->blk + ((GsIdxBlock *) pc->blk)->size;
-		size_t		lo = Max(from, pc->dest);
-		size_t		hi = Min(to, pc->dest + pc->nrows);
-		size_t		d;
-
-		for (d = lo; d < hi; d++)
-		{
-			size_t		r = pc->first + (d - pc->dest);
-			const char *ent = end - (r + 1) * esz;
-			uint32		word;
-
-			memcpy(&word, ent + kb, sizeof(uint32));
-			memcpy(g->keys + d * kb, ent, kb);
-			g->tuples[d] = (MinimalTuple) (pc->blk + (word & GS_PIDX_OFFSET_MASK));
-		}
-	}
-}
-
 /* the blocks of worker i's rows, in order, appended to *blocks */
 static size_t
-gs_pidx_worker_blocks(GsIdxParallel *p, GsIdxBuild *b, int i,
-					  GsPidxPiece **blocks, int *nblocks, int *cap)
+gs_pidx_worker_blocks(GsIdxParallel *p, int i, char ***blocks, int *nblocks,
+					  int *cap)
 {
 	GsIdxSlot  *slot = &p->shared->slots[i].slot;
 	dsa_pointer dp = slot->first;
@@ -482,19 +384,14 @@ gs_pidx_worker_blocks(GsIdxParallel *p, GsIdxBuild *b, int i,
 
 	while (DsaPointerIsValid(dp) && seen < slot->nrows)
 	{
-		GsIdxBlock *blk = (GsIdxBlock *) dsa_get_address(p->area, dp);
+		GsRowBlock *blk = (GsRowBlock *) dsa_get_address(p->area, dp);
 
 		if (*nblocks == *cap)
 		{
 			*cap *= 2;
-			*blocks = repalloc(*blocks, *cap * sizeof(GsPidxPiece));
+			*blocks = repalloc(*blocks, *cap * sizeof(char *));
 		}
-		(*blocks)[*nblocks].blk = (char *) blk;
-		(*blocks)[*nblocks].first = 0;
-		(*blocks)[*nblocks].nrows = blk->nrows;
-		(*blocks)[*nblocks].dest = 0;
-		(*nblocks)++;
-		gs_sort_shared_span(b->sort, blk, blk->size);
+		(*blocks)[(*nblocks)++] = (char *) blk;
 		seen += blk->nrows;
 		dp = blk->next;
 	}
@@ -505,102 +402,34 @@ gs_pidx_worker_blocks(GsIdxParallel *p, GsIdxBuild *b, int i,
 
 /*
  * The rows workers left in memory into the leader's sort (which writes a
- * run when its memory is full, as it does for its own rows), their keys'
- * lossy marks included.
+ * run when its memory is full, as it does for its own rows), as the
+ * leader of a parallel ORDER BY takes its workers' (gs_sort_take_blocks).
  */
 static void
 gs_pidx_gather(GsIdxParallel *p, GsIdxBuild *b)
 {
-	GsPidxPiece *blocks;
-	GsPidxGather g;
-	size_t		esz = gs_pidx_entry_size(b->keybytes);
+	char	  **blocks;
 	size_t		total = 0;
-	size_t		left;
 	uint32		maxlen = 0;
 	bool		any_lossy = false;
 	int			nblocks = 0;
 	int			cap = 16;
-	int			bi = 0;
-	size_t		r0 = 0;
 	int			i;
 
-	blocks = palloc(cap * sizeof(GsPidxPiece));
+	blocks = palloc(cap * sizeof(char *));
 	for (i = 0; i < p->nworkers; i++)
 	{
 		GsIdxSlot  *slot = &p->shared->slots[i].slot;
 
 		if (slot->nruns > 0 || slot->nrows == 0)
 			continue;
-		total += gs_pidx_worker_blocks(p, b, i, &blocks, &nblocks, &cap);
+		total += gs_pidx_worker_blocks(p, i, &blocks, &nblocks, &cap);
 		maxlen = Max(maxlen, slot->max_len);
 		any_lossy |= slot->anylossy;
 	}
-
-	memset(&g, 0, sizeof(g));
-	g.pieces = palloc((nblocks + 1) * sizeof(GsPidxPiece));
-	g.keybytes = b->keybytes;
-	g.touch = true;
-	for (left = total; left > 0;)
-	{
-		size_t		k = gs_sort_bulk_room(b->sort, left, &g.tuples, &g.keys);
-		size_t		dest = 0;
-		int			pi;
-
-		if (k == 0)
-		{
-			/* the sort's memory is full: its rows become a run */
-			gs_sort_bulk_spill(b->sort);
-			continue;
-		}
-		g.npieces = 0;
-		g.nrows = k;
-		while (dest < k)
-		{
-			size_t		take = Min(blocks[bi].nrows - r0, k - dest);
-			GsPidxPiece *pc = &g.pieces[g.npieces++];
-
-			pc->blk = blocks[bi].blk;
-			pc->first = r0;
-			pc->nrows = take;
-			pc->dest = dest;
-			dest += take;
-			r0 += take;
-			if (r0 == blocks[bi].nrows)
-			{
-				bi++;
-				r0 = 0;
-			}
-		}
-
-		/* the workers are done: their cores may copy too */
-		while (!gs_parallel(gs_pidx_gather_part, &g,
-							(int) Min((size_t) Max(gpusort_cpu_threads,
-												   p->nworkers + 1),
-									  k / GS_PIDX_GATHER_PART + 1)))
-			;
-		g.touch = false;
-
-		for (pi = 0; any_lossy && pi < g.npieces; pi++)
-		{
-			GsPidxPiece *pc = &g.pieces[pi];
-			char	   *end = pc->blk + ((GsIdxBlock *) pc->blk)->size;
-			size_t		r;
-
-			for (r = 0; r < pc->nrows; r++)
-			{
-				uint32		word;
-
-				memcpy(&word, end - (pc->first + r + 1) * esz + b->keybytes,
-					   sizeof(uint32));
-				if ((word >> GS_PIDX_FLAG_SHIFT) & GS_ROW_LOSSY)
-					gs_sort_bulk_lossy(b->sort, pc->dest + r);
-			}
-			CHECK_FOR_INTERRUPTS();
-		}
-		gs_sort_bulk_done(b->sort, k, maxlen);
-		left -= k;
-	}
-	pfree(g.pieces);
+	/* the leader has not touched the blocks' pages yet: threads map them */
+	gs_sort_take_blocks(b->sort, blocks, nblocks, total, b->keybytes,
+						any_lossy, maxlen, p->nworkers + 1, true);
 	pfree(blocks);
 }
 
@@ -696,7 +525,7 @@ gs_pidx_worker_to_sort(GsIdxWorker *w)
 	gs_sort_attach_file(b->sort, &w->sh->runfile);
 	for (dp = w->first; DsaPointerIsValid(dp);)
 	{
-		GsIdxBlock *blk = (GsIdxBlock *) dsa_get_address(w->area, dp);
+		GsRowBlock *blk = (GsRowBlock *) dsa_get_address(w->area, dp);
 		char	   *end = (char *) blk + blk->size;
 		dsa_pointer next = blk->next;
 		size_t		r;
@@ -710,7 +539,7 @@ gs_pidx_worker_to_sort(GsIdxWorker *w)
 			char	   *row;
 
 			memcpy(&word, ent + b->keybytes, sizeof(uint32));
-			mt = (MinimalTuple) ((char *) blk + (word & GS_PIDX_OFFSET_MASK));
+			mt = (MinimalTuple) ((char *) blk + (word & ~GS_BLOCK_LOSSY_BIT));
 			row = gs_sort_row_alloc(b->sort, mt->t_len - GS_ROW_DATA_OFF,
 									&key);
 			memcpy(row - GS_ROW_DATA_OFF + GS_ROW_FLAGS_OFF,
@@ -718,7 +547,7 @@ gs_pidx_worker_to_sort(GsIdxWorker *w)
 				   mt->t_len - GS_ROW_FLAGS_OFF);
 			memcpy(key, ent, b->keybytes);
 			gs_sort_row_done(b->sort,
-							 ((word >> GS_PIDX_FLAG_SHIFT) & GS_ROW_LOSSY) != 0);
+							 (word & GS_BLOCK_LOSSY_BIT) != 0);
 		}
 		dsa_free(w->area, dp);
 		dp = next;
@@ -744,7 +573,7 @@ gs_pidx_worker_ahead(GsIdxWorker *w)
 	Size		bsize = w->block_size;
 	size_t		rows_max = bsize / (MAXALIGN(sizeof(IndexTupleData) + 1) + w->esz);
 	dsa_pointer dp;
-	GsIdxBlock *blk;
+	GsRowBlock *blk;
 
 	if (w->mem_blocks + bsize + (w->nrows + rows_max + 1) * GS_IDX_ROW_BYTES(b) >
 		w->sh->share)
@@ -754,7 +583,7 @@ gs_pidx_worker_ahead(GsIdxWorker *w)
 	/* no room now: the block is asked for again when needed */
 	if (!DsaPointerIsValid(dp))
 		return;
-	blk = (GsIdxBlock *) dsa_get_address(w->area, dp);
+	blk = (GsRowBlock *) dsa_get_address(w->area, dp);
 	blk->size = bsize;
 	blk->nrows = 0;
 	blk->next = InvalidDsaPointer;
@@ -777,9 +606,9 @@ gs_pidx_worker_block(GsIdxWorker *w, Size size)
 {
 	GsIdxBuild *b = &w->b;
 	dsa_pointer next;
-	Size		need = GS_PIDX_BLOCK_HDR + size + w->esz;
+	Size		need = GS_BLOCK_HDR + size + w->esz;
 	Size		bsize;
-	GsIdxBlock *blk;
+	GsRowBlock *blk;
 
 	for (;;)
 	{
@@ -787,7 +616,7 @@ gs_pidx_worker_block(GsIdxWorker *w, Size size)
 		next = w->cur ? w->cur->next : w->first;
 		if (DsaPointerIsValid(next))
 		{
-			blk = (GsIdxBlock *) dsa_get_address(w->area, next);
+			blk = (GsRowBlock *) dsa_get_address(w->area, next);
 			if (blk->size >= need)
 				break;
 		}
@@ -811,7 +640,7 @@ gs_pidx_worker_block(GsIdxWorker *w, Size size)
 						 errdetail("A block of %zu bytes could not be allocated.",
 								   bsize),
 						 errhint("Free space in /dev/shm, lower maintenance_work_mem, or lower max_parallel_maintenance_workers.")));
-			blk = (GsIdxBlock *) dsa_get_address(w->area, dp);
+			blk = (GsRowBlock *) dsa_get_address(w->area, dp);
 			blk->size = bsize;
 			blk->nrows = 0;
 			/* inserted after the current block: the chain stays in order */
@@ -836,7 +665,7 @@ gs_pidx_worker_block(GsIdxWorker *w, Size size)
 	w->cur = blk;
 	w->curdp = next;
 	w->cur->nrows = 0;
-	w->tup_end = GS_PIDX_BLOCK_HDR;
+	w->tup_end = GS_BLOCK_HDR;
 	w->ent_start = blk->size;
 	if (!DsaPointerIsValid(blk->next))
 		gs_pidx_worker_ahead(w);
@@ -879,8 +708,11 @@ gs_pidx_worker_entry(GsIdxWorker *w, Size size, Size len, Datum *values,
 	w->ent_start -= w->esz;
 	ent = (char *) w->cur + w->ent_start;
 
-	lossy = gs_idx_encode(b, values, isnull, tid, (uint64 *) ent);
-	word |= (uint32) (lossy ? GS_ROW_LOSSY : 0) << GS_PIDX_FLAG_SHIFT;
+	/* entries are 4-byte aligned: the key is made aside, then copied */
+	lossy = gs_idx_encode(b, values, isnull, tid, w->keybuf);
+	if (lossy)
+		word |= GS_BLOCK_LOSSY_BIT;
+	memcpy(ent, w->keybuf, b->keybytes);
 	memcpy(ent + b->keybytes, &word, sizeof(uint32));
 	w->anylossy |= lossy;
 	w->cur->nrows++;
@@ -1047,7 +879,8 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 	w->area = dsa_attach(sh->area);
 	w->first = InvalidDsaPointer;
 	w->curdp = InvalidDsaPointer;
-	w->esz = gs_pidx_entry_size(b->keybytes);
+	w->esz = gs_block_entry_size(b->keybytes);
+	w->keybuf = palloc(b->keybytes);
 	w->block_size = MAXALIGN(Min(GS_PIDX_MAX_BLOCK,
 								Max(sh->share / 16, GS_PIDX_MIN_BLOCK)));
 

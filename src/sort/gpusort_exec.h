@@ -16,6 +16,7 @@
 #include "executor/tuptable.h"
 #include "nodes/extensible.h"
 #include "portability/instr_time.h"
+#include "utils/dsa.h"
 
 #include "gpusort_compat.h"
 
@@ -125,6 +126,35 @@ typedef enum GsSortFault
 
 extern int	gpusort_sort_fault;
 extern void gs_sort_shared_span(GsSortState *s, void *addr, size_t len);
+
+/*
+ * A block of rows that a participant of a parallel load (sort_parallel.c)
+ * or of a parallel index build (index_parallel.c) wrote in shared memory.
+ * Tuples grow up from after the header; each row's entry -- its key, then
+ * a uint32 holding its tuple's offset in the block and the lossy bit --
+ * grows down from the end, so row i's entry is at size - (i + 1) * entry
+ * size.  gs_sort_take_blocks hands such rows to the leader's sort.
+ */
+typedef struct GsRowBlock
+{
+	dsa_pointer next;			/* the participant's next block */
+	uint64		size;
+	uint64		nrows;
+} GsRowBlock;
+
+#define GS_BLOCK_HDR		MAXALIGN(sizeof(GsRowBlock))
+#define GS_BLOCK_LOSSY_BIT	((uint32) 1 << 31)
+
+static inline Size
+gs_block_entry_size(int key_bytes)
+{
+	return (Size) key_bytes + sizeof(uint32);
+}
+
+extern void gs_sort_take_blocks(GsSortState *sort, char *const *blocks,
+								int nblocks, size_t total, int key_bytes,
+								bool any_lossy, uint32 max_tuple_len,
+								int participants, bool touch);
 extern void gs_sort_perform(GsSortState *s);
 /* count a performed sort in gpusort_stats */
 extern void gs_sort_count(GsSortState *s);

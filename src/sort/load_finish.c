@@ -50,7 +50,7 @@ gs_load_map_blocks(GsLoadState *ls)
 	{
 		GsLoaderSlot *slot = &ls->shared->slots[i].slot;
 		dsa_pointer dp = ls->mapped[i];
-		volatile GsLoadBlock *b;
+		volatile GsRowBlock *b;
 
 		if (!DsaPointerIsValid(dp))
 		{
@@ -58,7 +58,7 @@ gs_load_map_blocks(GsLoadState *ls)
 			if (!DsaPointerIsValid(dp))
 				continue;
 			pg_read_barrier();
-			b = (volatile GsLoadBlock *) dsa_get_address(ls->areas[i], dp);
+			b = (volatile GsRowBlock *) dsa_get_address(ls->areas[i], dp);
 			newbytes += b->size;
 		}
 		for (;;)
@@ -66,12 +66,12 @@ gs_load_map_blocks(GsLoadState *ls)
 			dsa_pointer next;
 
 			pg_read_barrier();
-			b = (volatile GsLoadBlock *) dsa_get_address(ls->areas[i], dp);
+			b = (volatile GsRowBlock *) dsa_get_address(ls->areas[i], dp);
 			next = b->next;
 			if (!DsaPointerIsValid(next))
 				break;
 			dp = next;
-			b = (volatile GsLoadBlock *) dsa_get_address(ls->areas[i], dp);
+			b = (volatile GsRowBlock *) dsa_get_address(ls->areas[i], dp);
 			newbytes += b->size;
 		}
 		ls->mapped[i] = dp;
@@ -121,12 +121,12 @@ gs_load_await_workers(GsLoadState *ls)
 }
 
 /*
- * Handing the workers' rows over, in as many passes as the sort's batches
- * take them (a sort larger than work_mem writes a run between two).  In a
- * pass every stretch of a block goes to a known place in the sort's
+ * Handing participants' rows over, in as many passes as the sort's batches
+ * take them (a sort larger than its memory writes a run between two).  In
+ * a pass every stretch of a block goes to a known place in the sort's
  * arrays, so threads (which call nothing of PostgreSQL's) fill the tuple
  * pointers and copy the keys into the engine's key buffer, an even share
- * of the rows each.
+ * of the rows each.  The rows stay where the participants wrote them.
  */
 typedef struct GsCopyPiece
 {
@@ -144,22 +144,45 @@ typedef struct GsCopyJob
 	MinimalTuple *tuples;
 	char	   *keys;
 	int			key_bytes;
+	bool		touch;			/* map the blocks' pages first */
 } GsCopyJob;
+
+/* rows a thread copies at least */
+#define COPY_PART_MIN_ROWS	((size_t) 65536)
+
+/* the step of the threads touching the blocks' pages */
+#define COPY_TOUCH_STEP		((size_t) 4096)
 
 static void
 gs_copy_part(void *arg, int part, int nparts, volatile bool *stop)
 {
 	GsCopyJob  *j = (GsCopyJob *) arg;
 	size_t		kb = j->key_bytes;
-	size_t		esz = kb + sizeof(uint32);
+	size_t		esz = gs_block_entry_size(kb);
 	size_t		from = j->nrows * part / nparts;
 	size_t		to = j->nrows * (part + 1) / nparts;
 	int			p;
 
+	/*
+	 * Map the blocks' pages into this process now, on the threads: each
+	 * first touch of a page of shared memory the leader has not used yet
+	 * is a page fault (15% of an index build's leader in a profile), else
+	 * taken one by one where the rows are read in sorted order.
+	 */
+	for (p = part; j->touch && p < j->npieces && !*stop; p += nparts)
+	{
+		const volatile char *blk = j->pieces[p].blk;
+		size_t		size = ((GsRowBlock *) j->pieces[p].blk)->size;
+		size_t		off;
+
+		for (off = 0; off < size; off += COPY_TOUCH_STEP)
+			(void) blk[off];
+	}
+
 	for (p = 0; p < j->npieces && !*stop; p++)
 	{
 		GsCopyPiece *pc = &j->pieces[p];
-		char	   *end = pc->blk + ((GsLoadBlock *) pc->blk)->size;
+		char	   *end = pc->blk + ((GsRowBlock *) pc->blk)->size;
 		size_t		lo = Max(from, pc->dest);
 		size_t		hi = Min(to, pc->dest + pc->nrows);
 		size_t		d;
@@ -171,31 +194,120 @@ gs_copy_part(void *arg, int part, int nparts, volatile bool *stop)
 			uint32		word;
 
 			memcpy(&word, ent + kb, sizeof(uint32));
-			j->tuples[d] = (MinimalTuple) (pc->blk + (word & ~LOAD_LOSSY_BIT));
+			j->tuples[d] = (MinimalTuple) (pc->blk + (word & ~GS_BLOCK_LOSSY_BIT));
 			memcpy(j->keys + d * kb, ent, kb);
 		}
 	}
+}
+
+/* the lossy marks of a pass's rows (long strings, ICU text: a few) */
+static void
+gs_copy_lossy(GsSortState *sort, const GsCopyJob *j)
+{
+	size_t		esz = gs_block_entry_size(j->key_bytes);
+	int			p;
+
+	for (p = 0; p < j->npieces; p++)
+	{
+		const GsCopyPiece *pc = &j->pieces[p];
+		char	   *end = pc->blk + ((GsRowBlock *) pc->blk)->size;
+		size_t		r;
+
+		for (r = 0; r < pc->nrows; r++)
+		{
+			uint32		word;
+
+			memcpy(&word, end - (pc->first + r + 1) * esz + j->key_bytes,
+				   sizeof(uint32));
+			if (word & GS_BLOCK_LOSSY_BIT)
+				gs_sort_bulk_lossy(sort, pc->dest + r);
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * The rows of blocks[] (GsRowBlock, total rows in all, in this order) into
+ * sort, whose keys are key_bytes wide, as if put one by one: with the
+ * cores of participants processes (whose work is over) copying, and, with
+ * touch, the blocks' pages mapped on those threads first.
+ */
+void
+gs_sort_take_blocks(GsSortState *sort, char *const *blocks, int nblocks,
+					size_t total, int key_bytes, bool any_lossy,
+					uint32 max_tuple_len, int participants, bool touch)
+{
+	GsCopyJob	job;
+	size_t		left;
+	int			bi = 0;
+	size_t		r0 = 0;
+	int			i;
+
+	for (i = 0; i < nblocks; i++)
+		gs_sort_shared_span(sort, blocks[i], ((GsRowBlock *) blocks[i])->size);
+	job.pieces = palloc((nblocks + 1) * sizeof(GsCopyPiece));
+	job.key_bytes = key_bytes;
+	job.touch = touch;
+	for (left = total; left > 0;)
+	{
+		size_t		k = gs_sort_bulk_room(sort, left, &job.tuples, &job.keys);
+		size_t		dest = 0;
+
+		if (k == 0)
+		{
+			/* the batch is full: it becomes a run, as with gs_sort_put */
+			gs_sort_bulk_spill(sort);
+			continue;
+		}
+		job.npieces = 0;
+		job.nrows = k;
+		while (dest < k)
+		{
+			GsRowBlock *blk = (GsRowBlock *) blocks[bi];
+			size_t		take = Min(blk->nrows - r0, k - dest);
+			GsCopyPiece *pc = &job.pieces[job.npieces++];
+
+			pc->blk = blocks[bi];
+			pc->first = r0;
+			pc->nrows = take;
+			pc->dest = dest;
+			dest += take;
+			r0 += take;
+			if (r0 == blk->nrows)
+			{
+				bi++;
+				r0 = 0;
+			}
+		}
+
+		while (!gs_parallel(gs_copy_part, &job,
+							(int) Min((size_t) Max(gpusort_cpu_threads,
+												   participants),
+									  k / COPY_PART_MIN_ROWS + 1)))
+			;
+		job.touch = false;
+		if (any_lossy)
+			gs_copy_lossy(sort, &job);
+		gs_sort_bulk_done(sort, k, max_tuple_len);
+		left -= k;
+	}
+	pfree(job.pieces);
 }
 
 /* the workers' rows into the sort */
 static void
 gs_load_collect(GsLoadState *ls, GsSortState *sort)
 {
-	GsCopyPiece *blocks;
-	GsCopyJob	job;
-	size_t		esz = ls->key_bytes + sizeof(uint32);
+	char	  **blocks;
 	size_t		total = 0;
-	size_t		left;
 	uint32		maxlen = 0;
 	bool		any_lossy = false;
 	int			nblocks = 0;
 	int			cap = 16;
-	int			bi = 0;
-	size_t		r0 = 0;
 	int			i;
 
 	/* every block of every worker, in order */
-	blocks = palloc(cap * sizeof(GsCopyPiece));
+	blocks = palloc(cap * sizeof(char *));
 	for (i = 0; i < ls->launched; i++)
 	{
 		GsLoaderSlot *slot = &ls->shared->slots[i].slot;
@@ -209,90 +321,23 @@ gs_load_collect(GsLoadState *ls, GsSortState *sort)
 		any_lossy |= slot->nlossy > 0;
 		while (DsaPointerIsValid(dp))
 		{
-			GsLoadBlock *b = (GsLoadBlock *)
+			GsRowBlock *b = (GsRowBlock *)
 				dsa_get_address(i < ls->nareas ? ls->areas[i] : ls->area, dp);
 
 			if (nblocks == cap)
 			{
 				cap *= 2;
-				blocks = repalloc(blocks, cap * sizeof(GsCopyPiece));
+				blocks = repalloc(blocks, cap * sizeof(char *));
 			}
-			gs_sort_shared_span(sort, b, b->size);
-			blocks[nblocks].blk = (char *) b;
-			blocks[nblocks].first = 0;
-			blocks[nblocks].nrows = b->nrows;
-			blocks[nblocks].dest = 0;
-			nblocks++;
+			blocks[nblocks++] = (char *) b;
 			seen += b->nrows;
 			dp = b->next;
 		}
 		if (seen != slot->nrows)
 			elog(ERROR, "gpusort: a parallel loader's rows went missing");
 	}
-
-	job.pieces = palloc((nblocks + 1) * sizeof(GsCopyPiece));
-	job.key_bytes = ls->key_bytes;
-	for (left = total; left > 0;)
-	{
-		size_t		k = gs_sort_bulk_room(sort, left, &job.tuples, &job.keys);
-		size_t		dest = 0;
-		int			p;
-
-		if (k == 0)
-		{
-			/* the batch is full: it becomes a run, as with gs_sort_put */
-			gs_sort_bulk_spill(sort);
-			continue;
-		}
-		job.npieces = 0;
-		job.nrows = k;
-		while (dest < k)
-		{
-			size_t		take = Min(blocks[bi].nrows - r0, k - dest);
-			GsCopyPiece *pc = &job.pieces[job.npieces++];
-
-			pc->blk = blocks[bi].blk;
-			pc->first = r0;
-			pc->nrows = take;
-			pc->dest = dest;
-			dest += take;
-			r0 += take;
-			if (r0 == blocks[bi].nrows)
-			{
-				bi++;
-				r0 = 0;
-			}
-		}
-
-		/* the workers are done: their cores may copy too */
-		while (!gs_parallel(gs_copy_part, &job,
-							(int) Min((size_t) Max(gpusort_cpu_threads,
-												   ls->launched + 1),
-									  k / 65536 + 1)))
-			;
-
-		/* the few lossy keys (long strings, ICU text) are marked here */
-		for (p = 0; any_lossy && p < job.npieces; p++)
-		{
-			GsCopyPiece *pc = &job.pieces[p];
-			char	   *end = pc->blk + ((GsLoadBlock *) pc->blk)->size;
-			size_t		r;
-
-			for (r = 0; r < pc->nrows; r++)
-			{
-				uint32		word;
-
-				memcpy(&word, end - (pc->first + r + 1) * esz + ls->key_bytes,
-					   sizeof(uint32));
-				if (word & LOAD_LOSSY_BIT)
-					gs_sort_bulk_lossy(sort, pc->dest + r);
-			}
-			CHECK_FOR_INTERRUPTS();
-		}
-		gs_sort_bulk_done(sort, k, maxlen);
-		left -= k;
-	}
-	pfree(job.pieces);
+	gs_sort_take_blocks(sort, blocks, nblocks, total, ls->key_bytes,
+						any_lossy, maxlen, ls->launched + 1, false);
 	pfree(blocks);
 }
 

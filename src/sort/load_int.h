@@ -28,23 +28,6 @@
 /* the segment dsa_create makes (DSA_INITIAL_SEGMENT_SIZE, private to dsa.c) */
 #define DSA_INITIAL_SEGMENT_BYTES	(1024 * 1024)
 
-/* an entry's tuple offset word: the top bit says the key is lossy */
-#define LOAD_LOSSY_BIT		((uint32) 1 << 31)
-
-/*
- * A block of a loader's rows.  Tuples grow up from after the header; each
- * row's entry -- its key, then a uint32 holding its tuple's offset in the
- * block and the lossy bit -- grows down from the end, so row i's entry is
- * at size - (i + 1) * entry size.
- */
-typedef struct GsLoadBlock
-{
-	dsa_pointer next;			/* the loader's next block */
-	uint64		size;
-	uint64		nrows;
-} GsLoadBlock;
-
-#define LOAD_BLOCK_HDR	MAXALIGN(sizeof(GsLoadBlock))
 
 /* what one worker loaded, in the parallel DSM */
 typedef struct GsLoaderSlot

@@ -94,7 +94,7 @@ typedef struct GsLoadWriter
 {
 	dsa_area   *area;
 	GsLoaderSlot *slot;
-	GsLoadBlock *blk;			/* current block */
+	GsRowBlock *blk;			/* current block */
 	size_t		tup_end;		/* next free byte for a tuple */
 	size_t		ent_start;		/* lowest entry */
 	size_t		esz;			/* entry size */
@@ -464,10 +464,10 @@ gs_load_init_worker(CustomScanState *node, shm_toc *toc, void *coordinate)
 static void
 gs_load_new_block(GsLoadWriter *w, size_t len)
 {
-	size_t		size = Max(w->next_size, LOAD_BLOCK_HDR + len + w->esz);
+	size_t		size = Max(w->next_size, GS_BLOCK_HDR + len + w->esz);
 	dsa_pointer dp;
-	GsLoadBlock *b;
-	GsLoadBlock *filled = w->blk;
+	GsRowBlock *b;
+	GsRowBlock *filled = w->blk;
 
 	/*
 	 * An area makes each new segment about as large as all its segments
@@ -495,7 +495,7 @@ gs_load_new_block(GsLoadWriter *w, size_t len)
 				 errmsg("out of shared memory for a parallel sort load"),
 				 errdetail("A block of %zu bytes could not be allocated.", size),
 				 errhint("Free space in /dev/shm, or turn gpusort.parallel_load off.")));
-	b = (GsLoadBlock *) dsa_get_address(w->area, dp);
+	b = (GsRowBlock *) dsa_get_address(w->area, dp);
 	b->next = InvalidDsaPointer;
 	b->size = size;
 	b->nrows = 0;
@@ -510,7 +510,7 @@ gs_load_new_block(GsLoadWriter *w, size_t len)
 		pg_atomic_fetch_add_u64(&w->shared->used, size) + size > w->shared->budget)
 		w->over = true;
 	w->blk = b;
-	w->tup_end = LOAD_BLOCK_HDR;
+	w->tup_end = GS_BLOCK_HDR;
 	w->ent_start = size;
 	if (w->next_size < LOAD_MAX_BLOCK)
 		w->next_size *= 2;
@@ -603,7 +603,7 @@ gs_load_worker(GsLoadState *ls)
 		word = (uint32) ((char *) tup - (char *) w->blk);
 		if (gs_encode_key(kp, ts->tts_values, ts->tts_isnull, w->entry))
 		{
-			word |= LOAD_LOSSY_BIT;
+			word |= GS_BLOCK_LOSSY_BIT;
 			nlossy++;
 		}
 		max_tuple_len = Max(max_tuple_len, tup->t_len);
