@@ -23,9 +23,7 @@
 #include "miscadmin.h"
 #include "utils/guc.h"
 
-#include "gpusort_exec.h"
 #include "gpusort_int.h"
-#include "gpusort_service.h"
 #include "settings.h"
 
 /* GUC limits, in one place */

@@ -38,6 +38,41 @@ extern int	gpusort_gpu_memory_limit_kb;
 extern int	gpusort_cpu_threads;
 extern bool gpusort_parallel_load;
 
+/*
+ * Settings of the sort core and of the service, declared here with the
+ * others so that settings.c (common/) needs nothing from the layers above.
+ */
+
+/* gpusort.sort_fault: a query cancel at one of these points, for tests */
+typedef enum GsSortFault
+{
+	GS_SORT_FAULT_NONE,
+	GS_SORT_FAULT_CANCEL_IN_COPY,	/* while the copy into sorted order ends */
+	GS_SORT_FAULT_LOAD_NO_SHM,	/* /dev/shm has no room for a load */
+	GS_SORT_FAULT_LOAD_SMALL_BUDGET /* a load's budget is soon spent */
+} GsSortFault;
+
+extern int	gpusort_sort_fault;
+
+/* gpusort.service_fault */
+typedef enum GsServiceFault
+{
+	GS_FAULT_NONE = 0,
+	GS_FAULT_FAKE,				/* pretend to have a device: CPU engine in
+								 * the service */
+	GS_FAULT_DEVICE_ERROR,		/* fail every request with a device error */
+	GS_FAULT_CRASH,				/* the service exits mid-request */
+	GS_FAULT_DELAY				/* hold requests (for cancel tests) */
+} GsServiceFault;
+
+extern int	gpusort_service_fault;
+
+/* gpusort.service_memory */
+extern int	gpusort_service_memory_mb;
+#define GS_SERVICE_MEMORY_DEFAULT_MB 1024
+/* the pool of a server without a GPU: for the fake device only (tests) */
+#define GS_SERVICE_NO_GPU_POOL_MB	16
+
 /* the most threads gpusort.cpu_threads allows */
 #define GS_CPU_THREADS_MAX	64
 extern char *gpusort_cuda_library;

@@ -35,9 +35,6 @@
 
 /* the pool's unit; a key buffer or permutation takes whole slices */
 #define GS_SLICE_BYTES			((Size) 1 << 20)
-#define GS_SERVICE_MEMORY_DEFAULT_MB 1024
-/* the pool of a server without a GPU: for the fake device only (tests) */
-#define GS_SERVICE_NO_GPU_POOL_MB	16
 #define GS_SERVICE_MAX_DEVICES	16
 /* engine instances (each with its own streams) per device */
 #define GS_SERVICE_STREAMS_PER_DEVICE 2
@@ -52,17 +49,6 @@
 /* how long the delay fault holds a request, at most */
 #define GS_SERVICE_DELAY_MS		30000
 #define GS_SERVICE_ERR_SIZE		256
-
-/* gpusort.service_fault */
-typedef enum GsServiceFault
-{
-	GS_FAULT_NONE = 0,
-	GS_FAULT_FAKE,				/* pretend to have a device: CPU engine in
-								 * the service */
-	GS_FAULT_DEVICE_ERROR,		/* fail every request with a device error */
-	GS_FAULT_CRASH,				/* the service exits mid-request */
-	GS_FAULT_DELAY				/* hold requests (for cancel tests) */
-} GsServiceFault;
 
 /* the service's state as backends see it */
 typedef enum GsServiceState
@@ -152,8 +138,6 @@ typedef struct GsServiceCtl
 #define GS_CPU_ROWS_PER_MS_DEFAULT 20000.0
 
 /* GUCs (settings.c) */
-extern int	gpusort_service_memory_mb;
-extern int	gpusort_service_fault;
 
 /* service.c */
 extern GsServiceCtl *gs_service;	/* NULL unless preloaded */

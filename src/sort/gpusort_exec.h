@@ -115,16 +115,6 @@ extern void gs_sort_bulk_done(GsSortState *s, size_t n, uint32 max_tuple_len);
 extern void gs_sort_bulk_threads(GsSortState *s, int nthreads);
 extern void gs_sort_stop_copies(void);
 
-/* gpusort.sort_fault: a query cancel at one of these points, for tests */
-typedef enum GsSortFault
-{
-	GS_SORT_FAULT_NONE,
-	GS_SORT_FAULT_CANCEL_IN_COPY,	/* while the copy into sorted order ends */
-	GS_SORT_FAULT_LOAD_NO_SHM,	/* /dev/shm has no room for a load */
-	GS_SORT_FAULT_LOAD_SMALL_BUDGET /* a load's budget is soon spent */
-} GsSortFault;
-
-extern int	gpusort_sort_fault;
 extern void gs_sort_shared_span(GsSortState *s, void *addr, size_t len);
 
 /*
