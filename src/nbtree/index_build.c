@@ -168,13 +168,13 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	ereport(DEBUG2,
 			(errmsg_internal("gpusort index \"%s\": %.0f rows, %d-byte keys%s; "
 							 "scan %.1f ms with %d workers (the leader wrote %d runs)%s%s%s; "
-							 "sort %.1f ms, %d merge passes, %d merge threads; sort, merge and write %.1f ms",
+							 "sort, merge and write %.1f ms; %s",
 							 RelationGetRelationName(index), b->indtuples,
 							 b->keybytes, b->exact ? "" : " (tie-breaks)",
 							 scan_ms, nworkers, leader_runs,
 							 wreport ? "; " : "", wreport ? wreport : "",
 							 nworkers > 0 ? psprintf("; workers' rows collected in %.1f ms", collect_ms) : "",
-							 b->sort_ms, b->npasses, b->nstreams, end_ms)));
+							 end_ms, gs_idx_sort_summary(b))));
 
 	*indtuples = b->indtuples;
 	pfree(b);

@@ -610,15 +610,13 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 
 	ereport(DEBUG2,
 			(errmsg_internal("gpusort cluster \"%s\": %.0f rows, %d-byte keys%s; "
-							 "scan %.1f ms with %d workers, %d runs written in %.1f ms (sort %.1f ms)%s%s; "
-							 "%d merge passes %.1f ms; sort or final merge and write %.1f ms",
+							 "scan %.1f ms with %d workers%s%s; "
+							 "sort, merge and write %.1f ms; %s",
 							 RelationGetRelationName(OldHeap), b->indtuples,
 							 b->keybytes, b->exact ? "" : " (tie-breaks)",
-							 scan_ms, nworkers, b->nruns_written, b->runs_ms,
-							 b->sort_ms,
+							 scan_ms, nworkers,
 							 wreport ? "; " : "", wreport ? wreport : "",
-							 b->npasses, b->passes_ms,
-							 end_ms - b->passes_ms)));
+							 end_ms, gs_idx_sort_summary(b))));
 	ereport(DEBUG1,
 			(errmsg_internal("gpusort cluster \"%s\": %.0f tuples copied as they were, %.0f reformed",
 							 RelationGetRelationName(OldHeap),

@@ -41,6 +41,7 @@
 
 #include "gpusort_compat.h"
 
+#include "gpusort_exec.h"
 #include "gpusort_int.h"
 #include "gpusort_keys.h"
 #include "gpusort_spill.h"
@@ -86,13 +87,8 @@ typedef struct GsIdxBuild
 	/* the sort core that takes the rows (index_sort.c) */
 	struct GsSortState *sort;
 
-	/* what the sort reported at its end, in ms (DEBUG2) */
-	double		sort_ms;		/* sorting (engine and tie-breaks) */
-	double		runs_ms;		/* writing runs */
-	double		passes_ms;		/* merging them */
-	int			nruns_written;
-	int			npasses;
-	int			nstreams;		/* threads of the final merge, or 0 */
+	/* what the sort reported at its end (the DEBUG2 lines) */
+	GsSortReport rep;
 
 	/* comparators for tie-breaks and unique checks */
 	SortSupport ssup;
@@ -231,6 +227,7 @@ extern void gs_idx_sort_put(GsIdxBuild *b, ItemPointer tid, Datum *values,
 extern void gs_idx_collect(Relation index, ItemPointer tid, Datum *values,
 						   bool *isnull, bool tupleIsAlive, void *state);
 extern bool gs_idx_sort_write(GsIdxBuild *b);
+extern char *gs_idx_sort_summary(GsIdxBuild *b);
 
 /* index_scan.c */
 extern double gs_idx_heap_scan(Relation heap, Relation index,

@@ -916,7 +916,6 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 	else if (b->sort != NULL)
 	{
 		const GsRun *runs;
-		GsSortReport rep;
 		dsa_pointer dp;
 		int			n;
 		bool		lossy;
@@ -934,9 +933,7 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 		slot->max_len = maxlen;
 		slot->first = InvalidDsaPointer;
 		slot->nrows = 0;
-		gs_sort_report(b->sort, &rep);
-		b->runs_ms = rep.spill_ms;
-		b->passes_ms = rep.merge_ms;
+		gs_sort_report(b->sort, &b->rep);
 		gs_sort_end(b->sort);
 		b->sort = NULL;
 	}
@@ -948,8 +945,8 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 		slot->max_len = w->max_len;
 	}
 	slot->rows = b->indtuples;
-	slot->runs_ms = b->runs_ms;
-	slot->merge_ms = b->passes_ms;
+	slot->runs_ms = b->rep.spill_ms;
+	slot->merge_ms = b->rep.merge_ms;
 	slot->scan_ms = gs_idx_ms_since(t0);
 	pg_write_barrier();
 	slot->done = true;

@@ -244,6 +244,27 @@ gs_idx_write_row(GsIdxBuild *b, GsBtWriter *w, GsIdxPrev *p,
 }
 
 /*
+ * Where the sort's time went, from its report (the DEBUG2 lines of index
+ * builds and CLUSTER): the engine, the runs written during the scan, the
+ * merge passes and the final merge's threads.
+ */
+char *
+gs_idx_sort_summary(GsIdxBuild *b)
+{
+	const GsSortReport *r = &b->rep;
+
+	return psprintf("%d chunks sorted by %s in %.1f ms (transfers %.1f ms, "
+					"the backend waited %.1f ms, tie-breaks %.1f ms); "
+					"%d runs written in %.1f ms (%.1f ms waiting for "
+					"writes in the background); %d merge passes, "
+					"%d merge threads, %.1f ms merging",
+					r->chunks, r->engine ? r->engine : "no engine",
+					r->sort_ms, r->transfer_ms, r->wait_ms, r->tiebreak_ms,
+					r->runs, r->spill_ms, r->spill_wait_ms,
+					r->merge_passes, r->streams, r->merge_ms);
+}
+
+/*
  * The scan is over: sort, then hand the rows in order to the page writer
  * (or b's sink), checking uniqueness on the way.  Rows come in blocks
  * where the sort can give them so (in memory, or its final merge's one
@@ -254,7 +275,6 @@ bool
 gs_idx_sort_write(GsIdxBuild *b)
 {
 	GsBtWriter *w = NULL;
-	GsSortReport rep;
 	GsIdxPrev	p;
 	char	   *last_buf = NULL;
 	bool		external;
@@ -339,13 +359,7 @@ gs_idx_sort_write(GsIdxBuild *b)
 	if (w != NULL)
 		gs_btw_finish(w);
 
-	gs_sort_report(b->sort, &rep);
-	b->sort_ms = rep.sort_ms + rep.tiebreak_ms;
-	b->runs_ms = rep.spill_ms;
-	b->passes_ms = rep.merge_ms;
-	b->nruns_written = rep.runs;
-	b->npasses = rep.merge_passes;
-	b->nstreams = rep.streams;
+	gs_sort_report(b->sort, &b->rep);
 	gs_sort_end(b->sort);
 	b->sort = NULL;
 	return external;

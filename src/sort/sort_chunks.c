@@ -117,7 +117,7 @@ gs_tiebreak(GsSortState *s, GsChunk *c)
 			if (need)
 			{
 				gs_tiebreak_run(s, c, keys, i, j);
-				s->tiebreak_rows += j - i;
+				s->rep.tiebreak_rows += j - i;
 			}
 		}
 		checked += j - i;
@@ -146,18 +146,18 @@ gs_finish_chunk(GsSortState *s, GsChunk *c)
 	INSTR_TIME_SET_CURRENT(t0);
 	s->sort_engine = gs_engine_wait(job, &st, &s->fallback);
 	c->job = -1;
-	s->transfer_ms += st.upload_ms + st.download_ms;
-	s->engine_ms += st.upload_ms + st.sort_ms + st.download_ms;
+	s->rep.transfer_ms += st.upload_ms + st.download_ms;
+	s->rep.sort_ms += st.upload_ms + st.sort_ms + st.download_ms;
 	for (i = 0; i < c->nrows; i++)
 		c->perm[i] += (uint32) c->base;
-	s->sort_ms += gs_elapsed_ms(t0);
+	s->rep.wait_ms += gs_elapsed_ms(t0);
 
 	/* the keys are in sorted order only if the engine was asked for them */
 	if (need_ties && c->keys_out)
 	{
 		INSTR_TIME_SET_CURRENT(t0);
 		gs_tiebreak(s, c);
-		s->tiebreak_ms += gs_elapsed_ms(t0);
+		s->rep.tiebreak_ms += gs_elapsed_ms(t0);
 	}
 }
 
@@ -246,7 +246,7 @@ gs_close_chunk(GsSortState *s, bool keys_needed)
 		gs_engine_submit(&s->jobs[slot], e,
 						 s->keys + c->base * s->key_bytes, n, s->key_bytes,
 						 c->perm, c->keys_out ? GS_SORT_KEYS_OUT : 0);
-		s->sort_ms += gs_elapsed_ms(t0);
+		s->rep.wait_ms += gs_elapsed_ms(t0);
 	}
 	else
 	{

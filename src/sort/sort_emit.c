@@ -381,7 +381,7 @@ gs_copy_start(GsSortState *s, const uint32 *order, uint32 *order_owned,
 		sl->buf = MemoryContextAllocHuge(s->cxt, cap);
 		gs_advise_huge(sl->buf, cap);
 		sl->cap = cap;
-		s->copy_bytes += cap;
+		s->rep.copy_bytes += cap;
 		pg_atomic_init_u64(&sl->done, 0);
 	}
 	if (!copy_callbacks_registered)
@@ -458,7 +458,7 @@ gs_copy_finish(GsSortState *s)
 			end = c->slices[t].end;
 	}
 	INSTR_TIME_SUBTRACT(end, c->start);
-	s->copy_ms += INSTR_TIME_GET_MILLISEC(end);
+	s->rep.copy_ms += INSTR_TIME_GET_MILLISEC(end);
 	elog(DEBUG1, "gpusort: %zu rows copied into sorted order in %.1f ms; %lld kB of shared memory given back early",
 		 c->n, INSTR_TIME_GET_MILLISEC(end),
 		 (long long) (pg_atomic_read_u64(&c->released) / 1024));
@@ -548,7 +548,7 @@ gs_merge_chunks_to_array(GsSortState *s)
 
 		INSTR_TIME_SET_CURRENT(t0);
 		gs_merge_chunk_rows(s, rows, NULL);
-		s->merge_ms += gs_elapsed_ms(t0);
+		s->rep.merge_ms += gs_elapsed_ms(t0);
 		order = rows;
 	}
 
@@ -688,8 +688,8 @@ gs_next_slow(GsSortState *s)
 		/* the final merge's time, as rows were taken */
 		if (!s->merge_timed)
 		{
-			s->emit_ms = gs_elapsed_ms(s->stream_start);
-			s->merge_ms += s->emit_ms;
+			s->rep.emit_ms = gs_elapsed_ms(s->stream_start);
+			s->rep.merge_ms += s->rep.emit_ms;
 			gs_merge_waits(s, s->merge);
 			gs_merge_log_threads(s);
 			s->merge_timed = true;
@@ -710,7 +710,7 @@ gs_next_slow(GsSortState *s)
 	}
 	if (!s->emit_timed)
 	{
-		s->emit_ms = gs_elapsed_ms(s->stream_start);
+		s->rep.emit_ms = gs_elapsed_ms(s->stream_start);
 		s->emit_timed = true;
 	}
 	s->eof_reached = true;

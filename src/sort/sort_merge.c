@@ -684,7 +684,7 @@ gs_merge_waits(GsSortState *s, GsMerge *m)
 	for (i = 0; i < m->nsrc; i++)
 	{
 		if (m->src[i].stream)
-			s->merge_wait_ms += gs_stream_wait_ms(m->src[i].stream);
+			s->rep.merge_wait_ms += gs_stream_wait_ms(m->src[i].stream);
 	}
 }
 
@@ -703,7 +703,7 @@ gs_merge_log_threads(GsSortState *s)
 	initStringInfo(&buf);
 	gs_stream_report(s->cascade, &buf);
 	elog(DEBUG1, "gpusort final merge of %d runs on %d streams: the backend waited %.1f ms; %s",
-		 s->nruns, s->nstreams, s->merge_wait_ms, buf.data);
+		 s->nruns, s->nstreams, s->rep.merge_wait_ms, buf.data);
 	pfree(buf.data);
 }
 

@@ -476,11 +476,11 @@ gs_spill_wait(GsSortState *s)
 	t = s->write_task;
 	s->write_task = NULL;
 	done = t != NULL && gs_task_wait(t);
-	s->spill_wait_ms += gs_elapsed_ms(t0);
+	s->rep.spill_wait_ms += gs_elapsed_ms(t0);
 	if (!done)
 		gs_spill_run(j);		/* stopped by an interrupt that did not throw */
 	s->writing = NULL;
-	s->sort_ms += j->sort_ms;
+	s->rep.wait_ms += j->sort_ms;
 	gs_spill_check(j);
 	gs_spill_free(j);
 	gs_swap_batches(s);
@@ -646,7 +646,7 @@ gs_spill_batch(GsSortState *s)
 	gs_reset_batch(s);
 	if (!s->overlap && gpusort_cpu_threads > 1)
 		gs_start_overlap(s, rows, arena);
-	s->spill_ms += gs_elapsed_ms(t0);
+	s->rep.spill_ms += gs_elapsed_ms(t0);
 }
 
 /* ---------------------------------------------------------------------
@@ -707,7 +707,7 @@ gs_sort_finish_runs(GsSortState *s, int nparts, int *nruns,
 		gs_merge_passes_to(s, Max(max_runs, 1), width);
 	}
 	if (s->load_started)
-		s->load_ms = gs_elapsed_ms(s->load_start);
+		s->rep.load_ms = gs_elapsed_ms(s->load_start);
 	*nruns = s->nruns;
 	*any_lossy = s->any_lossy;
 	*max_tuple_len = s->max_tuple_len;

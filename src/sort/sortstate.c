@@ -246,7 +246,7 @@ gs_sort_perform(GsSortState *s)
 	Assert(s->status == GS_LOADING);
 	gs_prefault_wait(s);
 	if (s->load_started)
-		s->load_ms = gs_elapsed_ms(s->load_start);
+		s->rep.load_ms = gs_elapsed_ms(s->load_start);
 
 	if (s->nruns == 0)
 	{
@@ -313,7 +313,7 @@ gs_sort_perform(GsSortState *s)
 		MemoryContextReset(s->mergecxt);
 		s->status = GS_STORED;
 	}
-	s->merge_ms += gs_elapsed_ms(t0);
+	s->rep.merge_ms += gs_elapsed_ms(t0);
 	INSTR_TIME_SET_CURRENT(s->stream_start);
 }
 
@@ -322,7 +322,8 @@ gs_sort_report(GsSortState *s, GsSortReport *r)
 {
 	StringInfoData buf;
 
-	memset(r, 0, sizeof(*r));
+	*r = s->rep;
+	r->sort_ms = Max(r->sort_ms, r->wait_ms);
 	r->fallback = s->fallback;
 	r->key_bytes = s->key_bytes;
 	r->exact = s->exact && !s->any_lossy;
@@ -330,20 +331,7 @@ gs_sort_report(GsSortState *s, GsSortReport *r)
 	r->chunks = s->total_chunks;
 	r->runs = s->total_runs;
 	r->merge_passes = s->merge_passes;
-	r->load_ms = s->load_ms;
-	r->sort_ms = Max(s->engine_ms, s->sort_ms);
-	r->wait_ms = s->sort_ms;
-	r->transfer_ms = s->transfer_ms;
-	r->tiebreak_ms = s->tiebreak_ms;
-	r->tiebreak_rows = s->tiebreak_rows;
-	r->spill_ms = s->spill_ms;
-	r->spill_wait_ms = s->spill_wait_ms;
-	r->merge_ms = s->merge_ms;
-	r->merge_wait_ms = s->merge_wait_ms;
 	r->mem_bytes = s->mem_peak;
-	r->copy_bytes = s->copy_bytes;
-	r->copy_ms = s->copy_ms;
-	r->emit_ms = s->emit_ms;
 	r->streams = s->nstreams;
 	if (s->file)
 		r->disk_kb = (gs_temp_peak(s->file) + 1023) / 1024;

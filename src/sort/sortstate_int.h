@@ -331,8 +331,6 @@ struct GsSortState
 	uint32		max_tuple_len;	/* of any row so far */
 	bool		bulk_rows;		/* rows came in through gs_sort_bulk_room */
 	int			bulk_threads;	/* processes that loaded them */
-	int64		copy_bytes;		/* rows copied in sorted order (sort_emit.c) */
-	double		copy_ms;
 	struct GsSortedCopy *copy;	/* that copy, while it goes on */
 	GsSpan	   *shared_spans;	/* the workers' blocks of rows (sort_emit.c) */
 	int			nshared_spans;
@@ -352,7 +350,13 @@ struct GsSortState
 	size_t		markpos;
 	bool		markeof;
 
-	/* report */
+	/*
+	 * report: the timings (and copy_bytes, tiebreak_rows) accumulate in
+	 * rep as the sort goes; gs_sort_report adds the rest.  rep.sort_ms is
+	 * the engine's own work (transfers and sort, maybe in the background),
+	 * rep.wait_ms the backend's submitting and waiting for it.
+	 */
+	GsSortReport rep;
 	double		total_rows;
 	int			total_chunks;
 	int			total_runs;
@@ -365,22 +369,10 @@ struct GsSortState
 	const char *const *refs;	/* the block being walked */
 	size_t		ref_n;
 	size_t		ref_pos;
-	double		load_ms;
-	double		sort_ms;		/* submitting and waiting for the engine */
-	double		engine_ms;		/* the engine's own work (transfers and
-								 * sort), maybe in the background */
-	double		transfer_ms;
-	double		tiebreak_ms;
-	double		tiebreak_rows;
 	uint64		ncompares;
-	double		spill_ms;
-	double		spill_wait_ms;	/* waiting for background writes */
-	double		merge_ms;
-	double		merge_wait_ms;	/* waiting for the merge's threads */
 	instr_time	stream_start;	/* the final merge began returning rows */
 	bool		merge_timed;	/* and its time was taken */
 	uint64		merged_out;		/* rows the final merge has returned */
-	double		emit_ms;		/* from the first row returned to the end */
 	bool		emit_timed;
 	instr_time	load_start;
 	bool		load_started;
