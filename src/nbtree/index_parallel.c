@@ -373,33 +373,6 @@ gs_idx_parallel_scan_cluster(GsIdxParallel *p, GsIdxBuild *b,
 	return why;
 }
 
-/* the blocks of worker i's rows, in order, appended to *blocks */
-static size_t
-gs_pidx_worker_blocks(GsIdxParallel *p, int i, char ***blocks, int *nblocks,
-					  int *cap)
-{
-	GsIdxSlot  *slot = &p->shared->slots[i].slot;
-	dsa_pointer dp = slot->first;
-	uint64		seen = 0;
-
-	while (DsaPointerIsValid(dp) && seen < slot->nrows)
-	{
-		GsRowBlock *blk = (GsRowBlock *) dsa_get_address(p->area, dp);
-
-		if (*nblocks == *cap)
-		{
-			*cap *= 2;
-			*blocks = repalloc(*blocks, *cap * sizeof(char *));
-		}
-		(*blocks)[(*nblocks)++] = (char *) blk;
-		seen += blk->nrows;
-		dp = blk->next;
-	}
-	if (seen != slot->nrows)
-		elog(ERROR, "gpusort: a parallel index build worker's rows went missing");
-	return seen;
-}
-
 /*
  * The rows workers left in memory into the leader's sort (which writes a
  * run when its memory is full, as it does for its own rows), as the
@@ -408,29 +381,27 @@ gs_pidx_worker_blocks(GsIdxParallel *p, int i, char ***blocks, int *nblocks,
 static void
 gs_pidx_gather(GsIdxParallel *p, GsIdxBuild *b)
 {
-	char	  **blocks;
-	size_t		total = 0;
+	GsBlockList l;
 	uint32		maxlen = 0;
 	bool		any_lossy = false;
-	int			nblocks = 0;
-	int			cap = 16;
 	int			i;
 
-	blocks = palloc(cap * sizeof(char *));
+	gs_block_list_init(&l);
 	for (i = 0; i < p->nworkers; i++)
 	{
 		GsIdxSlot  *slot = &p->shared->slots[i].slot;
 
 		if (slot->nruns > 0 || slot->nrows == 0)
 			continue;
-		total += gs_pidx_worker_blocks(p, i, &blocks, &nblocks, &cap);
+		gs_block_list_add(&l, p->area, slot->first, slot->nrows,
+						  "a parallel index build worker");
 		maxlen = Max(maxlen, slot->max_len);
 		any_lossy |= slot->anylossy;
 	}
 	/* the leader has not touched the blocks' pages yet: threads map them */
-	gs_sort_take_blocks(b->sort, blocks, nblocks, total, b->keybytes,
+	gs_sort_take_blocks(b->sort, l.blocks, l.n, l.rows, b->keybytes,
 						any_lossy, maxlen, p->nworkers + 1, true);
-	pfree(blocks);
+	pfree(l.blocks);
 }
 
 /*

@@ -141,6 +141,19 @@ gs_block_entry_size(int key_bytes)
 	return (Size) key_bytes + sizeof(uint32);
 }
 
+/* the blocks of a parallel load's participants, in order */
+typedef struct GsBlockList
+{
+	char	  **blocks;
+	int			n;
+	int			cap;
+	size_t		rows;			/* in all the blocks */
+} GsBlockList;
+
+extern void gs_block_list_init(GsBlockList *l);
+extern void gs_block_list_add(GsBlockList *l, dsa_area *area,
+							  dsa_pointer first, uint64 nrows,
+							  const char *who);
 extern void gs_sort_take_blocks(GsSortState *sort, char *const *blocks,
 								int nblocks, size_t total, int key_bytes,
 								bool any_lossy, uint32 max_tuple_len,

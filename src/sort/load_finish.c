@@ -226,6 +226,46 @@ gs_copy_lossy(GsSortState *sort, const GsCopyJob *j)
 	}
 }
 
+void
+gs_block_list_init(GsBlockList *l)
+{
+	l->cap = 16;
+	l->n = 0;
+	l->rows = 0;
+	l->blocks = palloc(l->cap * sizeof(char *));
+}
+
+/*
+ * A participant's chain of blocks (from first, in area) appended to l:
+ * they must hold the nrows rows it said it loaded; who names it in the
+ * error if not.
+ */
+void
+gs_block_list_add(GsBlockList *l, dsa_area *area, dsa_pointer first,
+				  uint64 nrows, const char *who)
+{
+	dsa_pointer dp = first;
+	uint64		seen = 0;
+
+	while (DsaPointerIsValid(dp) && seen < nrows)
+	{
+		GsRowBlock *b = (GsRowBlock *) dsa_get_address(area, dp);
+
+		if (l->n == l->cap)
+		{
+			l->cap *= 2;
+			l->blocks = repalloc(l->blocks, l->cap * sizeof(char *));
+		}
+		l->blocks[l->n++] = (char *) b;
+		seen += b->nrows;
+		dp = b->next;
+	}
+	if (seen != nrows)
+		elog(ERROR, "gpusort: %s's rows went missing (%llu of %llu)", who,
+			 (unsigned long long) seen, (unsigned long long) nrows);
+	l->rows += seen;
+}
+
 /*
  * The rows of blocks[] (GsRowBlock, total rows in all, in this order) into
  * sort, whose keys are key_bytes wide, as if put one by one: with the
@@ -298,47 +338,27 @@ gs_sort_take_blocks(GsSortState *sort, char *const *blocks, int nblocks,
 static void
 gs_load_collect(GsLoadState *ls, GsSortState *sort)
 {
-	char	  **blocks;
-	size_t		total = 0;
+	GsBlockList l;
 	uint32		maxlen = 0;
 	bool		any_lossy = false;
-	int			nblocks = 0;
-	int			cap = 16;
 	int			i;
 
 	/* every block of every worker, in order */
-	blocks = palloc(cap * sizeof(char *));
+	gs_block_list_init(&l);
 	for (i = 0; i < ls->launched; i++)
 	{
 		GsLoaderSlot *slot = &ls->shared->slots[i].slot;
-		dsa_pointer dp = slot->first;
-		uint64		seen = 0;
 
 		ls->workers[i].rows = (double) slot->nrows;
 		ls->workers[i].ms = slot->load_ms;
-		total += slot->nrows;
 		maxlen = Max(maxlen, slot->max_tuple_len);
 		any_lossy |= slot->nlossy > 0;
-		while (DsaPointerIsValid(dp))
-		{
-			GsRowBlock *b = (GsRowBlock *)
-				dsa_get_address(i < ls->nareas ? ls->areas[i] : ls->area, dp);
-
-			if (nblocks == cap)
-			{
-				cap *= 2;
-				blocks = repalloc(blocks, cap * sizeof(char *));
-			}
-			blocks[nblocks++] = (char *) b;
-			seen += b->nrows;
-			dp = b->next;
-		}
-		if (seen != slot->nrows)
-			elog(ERROR, "gpusort: a parallel loader's rows went missing");
+		gs_block_list_add(&l, i < ls->nareas ? ls->areas[i] : ls->area,
+						  slot->first, slot->nrows, "a parallel loader");
 	}
-	gs_sort_take_blocks(sort, blocks, nblocks, total, ls->key_bytes,
+	gs_sort_take_blocks(sort, l.blocks, l.n, l.rows, ls->key_bytes,
 						any_lossy, maxlen, ls->launched + 1, false);
-	pfree(blocks);
+	pfree(l.blocks);
 }
 
 /*
