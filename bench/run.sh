@@ -521,13 +521,6 @@ done
 		   OR name LIKE 'gpusort.%' ORDER BY name"
 } >"$out/machine.csv"
 
-# ---- running a case ---------------------------------------------------------
-
-median()
-{
-	sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
 # ---- settings profiles (the presets' settings) -------------------------------
 
 # Set, for profile $1 (defaults, tuned; - for none) on table $2:
@@ -627,10 +620,144 @@ declare -A FLOOR_MS
 CSV=$out/results.csv
 echo "rows,kind,key,width,pg_ms,gpusort_ms,speedup,floor_ms,pg_above_floor_ms,gpusort_above_floor_ms,above_floor_speedup,gpusort_in_plan,same_result,pg_runs_ms,gpusort_runs_ms,gpu,commit,engine,fallback,explain_ms,load_ms,sort_ms,transfer_ms,tiebreak_ms,settings,temp_pg_mb,temp_gs_mb,merge_ms,emit_ms,load_participants_ms,load_workers,load_path,target_speedup,target_result" >"$CSV"
 
+# the psql script of a case (kind $1, rows $2; case_sql and profile_setup
+# have set its pieces): plans, warm-ups with their temporary bytes, the
+# timed runs alternating off/on, the checksums
+case_script()
+{
+	local kind=$1 n=$2 i m first second
+	echo "$set_sql"
+	echo "$PROF_SQL"
+	echo "$PRE"
+	echo "\\echo PLAN off"
+	echo "SET gpusort.enabled = off;"
+	[ "$kind" = index ] || echo "EXPLAIN (COSTS OFF) $Q;"
+	echo "\\echo PLAN on"
+	echo "SET gpusort.enabled = on;"
+	[ "$kind" = index ] || echo "EXPLAIN (COSTS OFF) $Q;"
+	echo "\\echo WARMUP"
+	echo "SET gpusort.enabled = off;"
+	temp_probe off0
+	echo "$Q;"
+	temp_probe off1
+	echo "$POST"
+	echo "SET gpusort.enabled = on;"
+	temp_probe on0
+	if [ "$kind" = index ]; then
+		# who built it: gpusort's DEBUG1 line says
+		echo "SET client_min_messages = debug1;"
+		echo "$Q;"
+		echo "SET client_min_messages = warning;"
+	else
+		echo "EXPLAIN (ANALYZE, VERBOSE) $Q;"
+	fi
+	temp_probe on1
+	echo "$POST"
+	for ((i = 1; i <= runs; i++)); do
+		if ((i % 2)); then first=off second=on; else first=on second=off; fi
+		for m in $first $second; do
+			echo "SET gpusort.enabled = $m;"
+			echo "\\echo RUN $m"
+			echo "\\timing on"
+			echo "$Q;"
+			echo "\\timing off"
+			echo "$POST"
+		done
+	done
+	if [ "$verify" = 1 ] && [ -n "$INNER" ]; then
+		for m in off on; do
+			echo "SET gpusort.enabled = $m;"
+			if [ "$kind" = index ]; then
+				# build the index in this mode, then read it back in order
+				echo "$Q;"
+				echo "SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_sort = off;"
+				[ "$have_amcheck" = 1 ] && echo "SELECT bt_index_check('gsb_idx_$n', true);"
+			fi
+			echo "\\echo SUM $m"
+			checksum_sql
+			if [ "$kind" = index ]; then
+				echo "RESET enable_seqscan; RESET enable_bitmapscan; RESET enable_sort;"
+				echo "$POST"
+			fi
+		done
+	fi
+	echo "$PROF_END"
+}
+
+# gpusort's time split from the warm-up's EXPLAIN ANALYZE in log $1, as
+# CSV fields: execution, load, sort, transfer, tie-break, merge, emit ms
+# (summed over the plan's GpuSort nodes; a figure EXPLAIN did not print
+# stays empty), the load of each participant, the number of workers, the
+# load path
+explain_split()
+{
+	sed -n '/^WARMUP/,/^RUN /p' "$1" | awk '
+	function val(t) { sub(/^[^=]*=/, "", t); return t + 0 }
+	/Execution Time:/ { ex = $3 }
+	/GpuSort Time:/ {
+		for (i = 1; i <= NF; i++) {
+			t = $i; gsub(/[(),]/, "", t)
+			if (t ~ /^load=/) l += val(t)
+			else if (t ~ /^sort=/) s += val(t)
+			else if (t ~ /^transfer=/) x += val(t)
+			else if (t ~ /^tie-break=/) b += val(t)
+			else if (t ~ /^merge=/) { m += val(t); hm = 1 }
+			else if (t ~ /^emit=/) { e += val(t); he = 1 }
+		}
+		seen = 1
+	}
+	# GpuSortLoad: one line per participant; nodes apart by " + "
+	/Leader Load: / || /Worker [0-9]+ Load: / {
+		for (i = 1; i <= NF; i++)
+			if ($i ~ /^time=/) t = val($i)
+		if ($0 ~ /Leader Load: /)
+			parts = parts (parts == "" ? "" : " + ") sprintf("%.1f", t)
+		else {
+			parts = parts "/" sprintf("%.1f", t)
+			w++
+		}
+		hw = 1
+	}
+	/Serial Load: / || /^[ ]*Load: / {
+		p = $0; sub(/^[ ]*/, "", p); gsub(/,/, ";", p)
+		path = path (path == "" ? "" : " + ") p
+	}
+	END {
+		if (seen && !hw && path == "")
+			path = "no GpuSortLoad in the plan"
+		if (seen) printf "%s,%.3f,%.3f,%.3f,%.3f", ex, l, s, x, b; else printf "%s,,,,", ex
+		printf ",%s,%s", (hm ? sprintf("%.3f", m) : ""), (he ? sprintf("%.3f", e) : "")
+		printf ",%s,%s,\"%s\"", parts, (hw ? w : ""), path
+	}'
+}
+
+# did gpusort do the work of the case of kind $1 whose log is $2?  yes, no
+# or n/a: for a sort, GpuSort in the plan; for an index build, gpusort's
+# DEBUG1 line of the warm-up build
+gpusort_used()
+{
+	local kind=$1 log=$2
+	if [ "$kind" = scan ]; then
+		echo n/a
+	elif [ "$kind" = index ]; then
+		if grep -q 'built by gpusort' "$log"; then
+			echo yes
+		elif grep -q 'built by PostgreSQL' "$log"; then
+			echo no
+		else
+			echo n/a
+		fi
+	elif awk '/^PLAN on/{p=1; next} /^WARMUP/{p=0} p && /Custom Scan \(GpuSort\)/{f=1} END{exit !f}' "$log"; then
+		echo yes
+	else
+		echo no
+	fi
+}
+
 # run one case in profile $5 (kind scan: the floor of a case of kind $6)
 run_case()
 {
-	local kind=$1 key=$2 width=$3 n=$4 prof=${5:--} floor_of=${6:-} name log sql i first second
+	local kind=$1 key=$2 width=$3 n=$4 prof=${5:--} floor_of=${6:-} name log sql
 	case_sql "$kind" "$key" "$width" "$n" "$floor_of"
 	[ "$kind" = scan ] && key=$FLOOR_KEY
 	local table=gsb_n_$n
@@ -640,64 +767,7 @@ run_case()
 	[ "$prof" = - ] || name+="_$prof"
 	log=$out/log/$name.log
 	sql=$out/log/$name.sql
-	{
-		echo "$set_sql"
-		echo "$PROF_SQL"
-		echo "$PRE"
-		echo "\\echo PLAN off"
-		echo "SET gpusort.enabled = off;"
-		[ "$kind" = index ] || echo "EXPLAIN (COSTS OFF) $Q;"
-		echo "\\echo PLAN on"
-		echo "SET gpusort.enabled = on;"
-		[ "$kind" = index ] || echo "EXPLAIN (COSTS OFF) $Q;"
-		echo "\\echo WARMUP"
-		echo "SET gpusort.enabled = off;"
-		temp_probe off0
-		echo "$Q;"
-		temp_probe off1
-		echo "$POST"
-		echo "SET gpusort.enabled = on;"
-		temp_probe on0
-		if [ "$kind" = index ]; then
-			# who built it: gpusort's DEBUG1 line says
-			echo "SET client_min_messages = debug1;"
-			echo "$Q;"
-			echo "SET client_min_messages = warning;"
-		else
-			echo "EXPLAIN (ANALYZE, VERBOSE) $Q;"
-		fi
-		temp_probe on1
-		echo "$POST"
-		for ((i = 1; i <= runs; i++)); do
-			if ((i % 2)); then first=off second=on; else first=on second=off; fi
-			for m in $first $second; do
-				echo "SET gpusort.enabled = $m;"
-				echo "\\echo RUN $m"
-				echo "\\timing on"
-				echo "$Q;"
-				echo "\\timing off"
-				echo "$POST"
-			done
-		done
-		if [ "$verify" = 1 ] && [ -n "$INNER" ]; then
-			for m in off on; do
-				echo "SET gpusort.enabled = $m;"
-				if [ "$kind" = index ]; then
-					# build the index in this mode, then read it back in order
-					echo "$Q;"
-					echo "SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_sort = off;"
-					[ "$have_amcheck" = 1 ] && echo "SELECT bt_index_check('gsb_idx_$n', true);"
-				fi
-				echo "\\echo SUM $m"
-				checksum_sql
-				if [ "$kind" = index ]; then
-					echo "RESET enable_seqscan; RESET enable_bitmapscan; RESET enable_sort;"
-					echo "$POST"
-				fi
-			done
-		fi
-		echo "$PROF_END"
-	} >"$sql"
+	case_script "$kind" "$n" >"$sql"
 	if ! psql_q -f "$sql" >"$log" 2>&1; then
 		echo "case $name failed; see $log" >&2
 		tail -n 5 "$log" >&2
@@ -709,22 +779,7 @@ run_case()
 	gs_runs=$(awk '/^RUN /{m=$2} /^Time:/{ if (m == "on") print $2; m="" }' "$log")
 	pg_ms=$(printf '%s\n' "$pg_runs" | median)
 	gs_ms=$(printf '%s\n' "$gs_runs" | median)
-	if [ "$kind" = scan ]; then
-		in_plan=n/a
-	elif [ "$kind" = index ]; then
-		# gpusort's DEBUG1 line of the warm-up build
-		if grep -q 'built by gpusort' "$log"; then
-			in_plan=yes
-		elif grep -q 'built by PostgreSQL' "$log"; then
-			in_plan=no
-		else
-			in_plan=n/a
-		fi
-	elif awk '/^PLAN on/{p=1; next} /^WARMUP/{p=0} p && /Custom Scan \(GpuSort\)/{f=1} END{exit !f}' "$log"; then
-		in_plan=yes
-	else
-		in_plan=no
-	fi
+	in_plan=$(gpusort_used "$kind" "$log")
 	same=n/a
 	if [ "$verify" = 1 ] && [ -n "$INNER" ]; then
 		sum_off=$(awk '/^SUM off/{getline; print; exit}' "$log")
@@ -750,44 +805,7 @@ run_case()
 	local engine fallback split
 	engine=$(sed -n '/^WARMUP/,/^RUN /s/.*GpuSort Engine: \([^ ]*\( ([^)]*)\)\{0,1\}\).*/\1/p' "$log" | sort -u | paste -sd '+' -)
 	fallback=$(sed -n '/^WARMUP/,/^RUN /s/.*GpuSort Fallback: //p' "$log" | head -n 1)
-	split=$(sed -n '/^WARMUP/,/^RUN /p' "$log" | awk '
-		function val(t) { sub(/^[^=]*=/, "", t); return t + 0 }
-		/Execution Time:/ { ex = $3 }
-		/GpuSort Time:/ {
-			for (i = 1; i <= NF; i++) {
-				t = $i; gsub(/[(),]/, "", t)
-				if (t ~ /^load=/) l += val(t)
-				else if (t ~ /^sort=/) s += val(t)
-				else if (t ~ /^transfer=/) x += val(t)
-				else if (t ~ /^tie-break=/) b += val(t)
-				else if (t ~ /^merge=/) { m += val(t); hm = 1 }
-				else if (t ~ /^emit=/) { e += val(t); he = 1 }
-			}
-			seen = 1
-		}
-		# GpuSortLoad: one line per participant; nodes apart by " + "
-		/Leader Load: / || /Worker [0-9]+ Load: / {
-			for (i = 1; i <= NF; i++)
-				if ($i ~ /^time=/) t = val($i)
-			if ($0 ~ /Leader Load: /)
-				parts = parts (parts == "" ? "" : " + ") sprintf("%.1f", t)
-			else {
-				parts = parts "/" sprintf("%.1f", t)
-				w++
-			}
-			hw = 1
-		}
-		/Serial Load: / || /^[ ]*Load: / {
-			p = $0; sub(/^[ ]*/, "", p); gsub(/,/, ";", p)
-			path = path (path == "" ? "" : " + ") p
-		}
-		END {
-			if (seen && !hw && path == "")
-				path = "no GpuSortLoad in the plan"
-			if (seen) printf "%s,%.3f,%.3f,%.3f,%.3f", ex, l, s, x, b; else printf "%s,,,,", ex
-			printf ",%s,%s", (hm ? sprintf("%.3f", m) : ""), (he ? sprintf("%.3f", e) : "")
-			printf ",%s,%s,\"%s\"", parts, (hw ? w : ""), path
-		}')
+	split=$(explain_split "$log")
 	local split1 split2
 	split1=$(cut -d, -f1-5 <<<"$split")
 	split2=$(cut -d, -f6- <<<"$split")
