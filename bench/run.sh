@@ -84,12 +84,18 @@
 #              builds that stay in memory).  gpusort's DEBUG1 line says
 #              whether it built each index (column "GpuSort in plan").  No
 #              speedup target: the temporary bytes only.
+#   cancel     how late a statement_timeout stops a large ORDER BY, gpusort
+#              and PostgreSQL, serial and parallel, in memory and in runs:
+#              runs bench/lib/cancel.sh with the other arguments, its own
+#              options (bench/run.sh --preset cancel --help), e.g.
+#                bench/run.sh --preset cancel --table g5 --timeouts 100,500
 # --kinds, --keys and --widths narrow a preset's cases; --set adds settings
 # to every case.  E.g. on a small machine:
 #   bench/run.sh --preset all --rows 3000000 --small-rows 3000000 --runs 1
 #
 # Options:
-#   --preset NAME       defaults, tuned, all or index (see above)
+#   --preset NAME       defaults, tuned, all, index or cancel (see above;
+#                       cancel takes its own options)
 #   --rows N[,N...]     data set sizes (default 1000000); with --preset, the
 #                       size of full and index (one number)
 #   --small-rows N      with --preset, the size of window, groupagg, distinct
@@ -124,6 +130,19 @@
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# presets that are scripts of their own (bench/lib/NAME.sh): every other
+# argument is theirs
+for ((i = 1; i < $#; i++)); do
+	j=$((i + 1))
+	if [ "${!i}" = --preset ]; then
+		case "${!j}" in
+			cancel)
+				args=("${@:1:i-1}" "${@:j+1}")
+				exec bash "$BENCH_DIR/lib/${!j}.sh" ${args[@]+"${args[@]}"} ;;
+		esac
+	fi
+done
 
 rows_list=1000000
 kinds=all
@@ -232,7 +251,7 @@ while [ $# -gt 0 ]; do
 done
 case "$preset" in
 	''|defaults|tuned|all|index) ;;
-	*) echo "unknown preset $preset (defaults, tuned, all or index)" >&2; exit 2 ;;
+	*) echo "unknown preset $preset (defaults, tuned, all, index or cancel)" >&2; exit 2 ;;
 esac
 if [ -n "$preset" ]; then
 	[ "$rows_given" = 1 ] || rows_list=50000000
