@@ -89,13 +89,19 @@
 #              runs bench/lib/cancel.sh with the other arguments, its own
 #              options (bench/run.sh --preset cancel --help), e.g.
 #                bench/run.sh --preset cancel --table g5 --timeouts 100,500
+#   shards     one table, range partitions and postgres_fdw shards, ORDER BY
+#              and merge join, on throwaway servers it starts itself (as a
+#              user other than root): runs bench/lib/shards.sh with the
+#              other arguments, its own options (bench/run.sh --preset
+#              shards --help), e.g.
+#                bench/run.sh --preset shards --rows 1000000 --runs 1 --port 5600
 # --kinds, --keys and --widths narrow a preset's cases; --set adds settings
 # to every case.  E.g. on a small machine:
 #   bench/run.sh --preset all --rows 3000000 --small-rows 3000000 --runs 1
 #
 # Options:
-#   --preset NAME       defaults, tuned, all, index or cancel (see above;
-#                       cancel takes its own options)
+#   --preset NAME       defaults, tuned, all, index, cancel or shards (see
+#                       above; cancel and shards take their own options)
 #   --rows N[,N...]     data set sizes (default 1000000); with --preset, the
 #                       size of full and index (one number)
 #   --small-rows N      with --preset, the size of window, groupagg, distinct
@@ -137,7 +143,7 @@ for ((i = 1; i < $#; i++)); do
 	j=$((i + 1))
 	if [ "${!i}" = --preset ]; then
 		case "${!j}" in
-			cancel)
+			cancel|shards)
 				args=("${@:1:i-1}" "${@:j+1}")
 				exec bash "$BENCH_DIR/lib/${!j}.sh" ${args[@]+"${args[@]}"} ;;
 		esac
@@ -251,7 +257,7 @@ while [ $# -gt 0 ]; do
 done
 case "$preset" in
 	''|defaults|tuned|all|index) ;;
-	*) echo "unknown preset $preset (defaults, tuned, all, index or cancel)" >&2; exit 2 ;;
+	*) echo "unknown preset $preset (defaults, tuned, all, index, cancel or shards)" >&2; exit 2 ;;
 esac
 if [ -n "$preset" ]; then
 	[ "$rows_given" = 1 ] || rows_list=50000000
