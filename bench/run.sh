@@ -84,20 +84,20 @@
 #              builds that stay in memory).  gpusort's DEBUG1 line says
 #              whether it built each index (column "GpuSort in plan").  No
 #              speedup target: the temporary bytes only.
-#   cancel     how late a statement_timeout stops a large ORDER BY, gpusort
-#              and PostgreSQL, serial and parallel, in memory and in runs:
-#              runs bench/lib/cancel.sh with the other arguments, its own
-#              options (bench/run.sh --preset cancel --help), e.g.
-#                bench/run.sh --preset cancel --table g5 --timeouts 100,500
-#   shards     one table, range partitions and postgres_fdw shards, ORDER BY
-#              and merge join, on throwaway servers it starts itself (as a
-#              user other than root): runs bench/lib/shards.sh with the
-#              other arguments, its own options (bench/run.sh --preset
-#              shards --help), e.g.
-#                bench/run.sh --preset shards --rows 1000000 --runs 1 --port 5600
 # --kinds, --keys and --widths narrow a preset's cases; --set adds settings
 # to every case.  E.g. on a small machine:
 #   bench/run.sh --preset all --rows 3000000 --small-rows 3000000 --runs 1
+#
+# Two presets are scripts of their own (bench/lib/): every other argument is
+# theirs, with the options their --help lists, and they print a Markdown table.
+#   cancel     how late a statement_timeout stops a large ORDER BY, gpusort
+#              and PostgreSQL, serial and parallel, in memory and in runs,
+#              on a table with an int8 column k, e.g.
+#                bench/run.sh --preset cancel --table g5 --timeouts 100,500
+#   shards     one table, range partitions and postgres_fdw shards, ORDER BY
+#              and merge join, on throwaway servers it starts itself (as a
+#              user other than root), e.g.
+#                bench/run.sh --preset shards --rows 1000000 --runs 1 --port 5600
 #
 # Options:
 #   --preset NAME       defaults, tuned, all, index, cancel or shards (see

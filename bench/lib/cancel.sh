@@ -101,7 +101,7 @@ for c in $configs; do
 			r=$("$PSQL" -X -qAt -c "$(settings "$c"); $on" -c "SET statement_timeout = $t" \
 				-c "SELECT round((gs_bench_cancel_ms('$Q') - $t)::numeric)" 2>&1 | tail -n 1) || true
 			if [ -z "$r" ]; then
-				r=done
+				r='done'
 			elif [[ $r =~ ^-?[0-9]+$ ]]; then
 				if [ "$r" -gt "$worst" ]; then worst=$r; fi
 			fi
