@@ -20,6 +20,8 @@
 #   tx    text, md5 hex strings, COLLATE "C"
 #   ts    timestamp, uniform over 25 years
 #   comp  (int4 with 100 distinct values, int8 uniform over 0..rows)
+#   id    int8 1..rows, unique, in table order: the key of unique; not in
+#         --keys all, but any kind but mergejoin takes it when listed
 # Kinds (--kinds):
 #   scan       the scan alone, with the same columns: the floor of every case
 #   full       SELECT cols FROM t ORDER BY key OFFSET rows (all rows sorted,
@@ -34,6 +36,7 @@
 #              gsb_n to itself (comp on both columns), i8z joins gsb_n's Zipf
 #              keys to gsb_j's uniform ones; other keys do not apply
 #   index      CREATE INDEX on key (dropped after each build)
+#   unique     CREATE UNIQUE INDEX on id (run once a size, whatever --keys)
 # Widths (--widths): narrow (id + key) or wide (id + key + 200 B payload);
 # wide applies to full, limit*, window and mergejoin.
 #
@@ -72,12 +75,33 @@
 #              running (gpusort service, logical replication launcher: 10 on
 #              a plain server); a server setting, so the script only warns.
 #   all        both, in one table.
+#   index      index builds, PostgreSQL's and gpusort's at the same settings:
+#              CREATE INDEX on i8u, tx and comp (int8, text in C, int4 +
+#              int8) and CREATE UNIQUE INDEX on id at --rows, each serial
+#              (max_parallel_maintenance_workers 0) and with --workers
+#              parallel maintenance workers (default 8); at the server's
+#              maintenance_work_mem (add --set maintenance_work_mem=8GB for
+#              builds that stay in memory).  gpusort's DEBUG1 line says
+#              whether it built each index (column "GpuSort in plan").  No
+#              speedup target: the temporary bytes only.
 # --kinds, --keys and --widths narrow a preset's cases; --set adds settings
 # to every case.  E.g. on a small machine:
 #   bench/run.sh --preset all --rows 3000000 --small-rows 3000000 --runs 1
 #
+# Two presets are scripts of their own (bench/lib/): every other argument is
+# theirs, with the options their --help lists, and they print a Markdown table.
+#   cancel     how late a statement_timeout stops a large ORDER BY, gpusort
+#              and PostgreSQL, serial and parallel, in memory and in runs,
+#              on a table with an int8 column k, e.g.
+#                bench/run.sh --preset cancel --table g5 --timeouts 100,500
+#   shards     one table, range partitions and postgres_fdw shards, ORDER BY
+#              and merge join, on throwaway servers it starts itself (as a
+#              user other than root), e.g.
+#                bench/run.sh --preset shards --rows 1000000 --runs 1 --port 5600
+#
 # Options:
-#   --preset NAME       defaults, tuned or all (see above)
+#   --preset NAME       defaults, tuned, all, index, cancel or shards (see
+#                       above; cancel and shards take their own options)
 #   --rows N[,N...]     data set sizes (default 1000000); with --preset, the
 #                       size of full and index (one number)
 #   --small-rows N      with --preset, the size of window, groupagg, distinct
@@ -89,6 +113,8 @@
 #                       groupagg and distinct on i8z, index, limit1m, full on
 #                       f8, ts and comp
 #   --runs N            timed runs per mode (default 3)
+#   --workers N         with --preset index, the parallel builds' maintenance
+#                       workers (default 8)
 #   --set NAME=VALUE    a setting for both modes (repeatable), e.g.
 #                       --set gpusort.engine=gpu --set work_mem=4GB
 #   --deadline SEC      start no new case after SEC seconds (results so far kept)
@@ -111,6 +137,19 @@ set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
+# presets that are scripts of their own (bench/lib/NAME.sh): every other
+# argument is theirs
+for ((i = 1; i < $#; i++)); do
+	j=$((i + 1))
+	if [ "${!i}" = --preset ]; then
+		case "${!j}" in
+			cancel|shards)
+				args=("${@:1:i-1}" "${@:j+1}")
+				exec bash "$BENCH_DIR/lib/${!j}.sh" ${args[@]+"${args[@]}"} ;;
+		esac
+	fi
+done
+
 rows_list=1000000
 kinds=all
 keys=all
@@ -124,7 +163,7 @@ render_md=
 out=
 sets=()
 
-ALL_KINDS="scan full limit100 limit1m window groupagg distinct mergejoin index"
+ALL_KINDS="scan full limit100 limit1m window groupagg distinct mergejoin index unique"
 ALL_KEYS="i8u i8z f8 tx ts comp"
 
 usage()
@@ -190,6 +229,7 @@ write_md()
 
 quick=0
 preset=
+workers=8
 small_rows=
 rows_given=0 kinds_given=0 keys_given=0 widths_given=0
 while [ $# -gt 0 ]; do
@@ -202,6 +242,7 @@ while [ $# -gt 0 ]; do
 		--widths) widths=$2; widths_given=1; shift ;;
 		--quick) quick=1 ;;
 		--runs) runs=$2; shift ;;
+		--workers) workers=$2; shift ;;
 		--set) sets+=("$2"); shift ;;
 		--deadline) deadline=$2; shift ;;
 		--no-verify) verify=0 ;;
@@ -215,8 +256,8 @@ while [ $# -gt 0 ]; do
 	shift
 done
 case "$preset" in
-	''|defaults|tuned|all) ;;
-	*) echo "unknown preset $preset (defaults, tuned or all)" >&2; exit 2 ;;
+	''|defaults|tuned|all|index) ;;
+	*) echo "unknown preset $preset (defaults, tuned, all, index, cancel or shards)" >&2; exit 2 ;;
 esac
 if [ -n "$preset" ]; then
 	[ "$rows_given" = 1 ] || rows_list=50000000
@@ -240,6 +281,7 @@ if [ -n "$render_md" ]; then
 	exit 0
 fi
 case "$runs" in ''|*[!0-9]*|0) echo "--runs must be a positive integer" >&2; exit 2 ;; esac
+case "$workers" in ''|*[!0-9]*|0) echo "--workers must be a positive integer" >&2; exit 2 ;; esac
 
 PG_CONFIG=${PG_CONFIG:-pg_config}
 PSQL=$("$PG_CONFIG" --bindir)/psql
@@ -338,8 +380,10 @@ case_sql()
 			# are compared as a multiset only (a misordered input would
 			# lose matches, which that catches)
 			ORD=0 CONT="aid, $acols, bid${pad:+, pad}" ;;
-		index)
-			Q="CREATE INDEX gsb_idx_$n ON gsb_n_$n ($k)"
+		index|unique)
+			local u=
+			[ "$kind" = unique ] && u="UNIQUE "
+			Q="CREATE ${u}INDEX gsb_idx_$n ON gsb_n_$n ($k)"
 			POST="DROP INDEX gsb_idx_$n;"
 			# checked through the index itself (see index_check)
 			INNER="SELECT $k FROM gsb_n_$n ORDER BY $k"
@@ -354,6 +398,12 @@ checksum_sql()
 	echo "SELECT count(*) || ':' || coalesce(bit_xor(hashtextextended(ROW($ORD)::text, rn)), 0)
 		|| ':' || coalesce(sum(hashtext(ROW($CONT)::text)::int8), 0)
 	  FROM (SELECT row_number() OVER () AS rn, q.* FROM ($INNER) q) s;"
+}
+
+# is kind $1 an index build?
+is_build()
+{
+	case "$1" in index|unique) return 0 ;; *) return 1 ;; esac
 }
 
 # does a width apply to a kind?
@@ -372,6 +422,8 @@ key_applies()
 	case "$1:$2" in
 		mergejoin:i8u|mergejoin:i8z|mergejoin:comp) return 0 ;;
 		mergejoin:*) return 1 ;;
+		unique:id) return 0 ;;
+		unique:*) return 1 ;;
 	esac
 }
 
@@ -521,16 +573,10 @@ done
 		   OR name LIKE 'gpusort.%' ORDER BY name"
 } >"$out/machine.csv"
 
-# ---- running a case ---------------------------------------------------------
-
-median()
-{
-	sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
 # ---- settings profiles (the presets' settings) -------------------------------
 
-# Set, for profile $1 (defaults, tuned; - for none) on table $2:
+# Set, for profile $1 (defaults, tuned, serial, parallel; - for none) on
+# table $2:
 #   PROF_SQL   statements run before the case, in both modes
 #   PROF_END   statements run after the case
 #   PROF_DESC  the settings as results.csv and results.md show them
@@ -540,6 +586,12 @@ profile_setup()
 	PROF_SQL='' PROF_END='' PROF_DESC=''
 	case "$prof" in
 		defaults) PROF_DESC="PostgreSQL defaults" ;;
+		serial)
+			PROF_SQL="SET max_parallel_maintenance_workers = 0;"
+			PROF_DESC="max_parallel_maintenance_workers=0" ;;
+		parallel)
+			PROF_SQL="SET max_parallel_maintenance_workers = $workers;"
+			PROF_DESC="max_parallel_maintenance_workers=$workers" ;;
 		tuned)
 			# the planner gives a 50M-row table 7 workers from its size:
 			# the table's parallel_workers makes it the 8 asked for
@@ -576,10 +628,11 @@ target_of()
 	fi
 }
 
-# the server's room for the tuned cases' 8 workers a gather
-check_tuned_workers()
+# the server's room for $1 parallel workers (the tuned cases' 8 a gather,
+# the index preset's --workers a build); $2 names them in the warning
+check_workers()
 {
-	local mwp mpw bgw
+	local want=$1 what=$2 mwp mpw bgw
 	mwp=$(psql_q -c "SHOW max_worker_processes")
 	mpw=$(psql_q -c "SHOW max_parallel_workers")
 	# background workers already holding a slot (gpusort service, the
@@ -588,12 +641,12 @@ check_tuned_workers()
 		('autovacuum launcher', 'autovacuum worker', 'archiver', 'background writer',
 		 'client backend', 'checkpointer', 'logger', 'standalone backend', 'startup',
 		 'walreceiver', 'walsender', 'walwriter')")
-	echo "tuned_worker_slots,$((mwp - bgw))" >>"$out/machine.csv"
-	if [ $((mwp - bgw)) -lt 8 ] || [ "$mpw" -lt 8 ]; then
-		echo "warning: the tuned cases ask for 8 workers, but max_worker_processes is $mwp" \
+	echo "worker_slots,$((mwp - bgw))" >>"$out/machine.csv"
+	if [ $((mwp - bgw)) -lt "$want" ] || [ "$mpw" -lt "$want" ]; then
+		echo "warning: $what ask for $want workers, but max_worker_processes is $mwp" \
 			"with $bgw background workers running and max_parallel_workers is $mpw:" \
-			"set max_worker_processes >= $((bgw + 8)) (a server setting: restart) and" \
-			"max_parallel_workers >= 8; EXPLAIN's Workers Launched shows what ran" >&2
+			"set max_worker_processes >= $((bgw + want)) (a server setting: restart) and" \
+			"max_parallel_workers >= $want; fewer workers run" >&2
 	fi
 }
 
@@ -627,10 +680,139 @@ declare -A FLOOR_MS
 CSV=$out/results.csv
 echo "rows,kind,key,width,pg_ms,gpusort_ms,speedup,floor_ms,pg_above_floor_ms,gpusort_above_floor_ms,above_floor_speedup,gpusort_in_plan,same_result,pg_runs_ms,gpusort_runs_ms,gpu,commit,engine,fallback,explain_ms,load_ms,sort_ms,transfer_ms,tiebreak_ms,settings,temp_pg_mb,temp_gs_mb,merge_ms,emit_ms,load_participants_ms,load_workers,load_path,target_speedup,target_result" >"$CSV"
 
+# the psql script of a case (kind $1, rows $2; case_sql and profile_setup
+# have set its pieces): plans, warm-ups with their temporary bytes, the
+# timed runs alternating off/on, the checksums
+case_script()
+{
+	local kind=$1 n=$2 i m first second
+	echo "$set_sql"
+	echo "$PROF_SQL"
+	echo "$PRE"
+	echo "\\echo PLAN off"
+	echo "SET gpusort.enabled = off;"
+	is_build "$kind" || echo "EXPLAIN (COSTS OFF) $Q;"
+	echo "\\echo PLAN on"
+	echo "SET gpusort.enabled = on;"
+	is_build "$kind" || echo "EXPLAIN (COSTS OFF) $Q;"
+	echo "\\echo WARMUP"
+	echo "SET gpusort.enabled = off;"
+	temp_probe off0
+	echo "$Q;"
+	temp_probe off1
+	echo "$POST"
+	echo "SET gpusort.enabled = on;"
+	temp_probe on0
+	if is_build "$kind"; then
+		# who built it: gpusort's DEBUG1 line says
+		echo "SET client_min_messages = debug1;"
+		echo "$Q;"
+		echo "SET client_min_messages = warning;"
+	else
+		echo "EXPLAIN (ANALYZE, VERBOSE) $Q;"
+	fi
+	temp_probe on1
+	echo "$POST"
+	for ((i = 1; i <= runs; i++)); do
+		if ((i % 2)); then first=off second=on; else first=on second=off; fi
+		for m in $first $second; do
+			echo "SET gpusort.enabled = $m;"
+			echo "\\echo RUN $m"
+			echo "\\timing on"
+			echo "$Q;"
+			echo "\\timing off"
+			echo "$POST"
+		done
+	done
+	if [ "$verify" = 1 ] && [ -n "$INNER" ]; then
+		for m in off on; do
+			echo "SET gpusort.enabled = $m;"
+			if is_build "$kind"; then
+				# build the index in this mode, then read it back in order
+				echo "$Q;"
+				echo "SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_sort = off;"
+				[ "$have_amcheck" = 1 ] && echo "SELECT bt_index_check('gsb_idx_$n', true);"
+			fi
+			echo "\\echo SUM $m"
+			checksum_sql
+			if is_build "$kind"; then
+				echo "RESET enable_seqscan; RESET enable_bitmapscan; RESET enable_sort;"
+				echo "$POST"
+			fi
+		done
+	fi
+	echo "$PROF_END"
+}
+
+# gpusort's time split from the warm-up's EXPLAIN ANALYZE in log $1, as
+# CSV fields: execution, load, sort, transfer, tie-break, merge, emit ms
+# (summed over the plan's GpuSort nodes; a figure EXPLAIN did not print
+# stays empty), the load of each participant, the number of workers, the
+# load path
+explain_split()
+{
+	sed -n '/^WARMUP/,/^RUN /p' "$1" | awk '
+	function val(t) { sub(/^[^=]*=/, "", t); return t + 0 }
+	/Execution Time:/ { ex = $3 }
+	/GpuSort Time:/ {
+		for (i = 1; i <= NF; i++) {
+			t = $i; gsub(/[(),]/, "", t)
+			if (t ~ /^load=/) l += val(t)
+			else if (t ~ /^sort=/) s += val(t)
+			else if (t ~ /^transfer=/) x += val(t)
+			else if (t ~ /^tie-break=/) b += val(t)
+			else if (t ~ /^merge=/) { m += val(t); hm = 1 }
+			else if (t ~ /^emit=/) { e += val(t); he = 1 }
+		}
+		seen = 1
+	}
+	# GpuSortLoad: one line per participant; nodes apart by " + "
+	/Leader Load: / || /Worker [0-9]+ Load: / {
+		for (i = 1; i <= NF; i++)
+			if ($i ~ /^time=/) t = val($i)
+		if ($0 ~ /Leader Load: /)
+			parts = parts (parts == "" ? "" : " + ") sprintf("%.1f", t)
+		else {
+			parts = parts "/" sprintf("%.1f", t)
+			w++
+		}
+		hw = 1
+	}
+	/Serial Load: / || /^[ ]*Load: / {
+		p = $0; sub(/^[ ]*/, "", p); gsub(/,/, ";", p)
+		path = path (path == "" ? "" : " + ") p
+	}
+	END {
+		if (seen && !hw && path == "")
+			path = "no GpuSortLoad in the plan"
+		if (seen) printf "%s,%.3f,%.3f,%.3f,%.3f", ex, l, s, x, b; else printf "%s,,,,", ex
+		printf ",%s,%s", (hm ? sprintf("%.3f", m) : ""), (he ? sprintf("%.3f", e) : "")
+		printf ",%s,%s,\"%s\"", parts, (hw ? w : ""), path
+	}'
+}
+
+# did gpusort do the work of the case of kind $1 whose log is $2?  yes, no
+# or n/a: for a sort, GpuSort in the plan; for an index build, gpusort's
+# DEBUG1 line of the warm-up build
+gpusort_used()
+{
+	local kind=$1 log=$2
+	if [ "$kind" = scan ]; then
+		echo n/a
+	elif is_build "$kind"; then
+		# no line at all: gpusort was not asked (gpusort.index_build off)
+		if grep -q 'built by gpusort' "$log"; then echo yes; else echo no; fi
+	elif awk '/^PLAN on/{p=1; next} /^WARMUP/{p=0} p && /Custom Scan \(GpuSort\)/{f=1} END{exit !f}' "$log"; then
+		echo yes
+	else
+		echo no
+	fi
+}
+
 # run one case in profile $5 (kind scan: the floor of a case of kind $6)
 run_case()
 {
-	local kind=$1 key=$2 width=$3 n=$4 prof=${5:--} floor_of=${6:-} name log sql i first second
+	local kind=$1 key=$2 width=$3 n=$4 prof=${5:--} floor_of=${6:-} name log sql
 	case_sql "$kind" "$key" "$width" "$n" "$floor_of"
 	[ "$kind" = scan ] && key=$FLOOR_KEY
 	local table=gsb_n_$n
@@ -640,64 +822,7 @@ run_case()
 	[ "$prof" = - ] || name+="_$prof"
 	log=$out/log/$name.log
 	sql=$out/log/$name.sql
-	{
-		echo "$set_sql"
-		echo "$PROF_SQL"
-		echo "$PRE"
-		echo "\\echo PLAN off"
-		echo "SET gpusort.enabled = off;"
-		[ "$kind" = index ] || echo "EXPLAIN (COSTS OFF) $Q;"
-		echo "\\echo PLAN on"
-		echo "SET gpusort.enabled = on;"
-		[ "$kind" = index ] || echo "EXPLAIN (COSTS OFF) $Q;"
-		echo "\\echo WARMUP"
-		echo "SET gpusort.enabled = off;"
-		temp_probe off0
-		echo "$Q;"
-		temp_probe off1
-		echo "$POST"
-		echo "SET gpusort.enabled = on;"
-		temp_probe on0
-		if [ "$kind" = index ]; then
-			# who built it: gpusort's DEBUG1 line says
-			echo "SET client_min_messages = debug1;"
-			echo "$Q;"
-			echo "SET client_min_messages = warning;"
-		else
-			echo "EXPLAIN (ANALYZE, VERBOSE) $Q;"
-		fi
-		temp_probe on1
-		echo "$POST"
-		for ((i = 1; i <= runs; i++)); do
-			if ((i % 2)); then first=off second=on; else first=on second=off; fi
-			for m in $first $second; do
-				echo "SET gpusort.enabled = $m;"
-				echo "\\echo RUN $m"
-				echo "\\timing on"
-				echo "$Q;"
-				echo "\\timing off"
-				echo "$POST"
-			done
-		done
-		if [ "$verify" = 1 ] && [ -n "$INNER" ]; then
-			for m in off on; do
-				echo "SET gpusort.enabled = $m;"
-				if [ "$kind" = index ]; then
-					# build the index in this mode, then read it back in order
-					echo "$Q;"
-					echo "SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_sort = off;"
-					[ "$have_amcheck" = 1 ] && echo "SELECT bt_index_check('gsb_idx_$n', true);"
-				fi
-				echo "\\echo SUM $m"
-				checksum_sql
-				if [ "$kind" = index ]; then
-					echo "RESET enable_seqscan; RESET enable_bitmapscan; RESET enable_sort;"
-					echo "$POST"
-				fi
-			done
-		fi
-		echo "$PROF_END"
-	} >"$sql"
+	case_script "$kind" "$n" >"$sql"
 	if ! psql_q -f "$sql" >"$log" 2>&1; then
 		echo "case $name failed; see $log" >&2
 		tail -n 5 "$log" >&2
@@ -709,22 +834,7 @@ run_case()
 	gs_runs=$(awk '/^RUN /{m=$2} /^Time:/{ if (m == "on") print $2; m="" }' "$log")
 	pg_ms=$(printf '%s\n' "$pg_runs" | median)
 	gs_ms=$(printf '%s\n' "$gs_runs" | median)
-	if [ "$kind" = scan ]; then
-		in_plan=n/a
-	elif [ "$kind" = index ]; then
-		# gpusort's DEBUG1 line of the warm-up build
-		if grep -q 'built by gpusort' "$log"; then
-			in_plan=yes
-		elif grep -q 'built by PostgreSQL' "$log"; then
-			in_plan=no
-		else
-			in_plan=n/a
-		fi
-	elif awk '/^PLAN on/{p=1; next} /^WARMUP/{p=0} p && /Custom Scan \(GpuSort\)/{f=1} END{exit !f}' "$log"; then
-		in_plan=yes
-	else
-		in_plan=no
-	fi
+	in_plan=$(gpusort_used "$kind" "$log")
 	same=n/a
 	if [ "$verify" = 1 ] && [ -n "$INNER" ]; then
 		sum_off=$(awk '/^SUM off/{getline; print; exit}' "$log")
@@ -750,44 +860,7 @@ run_case()
 	local engine fallback split
 	engine=$(sed -n '/^WARMUP/,/^RUN /s/.*GpuSort Engine: \([^ ]*\( ([^)]*)\)\{0,1\}\).*/\1/p' "$log" | sort -u | paste -sd '+' -)
 	fallback=$(sed -n '/^WARMUP/,/^RUN /s/.*GpuSort Fallback: //p' "$log" | head -n 1)
-	split=$(sed -n '/^WARMUP/,/^RUN /p' "$log" | awk '
-		function val(t) { sub(/^[^=]*=/, "", t); return t + 0 }
-		/Execution Time:/ { ex = $3 }
-		/GpuSort Time:/ {
-			for (i = 1; i <= NF; i++) {
-				t = $i; gsub(/[(),]/, "", t)
-				if (t ~ /^load=/) l += val(t)
-				else if (t ~ /^sort=/) s += val(t)
-				else if (t ~ /^transfer=/) x += val(t)
-				else if (t ~ /^tie-break=/) b += val(t)
-				else if (t ~ /^merge=/) { m += val(t); hm = 1 }
-				else if (t ~ /^emit=/) { e += val(t); he = 1 }
-			}
-			seen = 1
-		}
-		# GpuSortLoad: one line per participant; nodes apart by " + "
-		/Leader Load: / || /Worker [0-9]+ Load: / {
-			for (i = 1; i <= NF; i++)
-				if ($i ~ /^time=/) t = val($i)
-			if ($0 ~ /Leader Load: /)
-				parts = parts (parts == "" ? "" : " + ") sprintf("%.1f", t)
-			else {
-				parts = parts "/" sprintf("%.1f", t)
-				w++
-			}
-			hw = 1
-		}
-		/Serial Load: / || /^[ ]*Load: / {
-			p = $0; sub(/^[ ]*/, "", p); gsub(/,/, ";", p)
-			path = path (path == "" ? "" : " + ") p
-		}
-		END {
-			if (seen && !hw && path == "")
-				path = "no GpuSortLoad in the plan"
-			if (seen) printf "%s,%.3f,%.3f,%.3f,%.3f", ex, l, s, x, b; else printf "%s,,,,", ex
-			printf ",%s,%s", (hm ? sprintf("%.3f", m) : ""), (he ? sprintf("%.3f", e) : "")
-			printf ",%s,%s,\"%s\"", parts, (hw ? w : ""), path
-		}')
+	split=$(explain_split "$log")
 	local split1 split2
 	split1=$(cut -d, -f1-5 <<<"$split")
 	split2=$(cut -d, -f6- <<<"$split")
@@ -831,6 +904,15 @@ fi
 preset_cases()
 {
 	local big=$1 small=$2 p kind key
+	if [ "$preset" = index ]; then
+		for key in i8u tx comp id; do
+			kind=index
+			[ "$key" = id ] && kind=unique
+			echo "$big $kind $key narrow serial"
+			echo "$big $kind $key narrow parallel"
+		done
+		return 0
+	fi
 	for p in defaults tuned; do
 		[ "$preset" = all ] || [ "$preset" = "$p" ] || continue
 		echo "$big full i8u narrow $p"
@@ -856,7 +938,10 @@ if [ -n "$preset" ]; then
 		[ "$widths_given" = 0 ] || case " $widths " in *" $width "*) ;; *) continue ;; esac
 		entries+=("$n $kind $key $width $prof")
 	done < <(preset_cases "$rows_list" "$small_rows")
-	case "$preset" in defaults) ;; *) check_tuned_workers ;; esac
+	case "$preset" in
+		tuned|all) check_workers 8 "the tuned cases (EXPLAIN's Workers Launched shows what ran)" ;;
+		index) check_workers "$workers" "the parallel index builds" ;;
+	esac
 else
 	cases=()
 	if [ "$quick" = 1 ]; then
@@ -877,12 +962,15 @@ else
 			done
 		done
 		# the merge join has its own keys; run it when asked for even if
-		# none of them is listed
+		# none of them is listed; unique has only id
 		case " $kinds " in
 			*" mergejoin "*)
 				case " $keys " in *" i8u "*|*" i8z "*|*" comp "*) ;; *)
 					for width in $widths; do cases+=("mergejoin comp $width"); done ;;
 				esac ;;
+		esac
+		case " $kinds " in
+			*" unique "*) case " $keys " in *" id "*) ;; *) cases+=("unique id narrow") ;; esac ;;
 		esac
 	fi
 	for n in $rows_list; do

@@ -2,7 +2,7 @@
 # gpusort over one table, a partitioned table and postgres_fdw shards:
 # PostgreSQL's own sort against gpusort, side by side.
 #
-#   bench/shards.sh [options]
+#   bench/run.sh --preset shards [options]
 #
 # Starts its own throwaway servers with the PostgreSQL of $PG_CONFIG (default:
 # pg_config on PATH), as the user running it (not root): a coordinator and
@@ -72,10 +72,10 @@ while [ $# -gt 0 ]; do
 		--set) sets+=("$2"); shift 2 ;;
 		--keep) keep=yes; shift ;;
 		-h|--help) sed -n '2,/^$/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-		*) echo "bench/shards.sh: unknown option $1" >&2; exit 2 ;;
+		*) echo "bench/run.sh --preset shards: unknown option $1" >&2; exit 2 ;;
 	esac
 done
-[ "$(id -u)" -ne 0 ] || { echo "bench/shards.sh: run it as a user other than root" >&2; exit 2; }
+[ "$(id -u)" -ne 0 ] || { echo "bench/run.sh --preset shards: run it as a user other than root" >&2; exit 2; }
 
 PG_CONFIG=${PG_CONFIG:-pg_config}
 bindir=$("$PG_CONFIG" --bindir)
