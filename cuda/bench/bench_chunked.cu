@@ -71,6 +71,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <functional>
 #include <thread>
@@ -459,6 +460,17 @@ merge_pair(Merge &a, Merge &b)
 	b.w = wb;
 }
 
+/* m[0], in lockstep with m[1] if cnt is 2 */
+template <bool PF, bool NT>
+static void
+merge_some(Merge *m, size_t cnt)
+{
+	if (cnt == 2)
+		merge_pair<PF, NT>(m[0], m[1]);
+	else
+		merge_one<PF, NT>(m[0]);
+}
+
 /* exact-rank cuts of the output into S slices: cuts[s] for s = 0 .. S */
 static void
 split_slices(const std::vector<Run> &runs, size_t n, int S,
@@ -495,10 +507,7 @@ merge_static(const std::vector<Run> &runs, size_t n, int per, uint64_t *out_keys
 			m[j].init(runs.data(), K, cuts[s].data(), cuts[s + 1].data(),
 					  out_keys + at, out_idx + at);
 		}
-		if (per == 2)
-			merge_pair<PF, false>(m[0], m[1]);
-		else
-			merge_one<PF, false>(m[0]);
+		merge_some<PF, false>(m, per);
 	});
 }
 
@@ -573,39 +582,59 @@ tile_at(const size_t *b, size_t K)
 	return at;
 }
 
+/* m (a Merge or a Merge64) set up for tile t, writing at its place in out_* */
+template <typename M>
+static void
+init_tile(M &m, const std::vector<Run> &runs, const std::vector<size_t> &bnd, size_t t,
+		  uint64_t *out_keys, uint32_t *out_idx)
+{
+	size_t		K = runs.size();
+	const size_t *b = &bnd[t * K];
+	size_t		at = tile_at(b, K);
+
+	m.init(runs.data(), K, b, b + K, out_keys + at, out_idx + at);
+}
+
+/*
+ * The frame of the tile variants: tiles of about `rows` rows (the time
+ * make_tiles takes into *split_ms), taken two at a time from a shared
+ * counter by the threads, each of which keeps a State across its tiles;
+ * pair(state, bnd, i, cnt) merges tiles i .. i + cnt - 1 (cnt 1 or 2).
+ * With sfence, each thread fences its non-temporal stores at the end.
+ */
+template <typename State, typename F>
+static void
+for_tile_pairs(const std::vector<Run> &runs, size_t n, size_t rows, bool sfence,
+			   double *split_ms, const F &pair)
+{
+	std::vector<size_t> bnd;
+	double		t0 = now_ms();
+	size_t		ntiles = make_tiles(runs, n, rows, bnd);
+	std::atomic<size_t> next(0);
+
+	*split_ms = now_ms() - t0;
+	parallel_for(nthreads, [&](int, size_t, size_t) {
+		State		state;
+
+		for (size_t i; (i = next.fetch_add(2)) < ntiles;)
+			pair(state, bnd, i, std::min((size_t) 2, ntiles - i));
+		if (sfence)
+			_mm_sfence();
+	});
+}
+
 template <bool NT>
 static void
 merge_tiles(const std::vector<Run> &runs, size_t n, uint64_t *out_keys,
 			uint32_t *out_idx, double *split_ms)
 {
-	size_t		K = runs.size();
-	std::vector<size_t> bnd;
-	double		t0 = now_ms();
-	size_t		ntiles = make_tiles(runs, n, tile_rows, bnd);
-	std::atomic<size_t> next(0);
+	typedef std::array<Merge, 2> State;
 
-	*split_ms = now_ms() - t0;
-	parallel_for(nthreads, [&](int, size_t, size_t) {
-		Merge		m[2];
-
-		for (size_t i; (i = next.fetch_add(2)) < ntiles;)
-		{
-			size_t		cnt = std::min((size_t) 2, ntiles - i);
-
-			for (size_t j = 0; j < cnt; j++)
-			{
-				const size_t *b = &bnd[(i + j) * K];
-				size_t		at = tile_at(b, K);
-
-				m[j].init(runs.data(), K, b, b + K, out_keys + at, out_idx + at);
-			}
-			if (cnt == 2)
-				merge_pair<true, NT>(m[0], m[1]);
-			else
-				merge_one<true, NT>(m[0]);
-		}
-		if (NT)
-			_mm_sfence();
+	for_tile_pairs<State>(runs, n, tile_rows, NT, split_ms,
+						  [&](State &m, const std::vector<size_t> &bnd, size_t i, size_t cnt) {
+		for (size_t j = 0; j < cnt; j++)
+			init_tile(m[j], runs, bnd, i + j, out_keys, out_idx);
+		merge_some<true, NT>(m.data(), cnt);
 	});
 }
 
@@ -625,102 +654,96 @@ struct CascadeBuf
 				ghi;
 };
 
+/* a thread's state in the cascade: its two tiles' merges and buffers */
+struct CascadeState
+{
+	Merge		m[2];
+	CascadeBuf	cb[2];
+};
+
+/* tiles i .. i + cnt - 1 (cnt 1 or 2): in two levels of G groups, or flat */
+static void
+cascade_pair(CascadeState &cs, const std::vector<Run> &runs, const std::vector<size_t> &bnd,
+			 size_t i, size_t cnt, size_t G, size_t ctile, uint64_t *out_keys,
+			 uint32_t *out_idx)
+{
+	size_t		K = runs.size();
+	Merge	   *m = cs.m;
+	CascadeBuf *cb = cs.cb;
+	bool		flat = G < 2;
+
+	for (size_t j = 0; j < cnt; j++)
+	{
+		const size_t *b = &bnd[(i + j) * K];
+
+		if (tile_at(b + K, K) - tile_at(b, K) > 4 * ctile)
+			flat = true;
+	}
+	if (flat)
+	{
+		for (size_t j = 0; j < cnt; j++)
+			init_tile(m[j], runs, bnd, i + j, out_keys, out_idx);
+		merge_some<true, false>(m, cnt);
+		return;
+	}
+	/* level 1: group g of each tile into its buffer */
+	for (size_t j = 0; j < cnt; j++)
+	{
+		const size_t *b = &bnd[(i + j) * K];
+		size_t		rows = tile_at(b + K, K) - tile_at(b, K);
+
+		if (cb[j].keys.size() < rows)
+		{
+			cb[j].keys.resize(rows);
+			cb[j].idx.resize(rows);
+		}
+		cb[j].gruns.assign(G, Run());
+		cb[j].glo.assign(G, 0);
+		cb[j].ghi.assign(G, 0);
+	}
+	std::vector<size_t> off(cnt, 0);
+
+	for (size_t g = 0; g < G; g++)
+	{
+		size_t		r0 = K * g / G,
+					r1 = K * (g + 1) / G;
+
+		for (size_t j = 0; j < cnt; j++)
+		{
+			const size_t *b = &bnd[(i + j) * K];
+			size_t		rows = tile_at(b + K + r0, r1 - r0) - tile_at(b + r0, r1 - r0);
+
+			m[j].init(runs.data() + r0, r1 - r0, b + r0, b + K + r0,
+					  cb[j].keys.data() + off[j], cb[j].idx.data() + off[j]);
+			cb[j].gruns[g] = {cb[j].keys.data() + off[j], cb[j].idx.data() + off[j],
+				rows, 0};
+			cb[j].ghi[g] = rows;
+			off[j] += rows;
+		}
+		merge_some<true, false>(m, cnt);
+	}
+	/* level 2: the groups to the output */
+	for (size_t j = 0; j < cnt; j++)
+	{
+		size_t		at = tile_at(&bnd[(i + j) * K], K);
+
+		m[j].init(cb[j].gruns.data(), G, cb[j].glo.data(), cb[j].ghi.data(),
+				  out_keys + at, out_idx + at);
+	}
+	merge_some<true, false>(m, cnt);
+}
+
 static void
 merge_cascade(const std::vector<Run> &runs, size_t n, uint64_t *out_keys,
 			  uint32_t *out_idx, double *split_ms)
 {
-	size_t		K = runs.size();
-	size_t		G = (K + 5) / 6;
+	size_t		G = (runs.size() + 5) / 6;
 	size_t		ctile = std::max(tile_rows / 4, (size_t) 4096);
-	std::vector<size_t> bnd;
-	double		t0 = now_ms();
-	size_t		ntiles = make_tiles(runs, n, ctile, bnd);
-	std::atomic<size_t> next(0);
 
-	*split_ms = now_ms() - t0;
-	parallel_for(nthreads, [&](int, size_t, size_t) {
-		Merge		m[2];
-		CascadeBuf	cb[2];
-
-		for (size_t i; (i = next.fetch_add(2)) < ntiles;)
-		{
-			size_t		cnt = std::min((size_t) 2, ntiles - i);
-			bool		flat = G < 2;
-
-			for (size_t j = 0; j < cnt; j++)
-			{
-				const size_t *b = &bnd[(i + j) * K];
-
-				if (tile_at(b + K, K) - tile_at(b, K) > 4 * ctile)
-					flat = true;
-			}
-			if (flat)
-			{
-				for (size_t j = 0; j < cnt; j++)
-				{
-					const size_t *b = &bnd[(i + j) * K];
-					size_t		at = tile_at(b, K);
-
-					m[j].init(runs.data(), K, b, b + K, out_keys + at, out_idx + at);
-				}
-				if (cnt == 2)
-					merge_pair<true, false>(m[0], m[1]);
-				else
-					merge_one<true, false>(m[0]);
-				continue;
-			}
-			/* level 1: group g of each tile into its buffer */
-			for (size_t j = 0; j < cnt; j++)
-			{
-				const size_t *b = &bnd[(i + j) * K];
-				size_t		rows = tile_at(b + K, K) - tile_at(b, K);
-
-				if (cb[j].keys.size() < rows)
-				{
-					cb[j].keys.resize(rows);
-					cb[j].idx.resize(rows);
-				}
-				cb[j].gruns.assign(G, Run());
-				cb[j].glo.assign(G, 0);
-				cb[j].ghi.assign(G, 0);
-			}
-			std::vector<size_t> off(cnt, 0);
-
-			for (size_t g = 0; g < G; g++)
-			{
-				size_t		r0 = K * g / G,
-							r1 = K * (g + 1) / G;
-
-				for (size_t j = 0; j < cnt; j++)
-				{
-					const size_t *b = &bnd[(i + j) * K];
-					size_t		rows = tile_at(b + K + r0, r1 - r0) - tile_at(b + r0, r1 - r0);
-
-					m[j].init(runs.data() + r0, r1 - r0, b + r0, b + K + r0,
-							  cb[j].keys.data() + off[j], cb[j].idx.data() + off[j]);
-					cb[j].gruns[g] = {cb[j].keys.data() + off[j], cb[j].idx.data() + off[j],
-						rows, 0};
-					cb[j].ghi[g] = rows;
-					off[j] += rows;
-				}
-				if (cnt == 2)
-					merge_pair<true, false>(m[0], m[1]);
-				else
-					merge_one<true, false>(m[0]);
-			}
-			/* level 2: the groups to the output */
-			for (size_t j = 0; j < cnt; j++)
-			{
-				size_t		at = tile_at(&bnd[(i + j) * K], K);
-
-				m[j].init(cb[j].gruns.data(), G, cb[j].glo.data(), cb[j].ghi.data(),
-						  out_keys + at, out_idx + at);
-			}
-			if (cnt == 2)
-				merge_pair<true, false>(m[0], m[1]);
-			else
-				merge_one<true, false>(m[0]);
-		}
+	for_tile_pairs<CascadeState>(runs, n, ctile, false, split_ms,
+								 [&](CascadeState &cs, const std::vector<size_t> &bnd,
+									 size_t i, size_t cnt) {
+		cascade_pair(cs, runs, bnd, i, cnt, G, ctile, out_keys, out_idx);
 	});
 }
 
@@ -911,31 +934,13 @@ static void
 merge_tiles64(const std::vector<Run> &runs, size_t n, uint64_t *out_keys,
 			  uint32_t *out_idx, double *split_ms)
 {
-	size_t		K = runs.size();
-	std::vector<size_t> bnd;
-	double		t0 = now_ms();
-	size_t		ntiles = make_tiles(runs, n, tile_rows, bnd);
-	std::atomic<size_t> next(0);
+	typedef std::array<Merge64, 2> State;
 
-	*split_ms = now_ms() - t0;
-	parallel_for(nthreads, [&](int, size_t, size_t) {
-		Merge64		m[2];
-
-		for (size_t i; (i = next.fetch_add(2)) < ntiles;)
-		{
-			size_t		cnt = std::min((size_t) 2, ntiles - i);
-
-			for (size_t j = 0; j < cnt; j++)
-			{
-				const size_t *b = &bnd[(i + j) * K];
-				size_t		at = tile_at(b, K);
-
-				m[j].init(runs.data(), K, b, b + K, out_keys + at, out_idx + at);
-			}
-			merge64_pair<NT>(&m[0], cnt == 2 ? &m[1] : NULL, K);
-		}
-		if (NT)
-			_mm_sfence();
+	for_tile_pairs<State>(runs, n, tile_rows, NT, split_ms,
+						  [&](State &m, const std::vector<size_t> &bnd, size_t i, size_t cnt) {
+		for (size_t j = 0; j < cnt; j++)
+			init_tile(m[j], runs, bnd, i + j, out_keys, out_idx);
+		merge64_pair<NT>(&m[0], cnt == 2 ? &m[1] : NULL, runs.size());
 	});
 }
 
