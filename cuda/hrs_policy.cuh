@@ -108,12 +108,11 @@ struct Sm90Policy;
 /*
  * 4- and 8-byte keys: eight tiles about 1.2-1.4x apart, so that a bucket
  * is padded by little whatever its size (a local sort costs what its tile
- * holds, not what its keys fill), and batches stop at a tile's size.
+ * holds, not what its keys fill), and batches stop at a tile's size.  The
+ * two widths share these local sorts and differ in their partition.
  */
-template <>
-struct Sm90Policy<4>
+struct Sm90NarrowLocals
 {
-	typedef PartitionPolicy<512, 16> Partition;
 	static constexpr int NUM_LOCAL = 8;
 	typedef Sm90Local<128, 8, 1024> Local0;
 	typedef Sm90Local<256, 7, 1024> Local1;
@@ -127,19 +126,15 @@ struct Sm90Policy<4>
 };
 
 template <>
-struct Sm90Policy<8>
+struct Sm90Policy<4> : Sm90NarrowLocals
+{
+	typedef PartitionPolicy<512, 16> Partition;
+};
+
+template <>
+struct Sm90Policy<8> : Sm90NarrowLocals
 {
 	typedef PartitionPolicy<384, 12> Partition;
-	static constexpr int NUM_LOCAL = 8;
-	typedef Sm90Local<128, 8, 1024> Local0;
-	typedef Sm90Local<256, 7, 1024> Local1;
-	typedef Sm90Local<256, 10, 1024> Local2;
-	typedef Sm90Local<256, 14, 1024> Local3;
-	typedef Sm90Local<512, 9, 1024> Local4;
-	typedef Sm90Local<512, 11, 1024> Local5;
-	typedef Sm90Local<512, 13, 1024> Local6;
-	typedef Sm90Local<512, 16, 1024> Local7;
-	static constexpr unsigned MERGE_LIMIT = 1792;
 };
 
 template <>
@@ -156,10 +151,9 @@ struct Sm90Policy<16>
 	static constexpr unsigned MERGE_LIMIT = 1024;
 };
 
-template <>
-struct Sm90Policy<24>
+/* 24- and 32-byte keys: these local sorts, each its own partition */
+struct Sm90WideLocals
 {
-	typedef PartitionPolicy<256, 6> Partition;
 	static constexpr int NUM_LOCAL = 6;
 	typedef Sm90Local<64, 4, 768> Local0;
 	typedef Sm90Local<128, 4, 768> Local1;
@@ -171,17 +165,15 @@ struct Sm90Policy<24>
 };
 
 template <>
-struct Sm90Policy<32>
+struct Sm90Policy<24> : Sm90WideLocals
+{
+	typedef PartitionPolicy<256, 6> Partition;
+};
+
+template <>
+struct Sm90Policy<32> : Sm90WideLocals
 {
 	typedef PartitionPolicy<256, 4> Partition;
-	static constexpr int NUM_LOCAL = 6;
-	typedef Sm90Local<64, 4, 768> Local0;
-	typedef Sm90Local<128, 4, 768> Local1;
-	typedef Sm90Local<128, 6, 768> Local2;
-	typedef Sm90Local<256, 4, 768> Local3;
-	typedef Sm90Local<256, 6, 768> Local4;
-	typedef Sm90Local<256, 8, 768> Local5;
-	static constexpr unsigned MERGE_LIMIT = 512;
 };
 
 /* local configuration c of an architecture's policy, as a type */

@@ -71,6 +71,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <functional>
 #include <thread>
@@ -313,23 +314,20 @@ make_node(uint64_t key, uint32_t run)
 	return ((Node) key << 32) | run;
 }
 
-struct Merge
+/* what both loser trees (Merge, Merge64) keep of their runs and output */
+struct MergeRuns
 {
 	size_t		K2;				/* leaves, a power of two */
 	size_t		count;			/* rows to write */
 	uint64_t   *out_keys;
 	uint32_t   *out_idx;
-	Node		w;				/* the winner */
 	std::vector<const uint64_t *> kp,	/* per run: next key, end */
 				kend;
 	std::vector<const uint32_t *> pp;	/* next perm entry */
 	std::vector<uint64_t> base;
-	std::vector<Node> loser;	/* nodes 1 .. K2-1 */
-	std::vector<Node> win;		/* scratch of init */
 
-	/* runs[0 .. K-1], rows lo[r] .. hi[r] - 1 of each */
-	void		init(const Run *runs, size_t K, const size_t *lo, const size_t *hi,
-					 uint64_t *ok, uint32_t *oi)
+	/* K2 leaves for K runs, all empty, no rows yet; the output at ok, oi */
+	void		reset(size_t K, uint64_t *ok, uint32_t *oi)
 	{
 		K2 = 1;
 		while (K2 < K)
@@ -341,6 +339,20 @@ struct Merge
 		kend.assign(K2, NULL);
 		pp.assign(K2, NULL);
 		base.assign(K2, 0);
+	}
+};
+
+struct Merge : MergeRuns
+{
+	Node		w;				/* the winner */
+	std::vector<Node> loser;	/* nodes 1 .. K2-1 */
+	std::vector<Node> win;		/* scratch of init */
+
+	/* runs[0 .. K-1], rows lo[r] .. hi[r] - 1 of each */
+	void		init(const Run *runs, size_t K, const size_t *lo, const size_t *hi,
+					 uint64_t *ok, uint32_t *oi)
+	{
+		reset(K, ok, oi);
 		loser.assign(K2, 0);
 		win.assign(2 * K2, 0);
 		for (size_t r = 0; r < K2; r++)
@@ -459,6 +471,17 @@ merge_pair(Merge &a, Merge &b)
 	b.w = wb;
 }
 
+/* m[0], in lockstep with m[1] if cnt is 2 */
+template <bool PF, bool NT>
+static void
+merge_some(Merge *m, size_t cnt)
+{
+	if (cnt == 2)
+		merge_pair<PF, NT>(m[0], m[1]);
+	else
+		merge_one<PF, NT>(m[0]);
+}
+
 /* exact-rank cuts of the output into S slices: cuts[s] for s = 0 .. S */
 static void
 split_slices(const std::vector<Run> &runs, size_t n, int S,
@@ -495,10 +518,7 @@ merge_static(const std::vector<Run> &runs, size_t n, int per, uint64_t *out_keys
 			m[j].init(runs.data(), K, cuts[s].data(), cuts[s + 1].data(),
 					  out_keys + at, out_idx + at);
 		}
-		if (per == 2)
-			merge_pair<PF, false>(m[0], m[1]);
-		else
-			merge_one<PF, false>(m[0]);
+		merge_some<PF, false>(m, per);
 	});
 }
 
@@ -573,38 +593,43 @@ tile_at(const size_t *b, size_t K)
 	return at;
 }
 
-template <bool NT>
+/* m (a Merge or a Merge64) set up for tile t, writing at its place in out_* */
+template <typename M>
 static void
-merge_tiles(const std::vector<Run> &runs, size_t n, uint64_t *out_keys,
-			uint32_t *out_idx, double *split_ms)
+init_tile(M &m, const std::vector<Run> &runs, const std::vector<size_t> &bnd, size_t t,
+		  uint64_t *out_keys, uint32_t *out_idx)
 {
 	size_t		K = runs.size();
+	const size_t *b = &bnd[t * K];
+	size_t		at = tile_at(b, K);
+
+	m.init(runs.data(), K, b, b + K, out_keys + at, out_idx + at);
+}
+
+/*
+ * The frame of the tile variants: tiles of about `rows` rows (the time
+ * make_tiles takes into *split_ms), taken two at a time from a shared
+ * counter by the threads, each of which keeps a State across its tiles;
+ * pair(state, bnd, i, cnt) merges tiles i .. i + cnt - 1 (cnt 1 or 2).
+ * With sfence, each thread fences its non-temporal stores at the end.
+ */
+template <typename State, typename F>
+static void
+for_tile_pairs(const std::vector<Run> &runs, size_t n, size_t rows, bool sfence,
+			   double *split_ms, const F &pair)
+{
 	std::vector<size_t> bnd;
 	double		t0 = now_ms();
-	size_t		ntiles = make_tiles(runs, n, tile_rows, bnd);
+	size_t		ntiles = make_tiles(runs, n, rows, bnd);
 	std::atomic<size_t> next(0);
 
 	*split_ms = now_ms() - t0;
 	parallel_for(nthreads, [&](int, size_t, size_t) {
-		Merge		m[2];
+		State		state;
 
 		for (size_t i; (i = next.fetch_add(2)) < ntiles;)
-		{
-			size_t		cnt = std::min((size_t) 2, ntiles - i);
-
-			for (size_t j = 0; j < cnt; j++)
-			{
-				const size_t *b = &bnd[(i + j) * K];
-				size_t		at = tile_at(b, K);
-
-				m[j].init(runs.data(), K, b, b + K, out_keys + at, out_idx + at);
-			}
-			if (cnt == 2)
-				merge_pair<true, NT>(m[0], m[1]);
-			else
-				merge_one<true, NT>(m[0]);
-		}
-		if (NT)
+			pair(state, bnd, i, std::min((size_t) 2, ntiles - i));
+		if (sfence)
 			_mm_sfence();
 	});
 }
@@ -625,102 +650,96 @@ struct CascadeBuf
 				ghi;
 };
 
+/* a thread's state in the cascade: its two tiles' merges and buffers */
+struct CascadeState
+{
+	Merge		m[2];
+	CascadeBuf	cb[2];
+};
+
+/* tiles i .. i + cnt - 1 (cnt 1 or 2): in two levels of G groups, or flat */
+static void
+cascade_pair(CascadeState &cs, const std::vector<Run> &runs, const std::vector<size_t> &bnd,
+			 size_t i, size_t cnt, size_t G, size_t ctile, uint64_t *out_keys,
+			 uint32_t *out_idx)
+{
+	size_t		K = runs.size();
+	Merge	   *m = cs.m;
+	CascadeBuf *cb = cs.cb;
+	bool		flat = G < 2;
+
+	for (size_t j = 0; j < cnt; j++)
+	{
+		const size_t *b = &bnd[(i + j) * K];
+
+		if (tile_at(b + K, K) - tile_at(b, K) > 4 * ctile)
+			flat = true;
+	}
+	if (flat)
+	{
+		for (size_t j = 0; j < cnt; j++)
+			init_tile(m[j], runs, bnd, i + j, out_keys, out_idx);
+		merge_some<true, false>(m, cnt);
+		return;
+	}
+	/* level 1: group g of each tile into its buffer */
+	for (size_t j = 0; j < cnt; j++)
+	{
+		const size_t *b = &bnd[(i + j) * K];
+		size_t		rows = tile_at(b + K, K) - tile_at(b, K);
+
+		if (cb[j].keys.size() < rows)
+		{
+			cb[j].keys.resize(rows);
+			cb[j].idx.resize(rows);
+		}
+		cb[j].gruns.assign(G, Run());
+		cb[j].glo.assign(G, 0);
+		cb[j].ghi.assign(G, 0);
+	}
+	std::vector<size_t> off(cnt, 0);
+
+	for (size_t g = 0; g < G; g++)
+	{
+		size_t		r0 = K * g / G,
+					r1 = K * (g + 1) / G;
+
+		for (size_t j = 0; j < cnt; j++)
+		{
+			const size_t *b = &bnd[(i + j) * K];
+			size_t		rows = tile_at(b + K + r0, r1 - r0) - tile_at(b + r0, r1 - r0);
+
+			m[j].init(runs.data() + r0, r1 - r0, b + r0, b + K + r0,
+					  cb[j].keys.data() + off[j], cb[j].idx.data() + off[j]);
+			cb[j].gruns[g] = {cb[j].keys.data() + off[j], cb[j].idx.data() + off[j],
+				rows, 0};
+			cb[j].ghi[g] = rows;
+			off[j] += rows;
+		}
+		merge_some<true, false>(m, cnt);
+	}
+	/* level 2: the groups to the output */
+	for (size_t j = 0; j < cnt; j++)
+	{
+		size_t		at = tile_at(&bnd[(i + j) * K], K);
+
+		m[j].init(cb[j].gruns.data(), G, cb[j].glo.data(), cb[j].ghi.data(),
+				  out_keys + at, out_idx + at);
+	}
+	merge_some<true, false>(m, cnt);
+}
+
 static void
 merge_cascade(const std::vector<Run> &runs, size_t n, uint64_t *out_keys,
 			  uint32_t *out_idx, double *split_ms)
 {
-	size_t		K = runs.size();
-	size_t		G = (K + 5) / 6;
+	size_t		G = (runs.size() + 5) / 6;
 	size_t		ctile = std::max(tile_rows / 4, (size_t) 4096);
-	std::vector<size_t> bnd;
-	double		t0 = now_ms();
-	size_t		ntiles = make_tiles(runs, n, ctile, bnd);
-	std::atomic<size_t> next(0);
 
-	*split_ms = now_ms() - t0;
-	parallel_for(nthreads, [&](int, size_t, size_t) {
-		Merge		m[2];
-		CascadeBuf	cb[2];
-
-		for (size_t i; (i = next.fetch_add(2)) < ntiles;)
-		{
-			size_t		cnt = std::min((size_t) 2, ntiles - i);
-			bool		flat = G < 2;
-
-			for (size_t j = 0; j < cnt; j++)
-			{
-				const size_t *b = &bnd[(i + j) * K];
-
-				if (tile_at(b + K, K) - tile_at(b, K) > 4 * ctile)
-					flat = true;
-			}
-			if (flat)
-			{
-				for (size_t j = 0; j < cnt; j++)
-				{
-					const size_t *b = &bnd[(i + j) * K];
-					size_t		at = tile_at(b, K);
-
-					m[j].init(runs.data(), K, b, b + K, out_keys + at, out_idx + at);
-				}
-				if (cnt == 2)
-					merge_pair<true, false>(m[0], m[1]);
-				else
-					merge_one<true, false>(m[0]);
-				continue;
-			}
-			/* level 1: group g of each tile into its buffer */
-			for (size_t j = 0; j < cnt; j++)
-			{
-				const size_t *b = &bnd[(i + j) * K];
-				size_t		rows = tile_at(b + K, K) - tile_at(b, K);
-
-				if (cb[j].keys.size() < rows)
-				{
-					cb[j].keys.resize(rows);
-					cb[j].idx.resize(rows);
-				}
-				cb[j].gruns.assign(G, Run());
-				cb[j].glo.assign(G, 0);
-				cb[j].ghi.assign(G, 0);
-			}
-			std::vector<size_t> off(cnt, 0);
-
-			for (size_t g = 0; g < G; g++)
-			{
-				size_t		r0 = K * g / G,
-							r1 = K * (g + 1) / G;
-
-				for (size_t j = 0; j < cnt; j++)
-				{
-					const size_t *b = &bnd[(i + j) * K];
-					size_t		rows = tile_at(b + K + r0, r1 - r0) - tile_at(b + r0, r1 - r0);
-
-					m[j].init(runs.data() + r0, r1 - r0, b + r0, b + K + r0,
-							  cb[j].keys.data() + off[j], cb[j].idx.data() + off[j]);
-					cb[j].gruns[g] = {cb[j].keys.data() + off[j], cb[j].idx.data() + off[j],
-						rows, 0};
-					cb[j].ghi[g] = rows;
-					off[j] += rows;
-				}
-				if (cnt == 2)
-					merge_pair<true, false>(m[0], m[1]);
-				else
-					merge_one<true, false>(m[0]);
-			}
-			/* level 2: the groups to the output */
-			for (size_t j = 0; j < cnt; j++)
-			{
-				size_t		at = tile_at(&bnd[(i + j) * K], K);
-
-				m[j].init(cb[j].gruns.data(), G, cb[j].glo.data(), cb[j].ghi.data(),
-						  out_keys + at, out_idx + at);
-			}
-			if (cnt == 2)
-				merge_pair<true, false>(m[0], m[1]);
-			else
-				merge_one<true, false>(m[0]);
-		}
+	for_tile_pairs<CascadeState>(runs, n, ctile, false, split_ms,
+								 [&](CascadeState &cs, const std::vector<size_t> &bnd,
+									 size_t i, size_t cnt) {
+		cascade_pair(cs, runs, bnd, i, cnt, G, ctile, out_keys, out_idx);
 	});
 }
 
@@ -730,20 +749,13 @@ merge_cascade(const std::vector<Run> &runs, size_t n, uint64_t *out_keys,
  * level costs one 64-bit compare and two moves instead of a 128-bit compare
  * and four.  An exhausted run's key is UINT64_MAX, which must never tie
  * with a real key: each run's rows with key UINT64_MAX (the end of its
- * window) are left out of the tree and copied after the merged rows.
+ * window) are left out of the tree and copied after the merged rows
+ * (count: the rows merged through the tree).
  */
-struct Merge64
+struct Merge64 : MergeRuns
 {
-	size_t		K2;
-	size_t		count;			/* rows merged through the tree */
-	uint64_t   *out_keys;
-	uint32_t   *out_idx;
 	uint64_t	wk;				/* the winner: key, run */
 	uint32_t	wr;
-	std::vector<const uint64_t *> kp,
-				kend;
-	std::vector<const uint32_t *> pp;
-	std::vector<uint64_t> base;
 	std::vector<uint64_t> lk;	/* losers 1 .. K2-1: keys, runs */
 	std::vector<uint32_t> lr;
 	std::vector<uint64_t> vk;	/* scratch of init */
@@ -756,16 +768,7 @@ struct Merge64
 	{
 		runs = rs;
 		hi = h;
-		K2 = 1;
-		while (K2 < K)
-			K2 <<= 1;
-		count = 0;
-		out_keys = ok;
-		out_idx = oi;
-		kp.assign(K2, NULL);
-		kend.assign(K2, NULL);
-		pp.assign(K2, NULL);
-		base.assign(K2, 0);
+		reset(K, ok, oi);
 		lk.assign(K2, 0);
 		lr.assign(K2, 0);
 		vk.assign(2 * K2, UINT64_MAX);
@@ -906,36 +909,34 @@ merge64_pair(Merge64 *a, Merge64 *b, size_t K)
 	a->finish(K);
 }
 
+/* tiles' trees m[0 .. cnt - 1] (cnt 1 or 2, of K runs) merged, in lockstep */
 template <bool NT>
 static void
-merge_tiles64(const std::vector<Run> &runs, size_t n, uint64_t *out_keys,
-			  uint32_t *out_idx, double *split_ms)
+merge_tile_trees(Merge *m, size_t cnt, size_t)
 {
-	size_t		K = runs.size();
-	std::vector<size_t> bnd;
-	double		t0 = now_ms();
-	size_t		ntiles = make_tiles(runs, n, tile_rows, bnd);
-	std::atomic<size_t> next(0);
+	merge_some<true, NT>(m, cnt);
+}
 
-	*split_ms = now_ms() - t0;
-	parallel_for(nthreads, [&](int, size_t, size_t) {
-		Merge64		m[2];
+template <bool NT>
+static void
+merge_tile_trees(Merge64 *m, size_t cnt, size_t K)
+{
+	merge64_pair<NT>(&m[0], cnt == 2 ? &m[1] : NULL, K);
+}
 
-		for (size_t i; (i = next.fetch_add(2)) < ntiles;)
-		{
-			size_t		cnt = std::min((size_t) 2, ntiles - i);
+/* tiles (M: Merge) and tiles64 (M: Merge64); NT: non-temporal stores */
+template <typename M, bool NT>
+static void
+merge_tiles(const std::vector<Run> &runs, size_t n, uint64_t *out_keys,
+			uint32_t *out_idx, double *split_ms)
+{
+	typedef std::array<M, 2> State;
 
-			for (size_t j = 0; j < cnt; j++)
-			{
-				const size_t *b = &bnd[(i + j) * K];
-				size_t		at = tile_at(b, K);
-
-				m[j].init(runs.data(), K, b, b + K, out_keys + at, out_idx + at);
-			}
-			merge64_pair<NT>(&m[0], cnt == 2 ? &m[1] : NULL, K);
-		}
-		if (NT)
-			_mm_sfence();
+	for_tile_pairs<State>(runs, n, tile_rows, NT, split_ms,
+						  [&](State &m, const std::vector<size_t> &bnd, size_t i, size_t cnt) {
+		for (size_t j = 0; j < cnt; j++)
+			init_tile(m[j], runs, bnd, i + j, out_keys, out_idx);
+		merge_tile_trees<NT>(m.data(), cnt, runs.size());
 	});
 }
 
@@ -956,19 +957,19 @@ parallel_merge(int variant, const std::vector<Run> &runs, size_t n,
 			merge_static<true>(runs, n, 1, out_keys, out_idx, split_ms);
 			break;
 		case MV_TILES:
-			merge_tiles<false>(runs, n, out_keys, out_idx, split_ms);
+			merge_tiles<Merge, false>(runs, n, out_keys, out_idx, split_ms);
 			break;
 		case MV_TILES_NT:
-			merge_tiles<true>(runs, n, out_keys, out_idx, split_ms);
+			merge_tiles<Merge, true>(runs, n, out_keys, out_idx, split_ms);
 			break;
 		case MV_CASCADE:
 			merge_cascade(runs, n, out_keys, out_idx, split_ms);
 			break;
 		case MV_TILES64:
-			merge_tiles64<false>(runs, n, out_keys, out_idx, split_ms);
+			merge_tiles<Merge64, false>(runs, n, out_keys, out_idx, split_ms);
 			break;
 		default:
-			merge_tiles64<true>(runs, n, out_keys, out_idx, split_ms);
+			merge_tiles<Merge64, true>(runs, n, out_keys, out_idx, split_ms);
 			break;
 	}
 }
@@ -1166,6 +1167,21 @@ struct Measure
 				bidir_gbs;
 };
 
+/* GB/s of one copy of bytes on stream s, timed by the events e[0], e[1] */
+static double
+timed_copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+		   cudaStream_t s, cudaEvent_t *e)
+{
+	float		ms;
+
+	cudaEventRecord(e[0], s);
+	cudaMemcpyAsync(dst, src, bytes, kind, s);
+	cudaEventRecord(e[1], s);
+	cudaEventSynchronize(e[1]);
+	cudaEventElapsedTime(&ms, e[0], e[1]);
+	return bytes / (ms * 1e6);
+}
+
 static Measure
 measure_pcie(void *pinned, size_t bytes)
 {
@@ -1188,22 +1204,14 @@ measure_pcie(void *pinned, size_t bytes)
 		cudaEventCreate(&e[i]);
 	for (int rep = 0; rep < 6; rep++)
 	{
-		float		ms;
+		double		h2d = timed_copy(dev, pinned, bytes, cudaMemcpyHostToDevice, s[0], e),
+					d2h = timed_copy(pinned, dev, bytes, cudaMemcpyDeviceToHost, s[0], e);
 
-		cudaEventRecord(e[0], s[0]);
-		cudaMemcpyAsync(dev, pinned, bytes, cudaMemcpyHostToDevice, s[0]);
-		cudaEventRecord(e[1], s[0]);
-		cudaEventSynchronize(e[1]);
-		cudaEventElapsedTime(&ms, e[0], e[1]);
 		if (rep > 0)
-			up.push_back(bytes / (ms * 1e6));
-		cudaEventRecord(e[0], s[0]);
-		cudaMemcpyAsync(pinned, dev, bytes, cudaMemcpyDeviceToHost, s[0]);
-		cudaEventRecord(e[1], s[0]);
-		cudaEventSynchronize(e[1]);
-		cudaEventElapsedTime(&ms, e[0], e[1]);
-		if (rep > 0)
-			down.push_back(bytes / (ms * 1e6));
+		{
+			up.push_back(h2d);
+			down.push_back(d2h);
+		}
 		/* both directions at once: half the buffer each way */
 		{
 			double		t0 = now_ms();
@@ -1238,12 +1246,12 @@ slot_bytes(size_t n)
 	return 2 * al(n * 8) + 2 * al(n * 4) + al(hrs::temp_bytes(8, n));
 }
 
-int
-main(int argc, char **argv)
+/* the command line (see the header comment), with its defaults */
+struct Options
 {
 	size_t		n = 8000000000ull / 12;
 	size_t		budget = 2048ull << 20;
-	size_t		chunk_rows = 0;
+	size_t		chunk_rows = 0; /* 0: the most that fit the budget */
 	int			reps = 3;
 	int			cpu_bits = 10;
 	uint64_t	seed = 42;
@@ -1251,15 +1259,17 @@ main(int argc, char **argv)
 	bool		no_cpu_sort = false;
 	bool		ramp = true;
 	int			enc_threads = 0;	/* default: T - 1, a core left to the engine's worker */
-	int			few = 0;			/* --dist few: 16 distinct keys, UINT64_MAX among them */
+	int			few = 0;		/* --dist few: 16 distinct keys, UINT64_MAX among them */
 	int			variant = MV_TILES64;
 	bool		merge_all = false;
 	const char *out = NULL;
 	const char *commit = "unknown";
-	char		errbuf[GS_ERRBUF_SIZE];
-	gs_status	st;
-	int			ndev = 0;
+};
 
+/* *o from the command line (nthreads and tile_rows too); false: exit with 2 */
+static bool
+parse_options(int argc, char **argv, Options *o)
+{
 	nthreads = (int) std::thread::hardware_concurrency();
 	if (nthreads < 1)
 		nthreads = 1;
@@ -1269,40 +1279,40 @@ main(int argc, char **argv)
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (strcmp(a, "--pairs") == 0 && v)
-			n = (size_t) atof(v), i++;
+			o->n = (size_t) atof(v), i++;
 		else if (strcmp(a, "--budget-mb") == 0 && v)
-			budget = (size_t) (atof(v) * (1 << 20)), i++;
+			o->budget = (size_t) (atof(v) * (1 << 20)), i++;
 		else if (strcmp(a, "--threads") == 0 && v)
 			nthreads = atoi(v), i++;
 		else if (strcmp(a, "--chunk-rows") == 0 && v)
-			chunk_rows = (size_t) atof(v), i++;
+			o->chunk_rows = (size_t) atof(v), i++;
 		else if (strcmp(a, "--reps") == 0 && v)
-			reps = atoi(v), i++;
+			o->reps = atoi(v), i++;
 		else if (strcmp(a, "--cpu-bits") == 0 && v)
-			cpu_bits = atoi(v), i++;
+			o->cpu_bits = atoi(v), i++;
 		else if (strcmp(a, "--seed") == 0 && v)
-			seed = strtoull(v, NULL, 10), i++;
+			o->seed = strtoull(v, NULL, 10), i++;
 		else if (strcmp(a, "--out") == 0 && v)
-			out = v, i++;
+			o->out = v, i++;
 		else if (strcmp(a, "--commit") == 0 && v)
-			commit = v, i++;
+			o->commit = v, i++;
 		else if (strcmp(a, "--cpu-only") == 0)
-			cpu_only = true;
+			o->cpu_only = true;
 		else if (strcmp(a, "--no-cpu-sort") == 0)
-			no_cpu_sort = true;
+			o->no_cpu_sort = true;
 		else if (strcmp(a, "--no-ramp") == 0)
-			ramp = false;
+			o->ramp = false;
 		else if (strcmp(a, "--encode-threads") == 0 && v)
-			enc_threads = atoi(v), i++;
+			o->enc_threads = atoi(v), i++;
 		else if (strcmp(a, "--tile-rows") == 0 && v)
 			tile_rows = (size_t) atof(v), i++;
 		else if (strcmp(a, "--merge-all") == 0)
-			merge_all = true;
+			o->merge_all = true;
 		else if (strcmp(a, "--merge") == 0 && v && merge_variant(v) >= 0)
-			variant = merge_variant(v), i++;
+			o->variant = merge_variant(v), i++;
 		else if (strcmp(a, "--dist") == 0 && v && (strcmp(v, "uniform") == 0 ||
 													strcmp(v, "few") == 0))
-			few = strcmp(v, "few") == 0, i++;
+			o->few = strcmp(v, "few") == 0, i++;
 		else
 		{
 			fprintf(stderr,
@@ -1311,442 +1321,569 @@ main(int argc, char **argv)
 					"          [--cpu-only] [--no-cpu-sort] [--no-ramp]\n"
 					"          [--merge pair|pair-pf|one-pf|tiles|tiles-nt|cascade|tiles64|tiles64-nt] [--merge-all]\n"
 					"          [--tile-rows N] [--out FILE.md] [--commit SHA]\n", argv[0]);
-			return 2;
+			return false;
 		}
 	}
-	if (enc_threads <= 0)
-		enc_threads = nthreads > 1 ? nthreads - 1 : 1;
-	if (nthreads < 1 || reps < 1 || cpu_bits < 1 || cpu_bits > 20 || n < 1 ||
-		n > GS_MAX_ROWS || tile_rows < 1024)
+	if (o->enc_threads <= 0)
+		o->enc_threads = nthreads > 1 ? nthreads - 1 : 1;
+	if (nthreads < 1 || o->reps < 1 || o->cpu_bits < 1 || o->cpu_bits > 20 || o->n < 1 ||
+		o->n > GS_MAX_ROWS || tile_rows < 1024)
 	{
 		fprintf(stderr, "bad option value\n");
-		return 2;
+		return false;
 	}
-	if (!cpu_only && (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0))
+	return true;
+}
+
+/* chunk rows: the most whose two slots' device buffers fit in the budget */
+static size_t
+fit_chunk_rows(size_t n, size_t budget)
+{
+	size_t		lo = 1,
+				hi = n;
+
+	while (lo < hi)
 	{
-		(void) cudaGetLastError();
-		printf("no CUDA device: running the CPU parts only (--cpu-only)\n");
-		cpu_only = true;
+		size_t		mid = lo + (hi - lo + 1) / 2;
+
+		if (2 * slot_bytes(mid) <= budget)
+			lo = mid;
+		else
+			hi = mid - 1;
 	}
+	/* whole 4 KB pages of keys per chunk, for the copies */
+	if (lo > 4096 && lo < n)
+		lo &= ~(size_t) 511;
+	return lo;
+}
 
-	/* chunk size: both slots' device buffers within the budget */
-	if (chunk_rows == 0)
+/*
+ * Chunk sizes.  With --ramp (the default) the first two chunks are a
+ * quarter and a half of the full size c, and so are the last two: the
+ * first chunk's encode and upload and the last one's download overlap
+ * nothing, so they should be short.  coff: where each chunk starts.
+ */
+static void
+plan_chunks(size_t n, size_t c, bool ramp, std::vector<size_t> &crows,
+			std::vector<size_t> &coff)
+{
+	size_t		left = n;
+	bool		r = ramp && c >= 4 && n > 3 * c;
+
+	if (r)
 	{
-		size_t		lo = 1,
-					hi = n;
-
-		while (lo < hi)
-		{
-			size_t		mid = lo + (hi - lo + 1) / 2;
-
-			if (2 * slot_bytes(mid) <= budget)
-				lo = mid;
-			else
-				hi = mid - 1;
-		}
-		chunk_rows = lo;
-		/* whole 4 KB pages of keys per chunk, for the copies */
-		if (chunk_rows > 4096 && chunk_rows < n)
-			chunk_rows &= ~(size_t) 511;
+		crows.push_back(c / 4);
+		crows.push_back(c / 2);
+		left -= c / 4 + c / 2;
 	}
-	/*
-	 * Chunk sizes.  With --ramp (the default) the first two chunks are a
-	 * quarter and a half of the full size, and so are the last two: the
-	 * first chunk's encode and upload and the last one's download overlap
-	 * nothing, so they should be short.
-	 */
-	std::vector<size_t> crows,
-				coff;
+	while (left > c + c / 2 + c / 4)
 	{
-		size_t		left = n;
-		size_t		c = chunk_rows;
-		bool		r = ramp && c >= 4 && n > 3 * c;
-
-		if (r)
-		{
-			crows.push_back(c / 4);
-			crows.push_back(c / 2);
-			left -= c / 4 + c / 2;
-		}
-		while (left > c + c / 2 + c / 4)
+		crows.push_back(c);
+		left -= c;
+	}
+	if (r && left > c / 2 + c / 4)
+	{
+		crows.push_back(left - c / 2 - c / 4);
+		crows.push_back(c / 2);
+		crows.push_back(c / 4);
+	}
+	else
+	{
+		while (left > c)
 		{
 			crows.push_back(c);
 			left -= c;
 		}
-		if (r && left > c / 2 + c / 4)
-		{
-			crows.push_back(left - c / 2 - c / 4);
-			crows.push_back(c / 2);
-			crows.push_back(c / 4);
-		}
-		else
-		{
-			while (left > c)
-			{
-				crows.push_back(c);
-				left -= c;
-			}
-			crows.push_back(left);
-		}
-		for (size_t i = 0, at = 0; i < crows.size(); at += crows[i], i++)
-			coff.push_back(at);
+		crows.push_back(left);
 	}
-	size_t		nchunks = crows.size();
+	for (size_t i = 0, at = 0; i < crows.size(); at += crows[i], i++)
+		coff.push_back(at);
+}
 
-	printf("rows %zu (%.2f GB of u64 key + u32 index), budget %zu MB, chunk %zu rows "
-		   "(%zu MB of device buffers per slot), %zu chunks, %d threads%s\n",
-		   n, n * 12 / 1e9, budget >> 20, chunk_rows, slot_bytes(chunk_rows) >> 20,
-		   nchunks, nthreads, cpu_only ? ", CPU only" : "");
-	fflush(stdout);
+/* the source keys and the merge's output */
+struct Data
+{
+	uint64_t   *src;
+	uint64_t   *gkeys;
+	uint32_t   *gidx;
+};
 
-	/* source data */
-	double		t0 = now_ms();
-	uint64_t   *src = (uint64_t *) big_alloc(n * 8);
-	uint64_t   *gkeys = (uint64_t *) big_alloc(n * 8);
-	uint32_t   *gidx = (uint32_t *) big_alloc(n * 4);
+/* *d allocated, the source generated, the output touched; false: out of memory */
+static bool
+make_data(const Options &o, Data *d)
+{
+	size_t		n = o.n;
+	uint64_t   *src;
 
-	if (!src || !gkeys || !gidx)
-	{
-		fprintf(stderr, "out of memory\n");
-		return 1;
-	}
+	d->src = src = (uint64_t *) big_alloc(n * 8);
+	d->gkeys = (uint64_t *) big_alloc(n * 8);
+	d->gidx = (uint32_t *) big_alloc(n * 4);
+	if (!d->src || !d->gkeys || !d->gidx)
+		return false;
 	parallel_for(n, [&](int, size_t lo, size_t hi) {
 		for (size_t i = lo; i < hi; i++)
 		{
-			uint64_t	x = splitmix64(seed * 0x1000003ull + i);
+			uint64_t	x = splitmix64(o.seed * 0x1000003ull + i);
 
-			if (few)
+			if (o.few)
 				x = x % 16 == 15 ? UINT64_MAX : splitmix64(x % 16);
 			src[i] = x;
 		}
 	});
-	par_memset(gkeys, 0, n * 8);
-	par_memset(gidx, 0, n * 4);
+	par_memset(d->gkeys, 0, n * 8);
+	par_memset(d->gidx, 0, n * 4);
+	return true;
+}
 
-	/* engine and pinned buffers */
+/* the engine and each chunk's rows and pinned buffers */
+struct Chunks
+{
 	const gs_engine_ops *ops;
-	gs_engine  *eng = NULL;
+	gs_engine  *eng;
 	gs_device_info info;
+	size_t		count;
+	std::vector<size_t> rows,
+				off;
+	std::vector<uint64_t *> keys;
+	std::vector<uint32_t *> perm;
+};
 
-	ops = cpu_only ? gpusort_cpu_engine(GS_ENGINE_ABI_VERSION) :
+/* ch's engine created (false: ABI mismatch) and its chunks' buffers allocated */
+static bool
+open_chunks(const Options &o, Chunks *ch)
+{
+	char		errbuf[GS_ERRBUF_SIZE];
+	gs_status	st;
+	const gs_engine_ops *ops;
+
+	ch->eng = NULL;
+	ch->ops = ops = o.cpu_only ? gpusort_cpu_engine(GS_ENGINE_ABI_VERSION) :
 		gpusort_cuda_engine(GS_ENGINE_ABI_VERSION);
 	if (ops == NULL)
 	{
 		fprintf(stderr, "engine ABI mismatch\n");
-		return 1;
+		return false;
 	}
-	st = ops->create(&eng, errbuf, sizeof(errbuf));
+	st = ops->create(&ch->eng, errbuf, sizeof(errbuf));
 	if (st != GS_OK)
 		die("create", st, errbuf);
-	st = ops->device_info(eng, &info, errbuf, sizeof(errbuf));
+	st = ops->device_info(ch->eng, &ch->info, errbuf, sizeof(errbuf));
 	if (st != GS_OK)
 		die("device_info", st, errbuf);
 
-	std::vector<uint64_t *> ckeys(nchunks);
-	std::vector<uint32_t *> cperm(nchunks);
+	ch->keys.resize(ch->count);
+	ch->perm.resize(ch->count);
+	for (size_t c = 0; c < ch->count; c++)
+	{
+		void	   *p;
 
+		st = ops->keybuf_alloc(ch->eng, ch->rows[c] * 8, &p, errbuf, sizeof(errbuf));
+		if (st != GS_OK)
+			die("keybuf_alloc", st, errbuf);
+		ch->keys[c] = (uint64_t *) p;
+		st = ops->keybuf_alloc(ch->eng, ch->rows[c] * 4, &p, errbuf, sizeof(errbuf));
+		if (st != GS_OK)
+			die("keybuf_alloc", st, errbuf);
+		ch->perm[c] = (uint32_t *) p;
+		/* touch: pinned pages are resident already, pageable ones not */
+		memset(ch->keys[c], 0, ch->rows[c] * 8);
+		memset(ch->perm[c], 0, ch->rows[c] * 4);
+	}
+	return true;
+}
+
+static void
+close_chunks(Chunks *ch)
+{
+	for (size_t c = 0; c < ch->count; c++)
+	{
+		ch->ops->keybuf_free(ch->eng, ch->keys[c], ch->rows[c] * 8);
+		ch->ops->keybuf_free(ch->eng, ch->perm[c], ch->rows[c] * 4);
+	}
+	ch->ops->destroy(ch->eng);
+}
+
+/* pinned PCIe bandwidth through a keybuf of up to 1 GB, printed */
+static Measure
+pinned_bandwidth(const Options &o, const Chunks &ch)
+{
+	size_t		bytes = std::min(o.n * 8, (size_t) 1 << 30);
+	char		errbuf[GS_ERRBUF_SIZE];
+	gs_status	st;
+	void	   *p;
+	Measure		bw;
+
+	st = ch.ops->keybuf_alloc(ch.eng, bytes, &p, errbuf, sizeof(errbuf));
+	if (st != GS_OK)
+		die("keybuf_alloc", st, errbuf);
+	memset(p, 1, bytes);
+	bw = measure_pcie(p, bytes);
+	ch.ops->keybuf_free(ch.eng, p, bytes);
+	printf("pinned PCIe, %zu MB: H2D %.1f GB/s, D2H %.1f GB/s, both at once %.1f GB/s total\n",
+		   bytes >> 20, bw.h2d_gbs, bw.d2h_gbs, bw.bidir_gbs);
+	fflush(stdout);
+	return bw;
+}
+
+/* the chunked sort's times: per rep, and the engine's sums of the last rep */
+struct Timings
+{
+	std::vector<double> chunked,
+				merge,
+				whole,
+				encode,
+				stall,
+				split;
+	double		sum_up,
+				sum_sort,
+				sum_down;
+};
+
+/* wait for a submitted chunk sort; the wait into *stall, its times into *t */
+static void
+wait_chunk(const Chunks &ch, gs_ticket tk, double *stall, Timings *t)
+{
+	char		errbuf[GS_ERRBUF_SIZE];
+	gs_sort_stats ss;
+	gs_status	st;
+	double		a = now_ms();
+
+	st = ch.ops->sort_wait(ch.eng, tk, NULL, NULL, &ss, errbuf, sizeof(errbuf));
+	if (st != GS_OK)
+		die("sort_wait", st, errbuf);
+	*stall += now_ms() - a;
+	t->sum_up += ss.upload_ms;
+	t->sum_sort += ss.sort_ms;
+	t->sum_down += ss.download_ms;
+}
+
+/*
+ * One rep of the chunked sort: each chunk encoded into its keybuf and
+ * submitted while the two before it are in the engine (or, CPU only,
+ * sorted at once), then the sorted runs merged into d's output.
+ */
+static void
+chunked_rep(int rep, const Options &o, const Data &d, const Chunks &ch,
+			std::vector<Run> &runs, Timings *t)
+{
+	char		errbuf[GS_ERRBUF_SIZE];
+	gs_status	st;
+	size_t		nchunks = ch.count;
+	std::vector<gs_ticket> tk(nchunks, 0);
+	double		enc = 0,
+				stall = 0;
+	double		ts = now_ms();
+
+	t->sum_up = t->sum_sort = t->sum_down = 0;
 	for (size_t c = 0; c < nchunks; c++)
 	{
-		void	   *p;
-
-		st = ops->keybuf_alloc(eng, crows[c] * 8, &p, errbuf, sizeof(errbuf));
-		if (st != GS_OK)
-			die("keybuf_alloc", st, errbuf);
-		ckeys[c] = (uint64_t *) p;
-		st = ops->keybuf_alloc(eng, crows[c] * 4, &p, errbuf, sizeof(errbuf));
-		if (st != GS_OK)
-			die("keybuf_alloc", st, errbuf);
-		cperm[c] = (uint32_t *) p;
-		/* touch: pinned pages are resident already, pageable ones not */
-		memset(ckeys[c], 0, crows[c] * 8);
-		memset(cperm[c], 0, crows[c] * 4);
-	}
-	double		setup_ms = now_ms() - t0;
-
-	printf("device: %s; data and %zu pinned buffers ready in %.0f ms\n", info.name,
-		   2 * nchunks, setup_ms);
-	fflush(stdout);
-
-	Measure		bw = {0, 0, 0};
-
-	if (!cpu_only)
-	{
-		size_t		bytes = std::min(n * 8, (size_t) 1 << 30);
-		void	   *p;
-
-		st = ops->keybuf_alloc(eng, bytes, &p, errbuf, sizeof(errbuf));
-		if (st != GS_OK)
-			die("keybuf_alloc", st, errbuf);
-		memset(p, 1, bytes);
-		bw = measure_pcie(p, bytes);
-		ops->keybuf_free(eng, p, bytes);
-		printf("pinned PCIe, %zu MB: H2D %.1f GB/s, D2H %.1f GB/s, both at once %.1f GB/s total\n",
-			   bytes >> 20, bw.h2d_gbs, bw.d2h_gbs, bw.bidir_gbs);
-		fflush(stdout);
-	}
-
-	/* the chunked GPU sort, R times */
-	std::vector<double> t_chunked,
-				t_merge,
-				t_whole,
-				t_encode,
-				t_stall,
-				t_split;
-	double		sum_up = 0,
-				sum_sort = 0,
-				sum_down = 0;
-	std::vector<Run> runs(nchunks);
-
-	for (int rep = 0; rep < reps; rep++)
-	{
-		std::vector<gs_ticket> tk(nchunks, 0);
-		double		enc = 0,
-					stall = 0;
-		double		ts = now_ms();
-
-		sum_up = sum_sort = sum_down = 0;
-		for (size_t c = 0; c < nchunks; c++)
-		{
-			double		a = now_ms();
-
-			par_memcpy(enc_threads, ckeys[c], src + coff[c], crows[c] * 8);
-			enc += now_ms() - a;
-			if (cpu_only)
-			{
-				st = ops->sort(eng, ckeys[c], crows[c], 8, cperm[c], GS_SORT_KEYS_OUT,
-							   NULL, NULL, NULL, errbuf, sizeof(errbuf));
-				if (st != GS_OK)
-					die("sort", st, errbuf);
-				continue;
-			}
-			if (c >= 2)
-			{
-				gs_sort_stats ss;
-
-				a = now_ms();
-				st = ops->sort_wait(eng, tk[c - 2], NULL, NULL, &ss, errbuf, sizeof(errbuf));
-				if (st != GS_OK)
-					die("sort_wait", st, errbuf);
-				stall += now_ms() - a;
-				sum_up += ss.upload_ms;
-				sum_sort += ss.sort_ms;
-				sum_down += ss.download_ms;
-			}
-			st = ops->sort_submit(eng, ckeys[c], crows[c], 8, cperm[c], GS_SORT_KEYS_OUT,
-								  &tk[c], errbuf, sizeof(errbuf));
-			if (st != GS_OK)
-				die("sort_submit", st, errbuf);
-		}
-		if (!cpu_only)
-		{
-			for (size_t c = nchunks >= 2 ? nchunks - 2 : 0; c < nchunks; c++)
-			{
-				gs_sort_stats ss;
-				double		a = now_ms();
-
-				st = ops->sort_wait(eng, tk[c], NULL, NULL, &ss, errbuf, sizeof(errbuf));
-				if (st != GS_OK)
-					die("sort_wait", st, errbuf);
-				stall += now_ms() - a;
-				sum_up += ss.upload_ms;
-				sum_sort += ss.sort_ms;
-				sum_down += ss.download_ms;
-			}
-		}
-		double		tc = now_ms();
-
-		for (size_t c = 0; c < nchunks; c++)
-			runs[c] = {ckeys[c], cperm[c], crows[c], (uint64_t) coff[c]};
-		double		split_ms;
-
-		parallel_merge(variant, runs, n, gkeys, gidx, &split_ms);
-
-		double		te = now_ms();
-
-		t_split.push_back(split_ms);
-
-		t_chunked.push_back(tc - ts);
-		t_merge.push_back(te - tc);
-		t_whole.push_back(te - ts);
-		t_encode.push_back(enc);
-		t_stall.push_back(stall);
-		printf("rep %d: chunked %.1f ms (encode %.1f, waits %.1f), merge %.1f ms (%s; cuts %.1f), whole %.1f ms\n",
-			   rep + 1, tc - ts, enc, stall, te - tc, merge_names[variant], split_ms, te - ts);
-		fflush(stdout);
-	}
-
-	bool		ok = check_sorted(cpu_only ? "chunked CPU-engine sort + merge" :
-								  "chunked GPU sort + merge", src, n, gkeys, gidx);
-
-	/*
-	 * --merge-all: every merge variant R times on the runs of the last rep,
-	 * into the same (already touched) output, which is first filled with
-	 * ones so that a row a variant fails to write cannot pass the check.
-	 */
-	char		mtable[4096];
-	int			mlen = 0;
-
-	mtable[0] = 0;
-	if (merge_all)
-	{
-		mlen += snprintf(mtable + mlen, sizeof(mtable) - mlen,
-						 "\n| merge variant (%zu runs, %d threads) | median ms | min / max ms | of it cuts ms | ns/row/thread | check |\n"
-						 "| --- | --- | --- | --- | --- | --- |\n", nchunks, nthreads);
-		/* the last row: the default variant on half the threads (hyperthreads?) */
-		for (int row = 0; row <= MV_COUNT; row++)
-		{
-			int			mv = row < MV_COUNT ? row : variant;
-			int			saved = nthreads;
-			std::vector<double> tm,
-						tsp;
-			bool		mok;
-			char		name[64];
-
-			if (row == MV_COUNT)
-			{
-				if (nthreads < 2)
-					break;
-				nthreads /= 2;
-				snprintf(name, sizeof(name), "%s on %d threads", merge_names[mv], nthreads);
-			}
-			else
-				snprintf(name, sizeof(name), "%s%s", merge_names[mv],
-						 mv == variant ? " (default)" : "");
-
-			par_memset(gkeys, 0xff, n * 8);
-			par_memset(gidx, 0xff, n * 4);
-			for (int rep = 0; rep < reps; rep++)
-			{
-				double		split_ms,
-							a = now_ms();
-
-				parallel_merge(mv, runs, n, gkeys, gidx, &split_ms);
-				tm.push_back(now_ms() - a);
-				tsp.push_back(split_ms);
-			}
-			std::sort(tm.begin(), tm.end());
-			mlen += snprintf(mtable + mlen, sizeof(mtable) - mlen,
-							 "| %s | %.1f | %.1f / %.1f | %.1f | %.1f |",
-							 name, median(tm), tm.front(), tm.back(), median(tsp),
-							 median(tm) * 1e6 * nthreads / n);
-			nthreads = saved;
-			mok = check_sorted(name, src, n, gkeys, gidx);
-			ok &= mok;
-			mlen += snprintf(mtable + mlen, sizeof(mtable) - mlen, " %s |\n",
-							 mok ? "ok" : "FAIL");
-			printf("merge %s: %.1f ms (min %.1f, max %.1f; cuts %.1f)%s\n", name,
-				   median(tm), tm.front(), tm.back(), median(tsp), mok ? "" : " FAILED");
-			fflush(stdout);
-		}
-	}
-
-	/* the CPU sort */
-	double		cpu_ms = 0,
-				cpu_scatter_ms = 0;
-
-	if (!no_cpu_sort)
-	{
-		uint64_t   *ckeys_out = (uint64_t *) big_alloc(n * 8);
-		uint32_t   *cidx_out = (uint32_t *) big_alloc(n * 4);
-		uint64_t   *tk = (uint64_t *) big_alloc(n * 8);
-		uint32_t   *ti = (uint32_t *) big_alloc(n * 4);
-
-		if (!ckeys_out || !cidx_out || !tk || !ti)
-		{
-			fprintf(stderr, "out of memory for the CPU sort\n");
-			return 1;
-		}
-		/* first touch outside the timing, as for the GPU path's buffers */
-		parallel_for(n, [&](int, size_t lo, size_t hi) {
-			memset(ckeys_out + lo, 0, (hi - lo) * 8);
-			memset(tk + lo, 0, (hi - lo) * 8);
-			memset(cidx_out + lo, 0, (hi - lo) * 4);
-			memset(ti + lo, 0, (hi - lo) * 4);
-		});
 		double		a = now_ms();
 
-		cpu_sort(src, n, cpu_bits, ckeys_out, cidx_out, tk, ti, &cpu_scatter_ms);
-		cpu_ms = now_ms() - a;
-		printf("CPU sort: %.1f ms (MSD pass on %d bits %.1f ms, CPU engine on the buckets %.1f ms)\n",
-			   cpu_ms, cpu_bits, cpu_scatter_ms, cpu_ms - cpu_scatter_ms);
-		fflush(stdout);
-		ok &= check_sorted("CPU sort", src, n, ckeys_out, cidx_out);
-		if (memcmp(ckeys_out, gkeys, n * 8) != 0)
+		par_memcpy(o.enc_threads, ch.keys[c], d.src + ch.off[c], ch.rows[c] * 8);
+		enc += now_ms() - a;
+		if (o.cpu_only)
 		{
-			printf("FAIL the two sorts' keys differ\n");
-			ok = false;
+			st = ch.ops->sort(ch.eng, ch.keys[c], ch.rows[c], 8, ch.perm[c], GS_SORT_KEYS_OUT,
+							  NULL, NULL, NULL, errbuf, sizeof(errbuf));
+			if (st != GS_OK)
+				die("sort", st, errbuf);
+			continue;
 		}
-		free(ckeys_out);
-		free(cidx_out);
-		free(tk);
-		free(ti);
+		if (c >= 2)
+			wait_chunk(ch, tk[c - 2], &stall, t);
+		st = ch.ops->sort_submit(ch.eng, ch.keys[c], ch.rows[c], 8, ch.perm[c],
+								 GS_SORT_KEYS_OUT, &tk[c], errbuf, sizeof(errbuf));
+		if (st != GS_OK)
+			die("sort_submit", st, errbuf);
 	}
+	if (!o.cpu_only)
+	{
+		for (size_t c = nchunks >= 2 ? nchunks - 2 : 0; c < nchunks; c++)
+			wait_chunk(ch, tk[c], &stall, t);
+	}
+	double		tc = now_ms();
 
-	/* report */
+	for (size_t c = 0; c < nchunks; c++)
+		runs[c] = {ch.keys[c], ch.perm[c], ch.rows[c], (uint64_t) ch.off[c]};
+	double		split_ms;
+
+	parallel_merge(o.variant, runs, o.n, d.gkeys, d.gidx, &split_ms);
+
+	double		te = now_ms();
+
+	t->split.push_back(split_ms);
+
+	t->chunked.push_back(tc - ts);
+	t->merge.push_back(te - tc);
+	t->whole.push_back(te - ts);
+	t->encode.push_back(enc);
+	t->stall.push_back(stall);
+	printf("rep %d: chunked %.1f ms (encode %.1f, waits %.1f), merge %.1f ms (%s; cuts %.1f), whole %.1f ms\n",
+		   rep + 1, tc - ts, enc, stall, te - tc, merge_names[o.variant], split_ms, te - ts);
+	fflush(stdout);
+}
+
+/*
+ * --merge-all: every merge variant R times on the runs of the last rep,
+ * into the same (already touched) output, which is first filled with
+ * ones so that a row a variant fails to write cannot pass the check.
+ * The rows of the table go to mtable; false if any output failed.
+ */
+static bool
+merge_all_table(const Options &o, const Data &d, const std::vector<Run> &runs,
+				char *mtable, size_t size)
+{
+	size_t		n = o.n;
+	int			mlen = 0;
+	bool		ok = true;
+
+	mlen += snprintf(mtable + mlen, size - mlen,
+					 "\n| merge variant (%zu runs, %d threads) | median ms | min / max ms | of it cuts ms | ns/row/thread | check |\n"
+					 "| --- | --- | --- | --- | --- | --- |\n", runs.size(), nthreads);
+	/* the last row: the default variant on half the threads (hyperthreads?) */
+	for (int row = 0; row <= MV_COUNT; row++)
+	{
+		int			mv = row < MV_COUNT ? row : o.variant;
+		int			saved = nthreads;
+		std::vector<double> tm,
+					tsp;
+		bool		mok;
+		char		name[64];
+
+		if (row == MV_COUNT)
+		{
+			if (nthreads < 2)
+				break;
+			nthreads /= 2;
+			snprintf(name, sizeof(name), "%s on %d threads", merge_names[mv], nthreads);
+		}
+		else
+			snprintf(name, sizeof(name), "%s%s", merge_names[mv],
+					 mv == o.variant ? " (default)" : "");
+
+		par_memset(d.gkeys, 0xff, n * 8);
+		par_memset(d.gidx, 0xff, n * 4);
+		for (int rep = 0; rep < o.reps; rep++)
+		{
+			double		split_ms,
+						a = now_ms();
+
+			parallel_merge(mv, runs, n, d.gkeys, d.gidx, &split_ms);
+			tm.push_back(now_ms() - a);
+			tsp.push_back(split_ms);
+		}
+		std::sort(tm.begin(), tm.end());
+		mlen += snprintf(mtable + mlen, size - mlen,
+						 "| %s | %.1f | %.1f / %.1f | %.1f | %.1f |",
+						 name, median(tm), tm.front(), tm.back(), median(tsp),
+						 median(tm) * 1e6 * nthreads / n);
+		nthreads = saved;
+		mok = check_sorted(name, d.src, n, d.gkeys, d.gidx);
+		ok &= mok;
+		mlen += snprintf(mtable + mlen, size - mlen, " %s |\n",
+						 mok ? "ok" : "FAIL");
+		printf("merge %s: %.1f ms (min %.1f, max %.1f; cuts %.1f)%s\n", name,
+			   median(tm), tm.front(), tm.back(), median(tsp), mok ? "" : " FAILED");
+		fflush(stdout);
+	}
+	return ok;
+}
+
+/*
+ * The CPU sort of the source, timed into *cpu_ms (*scatter_ms of it the
+ * MSD pass), checked and compared with the chunked sort's keys; false on
+ * a mismatch.
+ */
+static bool
+cpu_sort_phase(const Options &o, const Data &d, double *cpu_ms, double *scatter_ms)
+{
+	size_t		n = o.n;
+	bool		ok;
+	uint64_t   *ckeys_out = (uint64_t *) big_alloc(n * 8);
+	uint32_t   *cidx_out = (uint32_t *) big_alloc(n * 4);
+	uint64_t   *tk = (uint64_t *) big_alloc(n * 8);
+	uint32_t   *ti = (uint32_t *) big_alloc(n * 4);
+
+	if (!ckeys_out || !cidx_out || !tk || !ti)
+	{
+		fprintf(stderr, "out of memory for the CPU sort\n");
+		exit(1);
+	}
+	/* first touch outside the timing, as for the GPU path's buffers */
+	parallel_for(n, [&](int, size_t lo, size_t hi) {
+		memset(ckeys_out + lo, 0, (hi - lo) * 8);
+		memset(tk + lo, 0, (hi - lo) * 8);
+		memset(cidx_out + lo, 0, (hi - lo) * 4);
+		memset(ti + lo, 0, (hi - lo) * 4);
+	});
+	double		a = now_ms();
+
+	cpu_sort(d.src, n, o.cpu_bits, ckeys_out, cidx_out, tk, ti, scatter_ms);
+	*cpu_ms = now_ms() - a;
+	printf("CPU sort: %.1f ms (MSD pass on %d bits %.1f ms, CPU engine on the buckets %.1f ms)\n",
+		   *cpu_ms, o.cpu_bits, *scatter_ms, *cpu_ms - *scatter_ms);
+	fflush(stdout);
+	ok = check_sorted("CPU sort", d.src, n, ckeys_out, cidx_out);
+	if (memcmp(ckeys_out, d.gkeys, n * 8) != 0)
+	{
+		printf("FAIL the two sorts' keys differ\n");
+		ok = false;
+	}
+	free(ckeys_out);
+	free(cidx_out);
+	free(tk);
+	free(ti);
+	return ok;
+}
+
+/* what the report tells besides the options and the chunks */
+struct Results
+{
+	Measure		bw;
+	Timings		t;
+	double		cpu_ms;
+	bool		ok;
+	char		mtable[4096];	/* --merge-all's table, or empty */
+};
+
+/* the Markdown report, printed and written to --out; false: not written */
+static bool
+report(const Options &o, const Chunks &ch, const Results &r)
+{
+	size_t		n = o.n;
+	size_t		nchunks = ch.count;
 	double		key_gb = n * 8 / 1e9;
-	double		chunked = median(t_chunked),
-				merge = median(t_merge),
-				whole = median(t_whole);
+	double		chunked = median(r.t.chunked),
+				merge = median(r.t.merge),
+				whole = median(r.t.whole);
 	double		thr = key_gb / (chunked / 1e3);
 	char		table[8192];
 	int			len = 0;
 
 #define ROW(...) len += snprintf(table + len, sizeof(table) - len, __VA_ARGS__)
 	ROW("\n| engine-level chunked sort (%s) | value |\n| --- | --- |\n",
-		cpu_only ? "CPU engine, --cpu-only" : info.name);
+		o.cpu_only ? "CPU engine, --cpu-only" : ch.info.name);
 	ROW("| rows (u64 key + u32 index) | %zu (%.2f GB; keys %.2f GB) |\n", n, n * 12 / 1e9,
 		key_gb);
-	ROW("| GPU budget / chunk | %zu MB / %zu rows, %zu chunks%s |\n", budget >> 20,
-		chunk_rows, nchunks, ramp && nchunks > 3 &&
-		crows[0] < chunk_rows ? " (first and last two: 1/4, 1/2 of it)" : "");
+	ROW("| GPU budget / chunk | %zu MB / %zu rows, %zu chunks%s |\n", o.budget >> 20,
+		o.chunk_rows, nchunks, o.ramp && nchunks > 3 &&
+		ch.rows[0] < o.chunk_rows ? " (first and last two: 1/4, 1/2 of it)" : "");
 	ROW("| CPU threads | %d |\n", nthreads);
-	if (!cpu_only)
+	if (!o.cpu_only)
 		ROW("| pinned PCIe H2D / D2H / both at once (1 GB, median) | %.1f / %.1f / %.1f GB/s |\n",
-			bw.h2d_gbs, bw.d2h_gbs, bw.bidir_gbs);
+			r.bw.h2d_gbs, r.bw.d2h_gbs, r.bw.bidir_gbs);
 	ROW("| chunked phase (encode + sort, keys out) | %.1f ms = %.1f GB/s of keys |\n",
 		chunked, thr);
-	if (!cpu_only)
+	if (!o.cpu_only)
 		ROW("| chunked phase / one-way H2D bound | %.0f%% (target >= 60%%) |\n",
-			100.0 * thr / bw.h2d_gbs);
-	ROW("| encode (memcpy into pinned keybufs, %d threads) | %.1f ms |\n", enc_threads,
-		median(t_encode));
-	if (!cpu_only)
+			100.0 * thr / r.bw.h2d_gbs);
+	ROW("| encode (memcpy into pinned keybufs, %d threads) | %.1f ms |\n", o.enc_threads,
+		median(r.t.encode));
+	if (!o.cpu_only)
 		ROW("| per chunk sums: upload / sort / download (events) | %.1f / %.1f / %.1f ms |\n",
-			sum_up, sum_sort, sum_down);
+			r.t.sum_up, r.t.sum_sort, r.t.sum_down);
 	ROW("| merge (%zu runs, %d threads, loser tree, --merge %s) | %.1f ms |\n", nchunks,
-		nthreads, merge_names[variant], merge);
+		nthreads, merge_names[o.variant], merge);
 	ROW("| whole chunked sort | %.1f ms |\n", whole);
-	if (!no_cpu_sort)
+	if (!o.no_cpu_sort)
 	{
-		ROW("| CPU sort (MSD %d bits + CPU engine, %d threads) | %.1f ms |\n", cpu_bits,
-			nthreads, cpu_ms);
-		ROW("| CPU sort / whole chunked sort | %.2fx (target >= 3x) |\n", cpu_ms / whole);
+		ROW("| CPU sort (MSD %d bits + CPU engine, %d threads) | %.1f ms |\n", o.cpu_bits,
+			nthreads, r.cpu_ms);
+		ROW("| CPU sort / whole chunked sort | %.2fx (target >= 3x) |\n", r.cpu_ms / whole);
 	}
-	ROW("| outputs checked | %s |\n", ok ? "sorted, permutations, equal" : "MISMATCH");
-	ROW("%s", mtable);
+	ROW("| outputs checked | %s |\n", r.ok ? "sorted, permutations, equal" : "MISMATCH");
+	ROW("%s", r.mtable);
 	ROW("\nmedian of %d reps; commit %s; `cuda/build/bench_chunked --pairs %zu --budget-mb %zu%s%s`\n",
-		reps, commit, n, budget >> 20, cpu_only ? " --cpu-only" : "",
-		merge_all ? " --merge-all" : "");
+		o.reps, o.commit, n, o.budget >> 20, o.cpu_only ? " --cpu-only" : "",
+		o.merge_all ? " --merge-all" : "");
+#undef ROW
 	printf("%s", table);
-	if (out)
+	if (o.out)
 	{
-		FILE	   *f = fopen(out, "w");
+		FILE	   *f = fopen(o.out, "w");
 
 		if (f == NULL || fputs(table + 1, f) < 0 || fclose(f) != 0)
 		{
-			fprintf(stderr, "could not write %s\n", out);
-			return 1;
+			fprintf(stderr, "could not write %s\n", o.out);
+			return false;
 		}
 	}
+	return true;
+}
 
-	for (size_t c = 0; c < nchunks; c++)
+int
+main(int argc, char **argv)
+{
+	Options		o;
+	Data		d;
+	Chunks		ch;
+	Results		r;
+	int			ndev = 0;
+
+	if (!parse_options(argc, argv, &o))
+		return 2;
+	if (!o.cpu_only && (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0))
 	{
-		ops->keybuf_free(eng, ckeys[c], crows[c] * 8);
-		ops->keybuf_free(eng, cperm[c], crows[c] * 4);
+		(void) cudaGetLastError();
+		printf("no CUDA device: running the CPU parts only (--cpu-only)\n");
+		o.cpu_only = true;
 	}
-	ops->destroy(eng);
-	free(src);
-	free(gkeys);
-	free(gidx);
-	return ok ? 0 : 1;
+
+	if (o.chunk_rows == 0)
+		o.chunk_rows = fit_chunk_rows(o.n, o.budget);
+	plan_chunks(o.n, o.chunk_rows, o.ramp, ch.rows, ch.off);
+	ch.count = ch.rows.size();
+	printf("rows %zu (%.2f GB of u64 key + u32 index), budget %zu MB, chunk %zu rows "
+		   "(%zu MB of device buffers per slot), %zu chunks, %d threads%s\n",
+		   o.n, o.n * 12 / 1e9, o.budget >> 20, o.chunk_rows, slot_bytes(o.chunk_rows) >> 20,
+		   ch.count, nthreads, o.cpu_only ? ", CPU only" : "");
+	fflush(stdout);
+
+	/* source data, engine and pinned buffers */
+	double		t0 = now_ms();
+
+	if (!make_data(o, &d))
+	{
+		fprintf(stderr, "out of memory\n");
+		return 1;
+	}
+	if (!open_chunks(o, &ch))
+		return 1;
+	printf("device: %s; data and %zu pinned buffers ready in %.0f ms\n", ch.info.name,
+		   2 * ch.count, now_ms() - t0);
+	fflush(stdout);
+
+	r.bw = {0, 0, 0};
+	if (!o.cpu_only)
+		r.bw = pinned_bandwidth(o, ch);
+
+	/* the chunked GPU sort, R times */
+	std::vector<Run> runs(ch.count);
+
+	r.t.sum_up = r.t.sum_sort = r.t.sum_down = 0;
+	for (int rep = 0; rep < o.reps; rep++)
+		chunked_rep(rep, o, d, ch, runs, &r.t);
+	r.ok = check_sorted(o.cpu_only ? "chunked CPU-engine sort + merge" :
+						"chunked GPU sort + merge", d.src, o.n, d.gkeys, d.gidx);
+
+	r.mtable[0] = 0;
+	if (o.merge_all)
+		r.ok &= merge_all_table(o, d, runs, r.mtable, sizeof(r.mtable));
+
+	r.cpu_ms = 0;
+	if (!o.no_cpu_sort)
+	{
+		double		cpu_scatter_ms = 0;
+
+		r.ok &= cpu_sort_phase(o, d, &r.cpu_ms, &cpu_scatter_ms);
+	}
+
+	if (!report(o, ch, r))
+		return 1;
+
+	close_chunks(&ch);
+	free(d.src);
+	free(d.gkeys);
+	free(d.gidx);
+	return r.ok ? 0 : 1;
 }

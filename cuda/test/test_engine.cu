@@ -564,112 +564,122 @@ cancel_after(void *arg)
 	return pc->polls++ >= pc->fire_after;
 }
 
+/*
+ * With a and b outstanding: a third submit, a synchronous sort, a wait
+ * out of order and a wait for an unknown ticket are all refused.
+ */
 static void
-run_async_cases(void)
+async_refusals(const AsyncSort &b)
+{
+	char		errbuf[GS_ERRBUF_SIZE];
+	gs_status	st;
+	gs_ticket	t3;
+	uint32_t	pm[2];
+	uint64_t	kk[2] = {2, 1};
+
+	st = ops->sort_submit(eng, kk, 2, 8, pm, 0, &t3, errbuf, sizeof(errbuf));
+	report(st == GS_ERR_INVALID, "third submit refused", 8, NDIST, 2,
+		   gs_status_name(st));
+	st = ops->sort(eng, kk, 2, 8, pm, 0, NULL, NULL, NULL, errbuf, sizeof(errbuf));
+	report(st == GS_ERR_INVALID, "sync sort while async refused", 8, NDIST, 2,
+		   gs_status_name(st));
+	st = ops->sort_wait(eng, b.ticket, NULL, NULL, NULL, errbuf, sizeof(errbuf));
+	report(st == GS_ERR_INVALID, "wait out of order refused", 8, NDIST, 2,
+		   gs_status_name(st));
+	st = ops->sort_wait(eng, 12345678, NULL, NULL, NULL, errbuf, sizeof(errbuf));
+	report(st == GS_ERR_INVALID, "wait unknown ticket refused", 8, NDIST, 2,
+		   gs_status_name(st));
+}
+
+/* pairs of different sizes and widths, waited in order */
+static void
+async_pairs(void)
+{
+	char		errbuf[GS_ERRBUF_SIZE];
+	gs_status	st;
+	struct
+	{
+		int			kb1;
+		size_t		n1;
+		int			kb2;
+		size_t		n2;
+	}			pairs[] = {
+		{8, 1000000, 4, 300000},
+		{16, 2000000, 8, 10},
+		{32, 100000, 24, 5000000},
+		{8, 0, 8, 1000},
+		{4, 1, 32, 1000000},
+		{8, 20000000, 8, 20000000},
+		{24, 3000000, 16, 3000000},
+	};
+
+	for (size_t p = 0; p < sizeof(pairs) / sizeof(pairs[0]); p++)
+	{
+		AsyncSort	a(pairs[p].kb1, pairs[p].n1, (Dist) (p % NDIST), p % 2 == 0,
+					  true, 1000 + p);
+		AsyncSort	b(pairs[p].kb2, pairs[p].n2, (Dist) ((p + 5) % NDIST),
+					  p % 3 != 0, p % 2 == 1, 2000 + p);
+
+		if (!a.ready || !b.ready)
+			continue;
+		st = a.submit(errbuf);
+		report(st == GS_OK && a.ticket != 0, "submit", a.kb, a.d, a.n, errbuf);
+		if (st != GS_OK)
+			continue;
+		st = b.submit(errbuf);
+		report(st == GS_OK && b.ticket != 0 && b.ticket != a.ticket, "submit",
+			   b.kb, b.d, b.n, errbuf);
+		if (st != GS_OK)
+		{
+			async_wait_check(a, "async pair");
+			continue;
+		}
+		if (p == 0)
+			async_refusals(b);
+		async_wait_check(a, "async pair (first)");
+		async_wait_check(b, "async pair (second)");
+	}
+}
+
+/* a pipeline: at most two outstanding, each waited before the next submit */
+static void
+async_pipeline(void)
+{
+	char		errbuf[GS_ERRBUF_SIZE];
+	gs_status	st;
+	const int	kbs[] = {8, 8, 4, 16, 8, 32, 8, 24};
+	const size_t ns[] = {4000000, 3000000, 5000000, 1000000, 7000000, 500000,
+	2000000, 1500000};
+	const int	N = 8;
+	AsyncSort  *q[N];
+
+	for (int i = 0; i < N; i++)
+	{
+		q[i] = new AsyncSort(kbs[i], ns[i], i % 3 == 0 ? UNIFORM : (Dist) i,
+							 i % 2 == 0, i % 4 != 3, 3000 + i);
+		if (!q[i]->ready)
+			report(false, "pipeline setup", kbs[i], UNIFORM, ns[i], "no memory");
+	}
+	for (int i = 0; i < N; i++)
+	{
+		if (i >= 2)
+			async_wait_check(*q[i - 2], "async pipeline");
+		st = q[i]->submit(errbuf);
+		report(st == GS_OK, "pipeline submit", q[i]->kb, q[i]->d, q[i]->n, errbuf);
+	}
+	async_wait_check(*q[N - 2], "async pipeline");
+	async_wait_check(*q[N - 1], "async pipeline");
+	for (int i = 0; i < N; i++)
+		delete q[i];
+}
+
+/* submit + abort, then the engine still works */
+static void
+async_aborts(void)
 {
 	char		errbuf[GS_ERRBUF_SIZE];
 	gs_status	st;
 
-	/* abort with nothing outstanding, twice: a no-op */
-	ops->sort_abort(eng);
-	ops->sort_abort(eng);
-
-	/* pairs of different sizes and widths, waited in order */
-	{
-		struct
-		{
-			int			kb1;
-			size_t		n1;
-			int			kb2;
-			size_t		n2;
-		}			pairs[] = {
-			{8, 1000000, 4, 300000},
-			{16, 2000000, 8, 10},
-			{32, 100000, 24, 5000000},
-			{8, 0, 8, 1000},
-			{4, 1, 32, 1000000},
-			{8, 20000000, 8, 20000000},
-			{24, 3000000, 16, 3000000},
-		};
-
-		for (size_t p = 0; p < sizeof(pairs) / sizeof(pairs[0]); p++)
-		{
-			AsyncSort	a(pairs[p].kb1, pairs[p].n1, (Dist) (p % NDIST), p % 2 == 0,
-						  true, 1000 + p);
-			AsyncSort	b(pairs[p].kb2, pairs[p].n2, (Dist) ((p + 5) % NDIST),
-						  p % 3 != 0, p % 2 == 1, 2000 + p);
-
-			if (!a.ready || !b.ready)
-				continue;
-			st = a.submit(errbuf);
-			report(st == GS_OK && a.ticket != 0, "submit", a.kb, a.d, a.n, errbuf);
-			if (st != GS_OK)
-				continue;
-			st = b.submit(errbuf);
-			report(st == GS_OK && b.ticket != 0 && b.ticket != a.ticket, "submit",
-				   b.kb, b.d, b.n, errbuf);
-			if (st != GS_OK)
-			{
-				async_wait_check(a, "async pair");
-				continue;
-			}
-			if (p == 0)
-			{
-				/* a third one, a synchronous sort, a wait out of order: refused */
-				gs_ticket	t3;
-				uint32_t	pm[2];
-				uint64_t	kk[2] = {2, 1};
-
-				st = ops->sort_submit(eng, kk, 2, 8, pm, 0, &t3, errbuf, sizeof(errbuf));
-				report(st == GS_ERR_INVALID, "third submit refused", 8, NDIST, 2,
-					   gs_status_name(st));
-				st = ops->sort(eng, kk, 2, 8, pm, 0, NULL, NULL, NULL, errbuf,
-							   sizeof(errbuf));
-				report(st == GS_ERR_INVALID, "sync sort while async refused", 8, NDIST,
-					   2, gs_status_name(st));
-				st = ops->sort_wait(eng, b.ticket, NULL, NULL, NULL, errbuf,
-									sizeof(errbuf));
-				report(st == GS_ERR_INVALID, "wait out of order refused", 8, NDIST, 2,
-					   gs_status_name(st));
-				st = ops->sort_wait(eng, 12345678, NULL, NULL, NULL, errbuf,
-									sizeof(errbuf));
-				report(st == GS_ERR_INVALID, "wait unknown ticket refused", 8, NDIST, 2,
-					   gs_status_name(st));
-			}
-			async_wait_check(a, "async pair (first)");
-			async_wait_check(b, "async pair (second)");
-		}
-	}
-
-	/* a pipeline: at most two outstanding, each waited before the next submit */
-	{
-		const int	kbs[] = {8, 8, 4, 16, 8, 32, 8, 24};
-		const size_t ns[] = {4000000, 3000000, 5000000, 1000000, 7000000, 500000,
-		2000000, 1500000};
-		const int	N = 8;
-		AsyncSort  *q[N];
-
-		for (int i = 0; i < N; i++)
-		{
-			q[i] = new AsyncSort(kbs[i], ns[i], i % 3 == 0 ? UNIFORM : (Dist) i,
-								 i % 2 == 0, i % 4 != 3, 3000 + i);
-			if (!q[i]->ready)
-				report(false, "pipeline setup", kbs[i], UNIFORM, ns[i], "no memory");
-		}
-		for (int i = 0; i < N; i++)
-		{
-			if (i >= 2)
-				async_wait_check(*q[i - 2], "async pipeline");
-			st = q[i]->submit(errbuf);
-			report(st == GS_OK, "pipeline submit", q[i]->kb, q[i]->d, q[i]->n, errbuf);
-		}
-		async_wait_check(*q[N - 2], "async pipeline");
-		async_wait_check(*q[N - 1], "async pipeline");
-		for (int i = 0; i < N; i++)
-			delete q[i];
-	}
-
-	/* submit + abort, then the engine still works */
 	for (int round = 0; round < 3; round++)
 	{
 		AsyncSort	a(8, 30000000, UNIFORM, true, true, 4000 + round);
@@ -699,58 +709,75 @@ run_async_cases(void)
 		if (st == GS_OK)
 			async_wait_check(c, "async after abort");
 	}
+}
 
-	/* cancel during wait: CANCELED with keys[] as given, or a correct sort */
+/* cancel during wait: CANCELED with keys[] as given, or a correct sort */
+static void
+async_cancels(void)
+{
+	char		errbuf[GS_ERRBUF_SIZE];
+	gs_status	st;
+	const int	fire[] = {0, 0, 1, 2, 3, 5, 10, 30, 100};
+	int			canceled = 0;
+
+	for (size_t f = 0; f < sizeof(fire) / sizeof(fire[0]); f++)
 	{
-		const int	fire[] = {0, 0, 1, 2, 3, 5, 10, 30, 100};
-		int			canceled = 0;
+		int			kb = f % 2 ? 16 : 8;
+		AsyncSort	a(kb, 30000000, UNIFORM, true, f % 3 != 2, 7000 + f);
+		AsyncSort	b(8, 2000000, ZIPF_08, true, true, 8000 + f);
+		PollCount	pc = {fire[f], 0};
+		char		what[64];
 
-		for (size_t f = 0; f < sizeof(fire) / sizeof(fire[0]); f++)
+		if (!a.ready || !b.ready)
+			continue;
+		snprintf(what, sizeof(what), "cancel after %d polls", fire[f]);
+		st = a.submit(errbuf);
+		if (st == GS_OK)
+			st = b.submit(errbuf);
+		if (st != GS_OK)
 		{
-			int			kb = f % 2 ? 16 : 8;
-			AsyncSort	a(kb, 30000000, UNIFORM, true, f % 3 != 2, 7000 + f);
-			AsyncSort	b(8, 2000000, ZIPF_08, true, true, 8000 + f);
-			PollCount	pc = {fire[f], 0};
-			char		what[64];
-
-			if (!a.ready || !b.ready)
-				continue;
-			snprintf(what, sizeof(what), "cancel after %d polls", fire[f]);
-			st = a.submit(errbuf);
-			if (st == GS_OK)
-				st = b.submit(errbuf);
-			if (st != GS_OK)
-			{
-				report(false, what, kb, UNIFORM, a.n, errbuf);
-				ops->sort_abort(eng);
-				continue;
-			}
-			st = ops->sort_wait(eng, a.ticket, cancel_after, &pc, NULL, errbuf,
-								sizeof(errbuf));
-			if (st == GS_ERR_CANCELED)
-			{
-				canceled++;
-				report(a.unchanged(), what, kb, UNIFORM, a.n,
-					   "keys[] changed by a canceled sort");
-			}
-			else if (st == GS_OK)
-				a.check(what);
-			else
-				report(false, what, kb, UNIFORM, a.n, errbuf);
-			/* the one behind it is not canceled */
-			if (f % 2 == 0)
-				async_wait_check(b, "wait after a canceled wait");
-			else
-			{
-				ops->sort_abort(eng);
-				report(true, "abort after a canceled wait", 8, ZIPF_08, b.n, "");
-			}
+			report(false, what, kb, UNIFORM, a.n, errbuf);
+			ops->sort_abort(eng);
+			continue;
 		}
-		report(canceled > 0, "some waits canceled", 8, UNIFORM, 30000000,
-			   "no wait came back canceled");
-		printf("async cancel: %d of %zu waits canceled\n", canceled,
-			   sizeof(fire) / sizeof(fire[0]));
+		st = ops->sort_wait(eng, a.ticket, cancel_after, &pc, NULL, errbuf,
+							sizeof(errbuf));
+		if (st == GS_ERR_CANCELED)
+		{
+			canceled++;
+			report(a.unchanged(), what, kb, UNIFORM, a.n,
+				   "keys[] changed by a canceled sort");
+		}
+		else if (st == GS_OK)
+			a.check(what);
+		else
+			report(false, what, kb, UNIFORM, a.n, errbuf);
+		/* the one behind it is not canceled */
+		if (f % 2 == 0)
+			async_wait_check(b, "wait after a canceled wait");
+		else
+		{
+			ops->sort_abort(eng);
+			report(true, "abort after a canceled wait", 8, ZIPF_08, b.n, "");
+		}
 	}
+	report(canceled > 0, "some waits canceled", 8, UNIFORM, 30000000,
+		   "no wait came back canceled");
+	printf("async cancel: %d of %zu waits canceled\n", canceled,
+		   sizeof(fire) / sizeof(fire[0]));
+}
+
+static void
+run_async_cases(void)
+{
+	/* abort with nothing outstanding, twice: a no-op */
+	ops->sort_abort(eng);
+	ops->sort_abort(eng);
+
+	async_pairs();
+	async_pipeline();
+	async_aborts();
+	async_cancels();
 
 	/* everything drained: synchronous sorts work again */
 	run_case(8, UNIFORM, 3000000, true, 9001);
