@@ -31,11 +31,7 @@
 typedef struct GpuSortState
 {
 	CustomScanState css;
-	int			nkeys;
-	AttrNumber *attnums;
-	Oid		   *sortops;
-	Oid		   *collations;
-	bool	   *nulls_first;
+	GsSortDef	def;
 	bool		random_access;
 	bool		sorted;			/* input read and sorted */
 	GsSortState *sort;
@@ -73,28 +69,10 @@ static Node *
 gpusort_create_state(CustomScan *cscan)
 {
 	GpuSortState *gss = palloc0(sizeof(GpuSortState));
-	List	   *colidx = linitial(cscan->custom_private);
-	List	   *sortops = lsecond(cscan->custom_private);
-	List	   *colls = lthird(cscan->custom_private);
-	List	   *nullsfirst = lfourth(cscan->custom_private);
-	int			n = list_length(colidx);
-	int			i;
 
 	NodeSetTag(gss, T_CustomScanState);
 	gss->css.methods = &gpusort_exec_methods;
-
-	gss->nkeys = n;
-	gss->attnums = palloc(n * sizeof(AttrNumber));
-	gss->sortops = palloc(n * sizeof(Oid));
-	gss->collations = palloc(n * sizeof(Oid));
-	gss->nulls_first = palloc(n * sizeof(bool));
-	for (i = 0; i < n; i++)
-	{
-		gss->attnums[i] = (AttrNumber) list_nth_int(colidx, i);
-		gss->sortops[i] = list_nth_oid(sortops, i);
-		gss->collations[i] = list_nth_oid(colls, i);
-		gss->nulls_first[i] = list_nth_int(nullsfirst, i) != 0;
-	}
+	gs_sort_def_read(cscan->custom_private, &gss->def);
 	return (Node *) gss;
 }
 
@@ -145,9 +123,8 @@ gpusort_load(GpuSortState *gss)
 	ScanDirection dir = estate->es_direction;
 	TupleDesc	tupdesc = ExecGetResultType(child);
 
-	gss->sort = gs_sort_begin(tupdesc, gss->nkeys, gss->attnums,
-							  gss->sortops, gss->collations, gss->nulls_first,
-							  work_mem, gss->random_access,
+	gss->sort = gs_sort_begin(tupdesc, &gss->def, work_mem,
+							  gss->random_access,
 							  gss->css.ss.ps.plan->plan_rows);
 
 	/* the input is always read forward, whatever direction we are asked */
@@ -351,16 +328,16 @@ gpusort_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	/* Sort Key, exactly as for a Sort */
 	context = set_deparse_context_plan(es->deparse_cxt, plan, ancestors);
 	useprefix = (list_length(es->rtable) > 1 || es->verbose);
-	for (i = 0; i < gss->nkeys; i++)
+	for (i = 0; i < gss->def.nkeys; i++)
 	{
-		TargetEntry *tle = get_tle_by_resno(plan->targetlist, gss->attnums[i]);
+		TargetEntry *tle = get_tle_by_resno(plan->targetlist, gss->def.attnums[i]);
 		StringInfoData buf;
 
 		if (tle == NULL)
-			elog(ERROR, "no tlist entry for key %d", gss->attnums[i]);
+			elog(ERROR, "no tlist entry for key %d", gss->def.attnums[i]);
 		initStringInfo(&buf);
-		explain_sort_key(&buf, (Node *) tle->expr, gss->sortops[i],
-						 gss->collations[i], gss->nulls_first[i],
+		explain_sort_key(&buf, (Node *) tle->expr, gss->def.sortops[i],
+						 gss->def.collations[i], gss->def.nulls_first[i],
 						 context, useprefix);
 		keys = lappend(keys, buf.data);
 	}

@@ -66,6 +66,23 @@ gs_input_next(GsHeapReader *r, PlanState *child)
 
 /* ---- sort state (sortstate.c): a tuplesort-shaped life cycle ---- */
 
+/*
+ * What a sort orders by: the plan's sort columns (attribute numbers of its
+ * input), with their operators, collations and NULLS FIRST.
+ */
+typedef struct GsSortDef
+{
+	int			nkeys;
+	AttrNumber *attnums;
+	Oid		   *sortops;
+	Oid		   *collations;
+	bool	   *nulls_first;
+	int			maxattno;		/* the largest attnum */
+} GsSortDef;
+
+/* the definition the planner put first in a GpuSort's custom_private */
+extern void gs_sort_def_read(List *custom_private, GsSortDef *def);
+
 /* what EXPLAIN ANALYZE reports */
 typedef struct GsSortReport
 {
@@ -99,10 +116,7 @@ typedef struct GsSortReport
 								 * between them included; 0 if not all */
 } GsSortReport;
 
-extern GsSortState *gs_sort_begin(TupleDesc tupdesc, int nkeys,
-								  const AttrNumber *attnums,
-								  const Oid *sortops, const Oid *collations,
-								  const bool *nulls_first,
+extern GsSortState *gs_sort_begin(TupleDesc tupdesc, const GsSortDef *def,
 								  int work_mem_kb, bool random_access,
 								  double est_rows);
 extern void gs_sort_put(GsSortState *s, TupleTableSlot *slot);

@@ -91,12 +91,7 @@ typedef struct GsLoadState
 {
 	CustomScanState css;
 	/* the sort's definition, for the workers' key plans */
-	int			nkeys;
-	AttrNumber *attnums;
-	Oid		   *sortops;
-	Oid		   *collations;
-	bool	   *nulls_first;
-	int			maxattno;
+	GsSortDef	def;
 	int			nworkers;		/* planned */
 	bool		shards;			/* the input is an Append of shards */
 

@@ -300,7 +300,7 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 	}
 
 	n = s->nrows;
-	slot_getsomeattrs(slot, s->maxattno);
+	slot_getsomeattrs(slot, s->def.maxattno);
 	if (gs_encode_key(s->kp, slot->tts_values, slot->tts_isnull,
 					  s->keys + n * s->key_bytes))
 	{

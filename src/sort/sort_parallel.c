@@ -216,29 +216,11 @@ static Node *
 gs_load_create_state(CustomScan *cscan)
 {
 	GsLoadState *ls = palloc0(sizeof(GsLoadState));
-	List	   *colidx = linitial(cscan->custom_private);
-	List	   *sortops = lsecond(cscan->custom_private);
-	List	   *colls = lthird(cscan->custom_private);
-	List	   *nullsfirst = lfourth(cscan->custom_private);
 	List	   *opts = list_nth(cscan->custom_private, 4);
-	int			n = list_length(colidx);
-	int			i;
 
 	NodeSetTag(ls, T_CustomScanState);
 	ls->css.methods = &gs_load_exec_methods;
-	ls->nkeys = n;
-	ls->attnums = palloc(n * sizeof(AttrNumber));
-	ls->sortops = palloc(n * sizeof(Oid));
-	ls->collations = palloc(n * sizeof(Oid));
-	ls->nulls_first = palloc(n * sizeof(bool));
-	for (i = 0; i < n; i++)
-	{
-		ls->attnums[i] = (AttrNumber) list_nth_int(colidx, i);
-		ls->sortops[i] = list_nth_oid(sortops, i);
-		ls->collations[i] = list_nth_oid(colls, i);
-		ls->nulls_first[i] = list_nth_int(nullsfirst, i) != 0;
-		ls->maxattno = Max(ls->maxattno, ls->attnums[i]);
-	}
+	gs_sort_def_read(cscan->custom_private, &ls->def);
 	ls->nworkers = linitial_int(opts);
 	ls->shards = (lsecond_int(opts) & GS_LOAD_SHARDS) != 0;
 	return (Node *) ls;
@@ -569,8 +551,8 @@ gs_load_worker(GsLoadState *ls)
 	Assert(ParallelWorkerNumber >= 0 && ParallelWorkerNumber < sh->nslots);
 	INSTR_TIME_SET_CURRENT(t0);
 	slot = &sh->slots[ParallelWorkerNumber].slot;
-	kp = gs_keyplan_create(ls->nkeys, ls->attnums, ls->sortops,
-						   ls->collations, ls->nulls_first, desc,
+	kp = gs_keyplan_create(ls->def.nkeys, ls->def.attnums, ls->def.sortops,
+						   ls->def.collations, ls->def.nulls_first, desc,
 						   gpusort_max_key_bytes);
 	if (kp == NULL || gs_keyplan_key_bytes(kp) != sh->key_bytes)
 		elog(ERROR, "gpusort: a parallel loader's key layout differs from the leader's");
@@ -598,7 +580,7 @@ gs_load_worker(GsLoadState *ls)
 
 		if (TupIsNull(ts))
 			break;
-		slot_getsomeattrs(ts, ls->maxattno);
+		slot_getsomeattrs(ts, ls->def.maxattno);
 		tup = gs_form_row(ts, desc->natts, gs_load_alloc, w);
 		word = (uint32) ((char *) tup - (char *) w->blk);
 		if (gs_encode_key(kp, ts->tts_values, ts->tts_isnull, w->entry))
@@ -673,9 +655,8 @@ gs_load_worker_runs(GsLoadState *ls)
 		bool		any_lossy;
 		uint32		max_tuple_len;
 
-		sort = gs_sort_begin(desc, ls->nkeys, ls->attnums, ls->sortops,
-							 ls->collations, ls->nulls_first,
-							 work_mem, false, sh->worker_rows);
+		sort = gs_sort_begin(desc, &ls->def, work_mem, false,
+							 sh->worker_rows);
 		if (gs_sort_key_bytes(sort) != sh->key_bytes)
 			elog(ERROR, "gpusort: a parallel loader's key layout differs from the leader's");
 		gs_sort_attach_file(sort, &sh->file);

@@ -74,7 +74,7 @@ gs_cmp_tuples(GsSortState *s, MinimalTuple ta, MinimalTuple tb)
 	hb.t_len = tb->t_len + MINIMAL_TUPLE_OFFSET;
 	hb.t_data = (HeapTupleHeader) ((char *) tb - MINIMAL_TUPLE_OFFSET);
 
-	for (i = 0; i < s->nkeys; i++)
+	for (i = 0; i < s->def.nkeys; i++)
 	{
 		SortSupport ssup = &s->ssup[i];
 		bool		na;

@@ -143,32 +143,62 @@ gs_sort_size(GsSortState *s, double est_rows)
 							   Min(s->mem_limit / MERGE_MIN_BUFFER, 1024));
 }
 
+/*
+ * The sort definition the planner keeps in a GpuSort's (and its loader's)
+ * custom_private: the first four lists, of column numbers, sort operators,
+ * collations and NULLS FIRST flags (planner.c).
+ */
+void
+gs_sort_def_read(List *custom_private, GsSortDef *def)
+{
+	List	   *colidx = linitial(custom_private);
+	List	   *sortops = lsecond(custom_private);
+	List	   *colls = lthird(custom_private);
+	List	   *nullsfirst = lfourth(custom_private);
+	int			n = list_length(colidx);
+	int			i;
+
+	def->nkeys = n;
+	def->attnums = palloc(n * sizeof(AttrNumber));
+	def->sortops = palloc(n * sizeof(Oid));
+	def->collations = palloc(n * sizeof(Oid));
+	def->nulls_first = palloc(n * sizeof(bool));
+	def->maxattno = 0;
+	for (i = 0; i < n; i++)
+	{
+		def->attnums[i] = (AttrNumber) list_nth_int(colidx, i);
+		def->sortops[i] = list_nth_oid(sortops, i);
+		def->collations[i] = list_nth_oid(colls, i);
+		def->nulls_first[i] = list_nth_int(nullsfirst, i) != 0;
+		def->maxattno = Max(def->maxattno, def->attnums[i]);
+	}
+}
+
 GsSortState *
-gs_sort_begin(TupleDesc tupdesc, int nkeys, const AttrNumber *attnums,
-			  const Oid *sortops, const Oid *collations,
-			  const bool *nulls_first, int work_mem_kb, bool random_access,
-			  double est_rows)
+gs_sort_begin(TupleDesc tupdesc, const GsSortDef *def, int work_mem_kb,
+			  bool random_access, double est_rows)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	GsSortState *s;
+	int			nkeys = def->nkeys;
 	int			i;
 
 	s = gs_sort_create(work_mem_kb, random_access);
 	s->tupdesc = tupdesc;
-	s->nkeys = nkeys;
-	s->attnums = palloc(nkeys * sizeof(AttrNumber));
-	s->sortops = palloc(nkeys * sizeof(Oid));
-	s->collations = palloc(nkeys * sizeof(Oid));
-	s->nulls_first = palloc(nkeys * sizeof(bool));
-	memcpy(s->attnums, attnums, nkeys * sizeof(AttrNumber));
-	memcpy(s->sortops, sortops, nkeys * sizeof(Oid));
-	memcpy(s->collations, collations, nkeys * sizeof(Oid));
-	memcpy(s->nulls_first, nulls_first, nkeys * sizeof(bool));
-	for (i = 0; i < nkeys; i++)
-		s->maxattno = Max(s->maxattno, attnums[i]);
+	s->def.nkeys = nkeys;
+	s->def.attnums = palloc(nkeys * sizeof(AttrNumber));
+	s->def.sortops = palloc(nkeys * sizeof(Oid));
+	s->def.collations = palloc(nkeys * sizeof(Oid));
+	s->def.nulls_first = palloc(nkeys * sizeof(bool));
+	memcpy(s->def.attnums, def->attnums, nkeys * sizeof(AttrNumber));
+	memcpy(s->def.sortops, def->sortops, nkeys * sizeof(Oid));
+	memcpy(s->def.collations, def->collations, nkeys * sizeof(Oid));
+	memcpy(s->def.nulls_first, def->nulls_first, nkeys * sizeof(bool));
+	s->def.maxattno = def->maxattno;
 
-	s->kp = gs_keyplan_create(nkeys, attnums, sortops, collations,
-							  nulls_first, tupdesc, gpusort_max_key_bytes);
+	s->kp = gs_keyplan_create(nkeys, def->attnums, def->sortops,
+							  def->collations, def->nulls_first, tupdesc,
+							  gpusort_max_key_bytes);
 	if (s->kp == NULL)
 		elog(ERROR, "gpusort: leading sort key is not encodable");
 	s->key_bytes = gs_keyplan_key_bytes(s->kp);
@@ -181,11 +211,11 @@ gs_sort_begin(TupleDesc tupdesc, int nkeys, const AttrNumber *attnums,
 		SortSupport ssup = &s->ssup[i];
 
 		ssup->ssup_cxt = s->cxt;
-		ssup->ssup_collation = collations[i];
-		ssup->ssup_nulls_first = nulls_first[i];
-		ssup->ssup_attno = attnums[i];
+		ssup->ssup_collation = def->collations[i];
+		ssup->ssup_nulls_first = def->nulls_first[i];
+		ssup->ssup_attno = def->attnums[i];
 		ssup->abbreviate = false;
-		PrepareSortSupportFromOrderingOp(sortops[i], ssup);
+		PrepareSortSupportFromOrderingOp(def->sortops[i], ssup);
 	}
 	gs_sort_size(s, est_rows);
 	MemoryContextSwitchTo(oldcxt);

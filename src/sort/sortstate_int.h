@@ -257,12 +257,7 @@ struct GsSortState
 
 	/* sort definition */
 	TupleDesc	tupdesc;
-	int			nkeys;
-	AttrNumber *attnums;
-	Oid		   *sortops;
-	Oid		   *collations;
-	bool	   *nulls_first;
-	int			maxattno;
+	GsSortDef	def;
 	int			work_mem_kb;
 	bool		random_access;
 
