@@ -68,8 +68,14 @@ CPU_ENGINE_BENCH_OBJS = $(patsubst %,$(CUDA_BUILD)/%_bench.o,engine_cpu engine_c
 $(CPU_ENGINE_BENCH_OBJS): $(CUDA_BUILD)/%_bench.o: $(srcdir)/src/engine_cpu/%.c $(srcdir)/src/include/gpusort_engine.h $(srcdir)/src/engine_cpu/engine_cpu_int.h $(CUDA_BUILD)/.dir
 	$(CC) -std=gnu99 -O2 -fPIC -I$(srcdir)/src/include -I$(srcdir)/src/engine_cpu -c $< -o $@
 
-$(CUDA_BUILD)/bench_chunked: $(CUDA_DIR)/bench/bench_chunked.cu $(CUDA_ENGINE_OBJS) $(CPU_ENGINE_BENCH_OBJS) $(CUDA_HEADERS) $(CUDA_DIR)/test/splitmix.cuh
-	$(NVCC) $(CUDA_FLAGS) -Xcompiler -pthread -cudart static -o $@ $< $(CUDA_ENGINE_OBJS) $(CPU_ENGINE_BENCH_OBJS)
+# the chunked benchmark's merge and CPU sort, compiled apart from its main file
+CHUNKED_BENCH_OBJS = $(patsubst %,$(CUDA_BUILD)/%.o,chunked_merge chunked_cpu)
+
+$(CHUNKED_BENCH_OBJS): $(CUDA_BUILD)/%.o: $(CUDA_DIR)/bench/%.cu $(CUDA_DIR)/bench/bench_chunked.h $(srcdir)/src/include/gpusort_engine.h $(CUDA_BUILD)/.dir
+	$(NVCC) $(CUDA_FLAGS) -Xcompiler -pthread -c $< -o $@
+
+$(CUDA_BUILD)/bench_chunked: $(CUDA_DIR)/bench/bench_chunked.cu $(CHUNKED_BENCH_OBJS) $(CUDA_ENGINE_OBJS) $(CPU_ENGINE_BENCH_OBJS) $(CUDA_HEADERS) $(CUDA_DIR)/bench/bench_chunked.h $(CUDA_DIR)/test/splitmix.cuh
+	$(NVCC) $(CUDA_FLAGS) -Xcompiler -pthread -cudart static -o $@ $< $(CHUNKED_BENCH_OBJS) $(CUDA_ENGINE_OBJS) $(CPU_ENGINE_BENCH_OBJS)
 
 .PHONY: cuda-test cuda-check cuda-bench install-cuda uninstall-cuda clean-cuda
 
