@@ -414,9 +414,11 @@ gs_row_lossy(GsSortState *s, size_t row)
 /*
  * Rows taken in sorted order have their tuples scattered over the arena:
  * prefetch the pointer of a row some way ahead of row i of order[], then
- * the tuple of a nearer one (whose pointer came in by now).
+ * the tuple of a nearer one (whose pointer came in by now).  Always
+ * inlined: gcc 12 finds a function of prefetches alone to have no
+ * effect and deletes its calls before it would inline them.
  */
-static inline void
+static pg_attribute_always_inline void
 gs_prefetch_row(GsSortState *s, const uint32 *order, size_t i, size_t n)
 {
 	if (i + GATHER_PREFETCH < n)
