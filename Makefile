@@ -71,6 +71,12 @@ PG_CPPFLAGS = $(patsubst %,-I$(srcdir)/src/%,$(GS_SRC_DIRS)) -DGPUSORT_VERSION=\
 # the CPU engine sorts chunks on a worker thread of its own
 PG_CFLAGS = -pthread
 SHLIB_LINK = -ldl -licui18n -licuuc -lm -pthread
+# Calls between our own files are bound inside the library: no other object
+# replaces gpusort's functions, so the per-row calls of the load and the
+# merge (index tuple in, key encoded, row taken) need not go through the
+# PLT, and the compiler may inline a global function within its file.
+PG_CFLAGS += -fno-semantic-interposition
+SHLIB_LINK += -Wl,-Bsymbolic-functions
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
