@@ -154,6 +154,34 @@ gs_idx_collect(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 }
 
 /*
+ * Are the first n bytes of a's and b's data equal?  Word by word, inline:
+ * it runs once a row as the rows go to the page writer, where a call to
+ * memcmp cost half as much as the writer's own work on the row.
+ */
+static inline bool
+gs_idx_data_equal(IndexTuple a, IndexTuple b, int n)
+{
+	const char *x = (const char *) a + MAXALIGN(sizeof(IndexTupleData));
+	const char *y = (const char *) b + MAXALIGN(sizeof(IndexTupleData));
+	int			i = 0;
+
+	for (; i + 8 <= n; i += 8)
+	{
+		uint64		u;
+		uint64		v;
+
+		memcpy(&u, x + i, 8);
+		memcpy(&v, y + i, 8);
+		if (u != v)
+			return false;
+	}
+	for (; i < n; i++)
+		if (x[i] != y[i])
+			return false;
+	return true;
+}
+
+/*
  * Are the key columns of a and b equal, as the unique check asks?  For
  * fixed-width key columns (fixed: their bytes) of an index whose
  * opclasses make image equality the equality, equal bytes without NULLs
@@ -163,9 +191,7 @@ static inline bool
 gs_idx_same_key(GsIdxBuild *b, IndexTuple a, IndexTuple t, int fixed)
 {
 	if (fixed > 0 && !IndexTupleHasNulls(a) && !IndexTupleHasNulls(t))
-		return memcmp((char *) a + MAXALIGN(sizeof(IndexTupleData)),
-					  (char *) t + MAXALIGN(sizeof(IndexTupleData)),
-					  fixed) == 0;
+		return gs_idx_data_equal(a, t, fixed);
 	return gs_idx_cmp_cols(b, a, t) == 0;
 }
 
@@ -229,9 +255,7 @@ gs_idx_write_row(GsIdxBuild *b, GsBtWriter *w, GsIdxPrev *p,
 		b->sink(b->sink_arg, itup);
 	else if (dedup_hint && p->last != NULL &&
 			 !IndexTupleHasNulls(p->last) && !IndexTupleHasNulls(itup) &&
-			 memcmp((char *) p->last + MAXALIGN(sizeof(IndexTupleData)),
-					(char *) itup + MAXALIGN(sizeof(IndexTupleData)),
-					p->fixed) != 0)
+			 !gs_idx_data_equal(p->last, itup, p->fixed))
 	{
 		/* key columns that differ: no posting list can take it */
 		if (stable)

@@ -192,12 +192,12 @@ gs_prefault_block(GsSortState *s, char *blk, size_t size)
 	gs_populate_start(s->cxt, &s->prefault_task, pf);
 }
 
-static char *
-gs_arena_alloc(GsSortState *s, Size len)
+/* gs_arena_alloc's rare cases (len MAXALIGNed): a big row, a new block */
+static pg_noinline char *
+gs_arena_alloc_slow(GsSortState *s, Size len)
 {
 	char	   *p;
 
-	len = MAXALIGN(len);
 	if (len > ARENA_BIG_TUPLE)
 	{
 		s->arena_bytes += len;
@@ -266,6 +266,21 @@ gs_arena_alloc(GsSortState *s, Size len)
 	return p;
 }
 
+/* len bytes of the arena: inline for the common case, room in the block */
+static inline char *
+gs_arena_alloc(GsSortState *s, Size len)
+{
+	char	   *p;
+
+	len = MAXALIGN(len);
+	if (unlikely(len > s->blk_left || len > ARENA_BIG_TUPLE))
+		return gs_arena_alloc_slow(s, len);
+	p = s->blk_free;
+	s->blk_free += len;
+	s->blk_left -= len;
+	return p;
+}
+
 static char *
 gs_arena_alloc_cb(void *arg, Size len)
 {
@@ -325,12 +340,10 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
  * key, which the caller fills in and then hands over with
  * gs_sort_row_done, as gs_sort_put takes a slot's row.
  */
-char *
-gs_sort_row_alloc(GsSortState *s, Size len, char **key)
+/* gs_sort_row_alloc's rare cases: the first row, and a full array */
+static pg_noinline void
+gs_sort_row_room(GsSortState *s)
 {
-	MinimalTuple mt;
-
-	Assert(s->status == GS_LOADING && s->row_cmp != NULL);
 	if (!s->load_started)
 	{
 		INSTR_TIME_SET_CURRENT(s->load_start);
@@ -343,7 +356,23 @@ gs_sort_row_alloc(GsSortState *s, Size len, char **key)
 		if (!gs_grow(s))
 			gs_spill_batch(s);
 	}
-	mt = (MinimalTuple) gs_arena_alloc(s, GS_ROW_DATA_OFF + len);
+}
+
+/*
+ * (A serial index build calls this for every row of the table: the common
+ * case, room in the arrays and in the current arena block, is kept to a
+ * few instructions, as gs_idx_collect's was before the core.)
+ */
+char *
+gs_sort_row_alloc(GsSortState *s, Size len, char **key)
+{
+	MinimalTuple mt;
+	Size		need = GS_ROW_DATA_OFF + len;
+
+	Assert(s->status == GS_LOADING && s->row_cmp != NULL);
+	if (unlikely(s->nrows == s->cap || !s->load_started))
+		gs_sort_row_room(s);
+	mt = (MinimalTuple) gs_arena_alloc(s, need);
 	memset(mt, 0, GS_ROW_DATA_OFF);
 	mt->t_len = GS_ROW_DATA_OFF + len;
 	s->tuples[s->nrows] = mt;

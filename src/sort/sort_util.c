@@ -40,14 +40,6 @@ gs_advise_huge(void *p, size_t len)
 #endif
 }
 
-int64
-gs_mem_used(GsSortState *s)
-{
-	return s->arena_bytes + s->chunk_bytes +
-		(int64) s->cap * (sizeof(MinimalTuple) + s->key_bytes) +
-		(int64) (s->cap / 64 + 1) * sizeof(uint64);
-}
-
 void
 gs_note_mem(GsSortState *s, int64 extra)
 {

@@ -580,7 +580,18 @@ gs_form_row(TupleTableSlot *slot, int natts, GsRowAllocFn alloc, void *arg)
 }
 
 /* ---- sort_util.c: memory accounting and comparators ---- */
-extern int64 gs_mem_used(GsSortState *s);
+/*
+ * The batch's memory: its rows, its chunks' buffers, and its arrays of
+ * tuples, keys and lossy bits.  Inline: every row put asks.
+ */
+static inline int64
+gs_mem_used(GsSortState *s)
+{
+	return s->arena_bytes + s->chunk_bytes +
+		(int64) s->cap * (sizeof(MinimalTuple) + s->key_bytes) +
+		(int64) (s->cap / 64 + 1) * sizeof(uint64);
+}
+
 extern void gs_note_mem(GsSortState *s, int64 extra);
 extern int	gs_cmp_tuples(GsSortState *s, MinimalTuple ta, MinimalTuple tb);
 extern int	gs_cmp_rows(const void *a, const void *b, void *arg);
