@@ -69,6 +69,7 @@
 #include "commands/explain.h"
 #include "executor/execParallel.h"
 #include "executor/executor.h"
+#include "jit/jit.h"
 #include "miscadmin.h"
 #include "optimizer/optimizer.h"
 #include "nodes/extensible.h"
@@ -736,6 +737,36 @@ gs_load_is(PlanState *ps)
 }
 
 /*
+ * The JIT flags for the workers' part of the plan: PostgreSQL's rule (the
+ * jit_*_above_cost settings) applied to the cost of what the workers run,
+ * the load's scan, instead of the whole statement's, and never more than
+ * the statement has.  The statement's cost includes the sort as
+ * PostgreSQL's planner costed it, so any large sort passed jit_above_cost
+ * and every worker compiled its scan's expressions before it read a row:
+ * on the 2-core machine, 0.4 s of a 1.7 s window query over 3M rows, while
+ * the leader loaded most of the input alone.
+ */
+static int
+gs_load_jit_flags(Plan *plan, int stmt_flags)
+{
+	Cost		cost = plan->total_cost;
+	int			flags = PGJIT_NONE;
+
+	if (!jit_enabled || jit_above_cost < 0 || cost <= jit_above_cost)
+		return PGJIT_NONE;
+	flags |= PGJIT_PERFORM;
+	if (jit_optimize_above_cost >= 0 && cost > jit_optimize_above_cost)
+		flags |= PGJIT_OPT3;
+	if (jit_inline_above_cost >= 0 && cost > jit_inline_above_cost)
+		flags |= PGJIT_INLINE;
+	if (jit_expressions)
+		flags |= PGJIT_EXPR;
+	if (jit_tuple_deforming)
+		flags |= PGJIT_DEFORM;
+	return flags & stmt_flags;
+}
+
+/*
  * How the load goes: NULL if in parallel, ls->runs saying whether the
  * loaders write sorted runs (ls->runs_reason why) or keep the input in
  * shared memory (with its claim on /dev/shm); else why the leader loads
@@ -835,8 +866,15 @@ gs_load_into(PlanState *ps, GsSortState *sort)
 		}
 		ls->key_bytes = gs_sort_key_bytes(sort);
 		if (ls->pei == NULL)
+		{
+			/* the workers' plan is serialized with these flags */
+			int			stmt_jit = estate->es_jit_flags;
+
+			estate->es_jit_flags = gs_load_jit_flags(ps->plan, stmt_jit);
 			ls->pei = ExecInitParallelPlan(ps, estate, NULL,
 										   Max(ls->nworkers, 1), -1);
+			estate->es_jit_flags = stmt_jit;
+		}
 		else
 			ExecParallelReinitialize(ps, ls->pei, NULL);
 		MemoryContextSwitchTo(oldcxt);
