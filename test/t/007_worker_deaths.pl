@@ -17,8 +17,11 @@
 #     leader's next statement, on the server's clock) and fails only past
 #     GS_WD_CANCEL_MS (default 500), so as to pass on a loaded 2-core
 #     machine.  PostgreSQL's own parallel scan under a Gather, canceled
-#     the same way, is printed too: most of the time is the workers' exit
-#     and their end seen by the postmaster, the same for both;
+#     the same way, is printed too: traced on the 2-core development
+#     machine, most of the time went to the workers' end (the postmaster
+#     relays the leader's SIGTERM to them, they exit, the postmaster
+#     reaps them and tells the leader), as long for PostgreSQL's own
+#     workers as for gpusort's;
 #   - SIGKILL of one parallel worker (leader waiting): the postmaster
 #     restarts every session, as PostgreSQL does for any process that
 #     dies so; the server then answers, and the load's shared memory and
@@ -44,6 +47,10 @@
 # the hold, still mid-load).  What the worker was doing is printed.
 #
 # GS_WD_ONLY (a regular expression): only the paths whose names match.
+# GS_WD_CANCEL_REPS (default 1): each cancel case this many times, in
+# fresh sessions, every check each time; the summary at the end gives
+# the figures and their median.
+#
 # Run by scripts/test.sh; by hand as test/t/001_shards.pl says.
 
 use strict;
