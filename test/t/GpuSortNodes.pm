@@ -16,7 +16,8 @@ use Time::HiRes qw(usleep);
 
 our @EXPORT =
   qw(gpusort_node gs_psql gs_psql_start gs_psql_finish gs_bg_query
-  gs_count_lines gs_shm_snapshot gs_shm_segments gs_pages_differ_sql);
+  gs_count_lines gs_shm_snapshot gs_shm_segments gs_shm_names
+  gs_pages_differ_sql);
 
 # SQL whose one row says how two btree indexes' pages compare: "size
 # differs", or "N pages differ", comparing every page but its LSN and
@@ -166,7 +167,17 @@ sub gs_shm_snapshot
 
 sub gs_shm_segments
 {
-	my ($snap) = @_;
+	return scalar gs_shm_names(@_);
+}
+
+# the names of the segments that gs_shm_segments counts.  Options:
+# unheld => 1: only those that no process at all maps or holds open, the
+# server's own included (after a crash and restart, the server's new
+# segments are held by its postmaster, while what the crash left behind is
+# held by nobody)
+sub gs_shm_names
+{
+	my ($snap, %opts) = @_;
 	my $pm = $snap->{pm};
 	my $owner = (stat("/proc/$pm"))[4];
 	die "no postmaster $pm" unless defined $owner;
@@ -174,7 +185,7 @@ sub gs_shm_segments
 	for my $look (1, 2)
 	{
 		usleep(200_000) if $look == 2;
-		my %foreign = map { $_ => 1 } _shm_foreign($pm);
+		my %foreign = map { $_ => 1 } _shm_foreign($pm, $opts{unheld});
 		push @looks,
 		  {
 			map { $_ => 1 }
@@ -185,7 +196,8 @@ sub gs_shm_segments
 			  } _shm_list()
 		  };
 	}
-	return scalar grep { $looks[1]{$_} } keys %{ $looks[0] };
+	my @names = sort grep { $looks[1]{$_} } keys %{ $looks[0] };
+	return wantarray ? @names : scalar @names;
 }
 
 sub _shm_list
@@ -196,21 +208,25 @@ sub _shm_list
 	return @names;
 }
 
-# the segments that a process not of the postmaster $pm maps or has open
+# the segments that a process not of the postmaster $pm maps or has open;
+# with $all, that any process maps or has open
 sub _shm_foreign
 {
-	my ($pm) = @_;
+	my ($pm, $all) = @_;
 	my %held;
 	opendir(my $proc, '/proc') or return ();
 	for my $pid (grep { /^\d+$/ } readdir($proc))
 	{
-		next if $pid == $pm;
-		open(my $fh, '<', "/proc/$pid/stat") or next;
-		my $stat = <$fh>;
-		close($fh);
-		# after the command name (which may hold ") "): state, ppid
-		next unless defined $stat && $stat =~ /\) \S+ (\d+) [^)]*$/;
-		next if $1 == $pm;
+		if (!$all)
+		{
+			next if $pid == $pm;
+			open(my $fh, '<', "/proc/$pid/stat") or next;
+			my $stat = <$fh>;
+			close($fh);
+			# after the command name (which may hold ") "): state, ppid
+			next unless defined $stat && $stat =~ /\) \S+ (\d+) [^)]*$/;
+			next if $1 == $pm;
+		}
 		if (open(my $maps, '<', "/proc/$pid/maps"))
 		{
 			while (<$maps>)
