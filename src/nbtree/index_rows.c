@@ -262,6 +262,61 @@ gs_idx_encode(GsIdxBuild *b, Datum *values, bool *isnull, ItemPointer tid,
 }
 
 /*
+ * What a run on disk must hold of a row (the sort core's run format,
+ * gpusort_exec.h): the key is left out where the key plan can derive it
+ * again from the index tuple (keys_derive.c), with the TID word from the
+ * tuple's own TID, and the MAXALIGN padding after the index tuple is left
+ * out; so a record takes what PostgreSQL's build writes, a length word and
+ * the index tuple.  These run on the threads that write and merge runs:
+ * they read the tuple at any alignment and call nothing of PostgreSQL's.
+ */
+bool
+gs_idx_key_derivable(void *arg, const char *data)
+{
+	GsIdxBuild *b = (GsIdxBuild *) arg;
+
+	return gs_key_derivable_index(b->kp, data);
+}
+
+/* the key gs_idx_encode made for the row whose index tuple is data */
+void
+gs_idx_key_derive(void *arg, const char *data, char *key)
+{
+	GsIdxBuild *b = (GsIdxBuild *) arg;
+	uint64		k[GS_MAX_KEY_BYTES / 8 + 1];
+	uint64		cols[GS_MAX_KEY_BYTES / 8];
+	ItemPointerData tid;
+
+	memset(k, 0, sizeof(k));
+	gs_key_derive_index(b->kp, data, cols);
+	if (b->colbytes == 4)
+	{
+		uint32		w;
+
+		memcpy(&w, cols, sizeof(w));
+		k[0] = (uint64) w << 32;
+	}
+	else
+		memcpy(k, cols, b->colbytes);
+	memcpy(&tid, data + offsetof(IndexTupleData, t_tid), sizeof(tid));
+	k[b->colwords] = gs_idx_tid_word(&tid);
+	memcpy(key, k, b->keybytes);
+}
+
+/* the bytes of a row a run keeps: its index tuple, or all with a payload */
+size_t
+gs_idx_row_keep(void *arg, const char *data)
+{
+	GsIdxBuild *b = (GsIdxBuild *) arg;
+	unsigned short t_info;
+
+	if (b->payload)
+		return SIZE_MAX;
+	memcpy(&t_info, data + offsetof(IndexTupleData, t_info), sizeof(t_info));
+	return t_info & INDEX_SIZE_MASK;
+}
+
+/*
  * The rows the build should expect: the planner's estimate of the heap's,
  * that fraction of them, a sixteenth for a partial index (it may take few:
  * start small, grow as needed).

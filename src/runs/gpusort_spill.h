@@ -14,19 +14,108 @@
 
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "lib/stringinfo.h"
 #include "utils/palloc.h"
 
 #include "gpusort_compat.h"
 
 /*
- * A row on disk: a uint32 holding its MinimalTuple's length and, in the top
- * bit, whether its key was encoded lossily; then its key; then the tuple
- * from MINIMAL_TUPLE_DATA_OFFSET on (its t_len and padding are not
- * written: the length word restores them).
+ * A row on disk: a uint32 word, then the row's key unless the word says it
+ * is left out, then the row's bytes.  The word's top bit says whether the
+ * key was encoded lossily, the next whether the key is left out.
+ *
+ * A key is left out where the sort can derive it again from the row (see
+ * keys_derive.c): whoever reads the record derives it through the
+ * format's derive(derive_arg, body, key), which writes the key of the row
+ * whose bytes on disk (see below) are at body, at any alignment.  It runs
+ * on the streams' threads, and so calls nothing of PostgreSQL.
+ *
+ * The sort's tape rows (GsTapeFormat.rows false): the rest of the word is
+ * the MinimalTuple's length (a tuple is shorter than 1 GB, MaxAllocSize,
+ * so 30 bits take it), and the tuple follows from MINIMAL_TUPLE_DATA_OFFSET
+ * on (its t_len and padding are not written: the word restores them).
+ *
+ * A variant's rows (rows true: a btree build's, CLUSTER's; gpusort_exec.h)
+ * live in an envelope of a MinimalTuple header, a flags byte at flags_off
+ * and the variant's data from data_off on, MAXALIGN'd.  Their word holds
+ * the flags byte and the data's length (at most TAPE_ROW_MAX_LEN), and
+ * how many zero bytes at the data's end are not written (up to 7, the
+ * padding of a MAXALIGN'd index tuple); only the data's other bytes
+ * follow.  So a btree build's record is as large as PostgreSQL's: a
+ * length word and the index tuple.
+ *
+ * Either way a record is at most TAPE_ROW_HDR + key_bytes + t_len bytes.
  */
 #define TAPE_ROW_HDR	sizeof(uint32)
 #define TAPE_LOSSY_BIT	((uint32) 1 << 31)
+#define TAPE_NOKEY_BIT	((uint32) 1 << 30)
+#define TAPE_LEN_MASK	(TAPE_NOKEY_BIT - 1)
+#define TAPE_ROW_FLAGS_SHIFT 22
+#define TAPE_ROW_TRIM_SHIFT 19
+#define TAPE_ROW_TRIM_MAX	7
+#define TAPE_ROW_MAX_LEN	(((uint32) 1 << TAPE_ROW_TRIM_SHIFT) - 1)
+
+typedef void (*GsKeyDeriveFn) (void *arg, const char *body, char *key);
+
+typedef struct GsTapeFormat
+{
+	int			key_bytes;
+	bool		rows;			/* a variant's rows (see above) */
+	uint16		flags_off;		/* rows: where the envelope's flags are */
+	uint16		data_off;		/* rows: where its data starts */
+	GsKeyDeriveFn derive;		/* keys left out, or NULL if none is */
+	void	   *derive_arg;
+} GsTapeFormat;
+
+/* what a record's word says of the row (gs_tape_decode) */
+typedef struct GsTapeRec
+{
+	size_t		head;			/* bytes of the word and the key */
+	size_t		body_off;		/* where the bytes on disk go in the tuple */
+	size_t		body_len;		/* how many there are */
+	uint32		t_len;			/* the tuple's length */
+} GsTapeRec;
+
+static inline void
+gs_tape_decode(const GsTapeFormat *tf, uint32 word, GsTapeRec *rec)
+{
+	rec->head = TAPE_ROW_HDR + ((word & TAPE_NOKEY_BIT) ? 0 : tf->key_bytes);
+	if (tf->rows)
+	{
+		uint32		len = word & TAPE_ROW_MAX_LEN;
+
+		rec->t_len = tf->data_off + len;
+		rec->body_off = tf->data_off;
+		rec->body_len = len -
+			((word >> TAPE_ROW_TRIM_SHIFT) & TAPE_ROW_TRIM_MAX);
+	}
+	else
+	{
+		rec->t_len = word & TAPE_LEN_MASK;
+		rec->body_off = MINIMAL_TUPLE_DATA_OFFSET;
+		rec->body_len = rec->t_len - MINIMAL_TUPLE_DATA_OFFSET;
+	}
+}
+
+/*
+ * The rest of a tuple of rec->t_len bytes at dst whose bytes on disk are
+ * (or go) at dst + rec->body_off: header, flags, zeros.
+ */
+static inline void
+gs_tape_restore(const GsTapeFormat *tf, uint32 word, const GsTapeRec *rec,
+				char *dst)
+{
+	memset(dst, 0, rec->body_off);
+	((MinimalTuple) dst)->t_len = rec->t_len;
+	if (tf->rows)
+	{
+		size_t		end = rec->body_off + rec->body_len;
+
+		dst[tf->flags_off] = (char) (uint8) (word >> TAPE_ROW_FLAGS_SHIFT);
+		memset(dst + end, 0, rec->t_len - end);
+	}
+}
 
 /*
  * The first word of a normalized key (a 4-byte key widened), which the
@@ -254,8 +343,9 @@ typedef struct GsRowFormat
 
 extern size_t gs_stream_block_size(int64 mem, int nstreams);
 extern GsStream *gs_stream_start(MemoryContext cxt, GsTempFile *f,
-								 int key_bytes, const GsRun *runs, int nruns,
-								 size_t block_size, size_t read_size);
+								 const GsTapeFormat *tf, const GsRun *runs,
+								 int nruns, size_t block_size,
+								 size_t read_size);
 extern GsStream *gs_stream_start_rows(MemoryContext cxt, GsTempFile *f,
 									  const GsRowFormat *fmt, int key_bytes,
 									  const GsRun *runs, int nruns,
