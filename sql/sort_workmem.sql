@@ -313,3 +313,26 @@ RESET gpusort.cpu_threads;
 SET work_mem = '4MB';
 DROP TABLE gs_derive;
 SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
+
+-- and the headers of tuples without NULLs, left out with their keys:
+-- tuples from a table's pages (with hint bits, frozen, updated) and from
+-- projections, in runs merged on threads and in the backend
+CREATE TABLE gs_hdr AS
+SELECT g AS id, (g * 7919) % 10007 AS k, md5(g::text) COLLATE "C" AS t
+FROM generate_series(1, 20000) g;
+SET work_mem = '64kB';
+SET enable_hashagg = off;
+SELECT * FROM gs_check('SELECT * FROM gs_hdr ORDER BY k, id');
+SELECT * FROM gs_check('SELECT DISTINCT k FROM gs_hdr');
+VACUUM (FREEZE) gs_hdr;
+SELECT * FROM gs_check('SELECT * FROM gs_hdr ORDER BY t');
+UPDATE gs_hdr SET k = k + 1 WHERE id % 3 = 0;
+SELECT * FROM gs_check('SELECT * FROM gs_hdr ORDER BY k, id');
+SELECT * FROM gs_check('SELECT k * 2, id::int8 FROM gs_hdr ORDER BY 1, 2');
+SET gpusort.cpu_threads = 1;
+SELECT * FROM gs_check('SELECT * FROM gs_hdr ORDER BY t DESC');
+SELECT * FROM gs_check('SELECT DISTINCT k::int8 FROM gs_hdr');
+RESET gpusort.cpu_threads;
+RESET enable_hashagg;
+SET work_mem = '4MB';
+DROP TABLE gs_hdr;

@@ -79,15 +79,18 @@ extern bool gs_encode_key(GsKeyPlan *kp, const Datum *values,
  * MINIMAL_TUPLE_DATA_OFFSET on, at any alignment.  gs_keyplan_derives:
  * may any row's key be derived?  gs_key_derivable: may this row's?
  * gs_key_derive: write this row's key (key_bytes at out), as gs_encode_key
- * did.  The last two call nothing of PostgreSQL: threads call them.
+ * did, returning what it returned; gs_key_derive_data: the same from the
+ * data of a tuple without NULLs.  The last three call nothing of
+ * PostgreSQL: threads call them.
  */
 extern bool gs_keyplan_derives(const GsKeyPlan *kp);
 extern bool gs_key_derivable(const GsKeyPlan *kp, const char *body);
-extern void gs_key_derive(GsKeyPlan *kp, const char *body, void *out);
+extern bool gs_key_derive(GsKeyPlan *kp, const char *body, void *out);
+extern bool gs_key_derive_data(GsKeyPlan *kp, const char *data, void *out);
 
 /* the same for a plan over an index's columns, from an index tuple */
 extern bool gs_key_derivable_index(const GsKeyPlan *kp, const char *itup);
-extern void gs_key_derive_index(GsKeyPlan *kp, const char *itup, void *out);
+extern bool gs_key_derive_index(GsKeyPlan *kp, const char *itup, void *out);
 
 /*
  * One line for EXPLAIN VERBOSE, e.g. "int8 (8 B), text C prefix (23 B)";

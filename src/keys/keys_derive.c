@@ -274,10 +274,10 @@ gs_key_derivable(const GsKeyPlan *kp, const char *body)
 
 /*
  * Write the key of a tuple for which gs_key_derivable said yes at out
- * (key_bytes, any alignment), as gs_encode_key wrote it when the row came.
- * Safe on any thread.
+ * (key_bytes, any alignment), as gs_encode_key wrote it when the row came,
+ * and return what gs_encode_key returned.  Safe on any thread.
  */
-void
+bool
 gs_key_derive(GsKeyPlan *kp, const char *body, void *out)
 {
 	Datum		values[GS_DERIVE_MAX_ATTS];
@@ -286,7 +286,23 @@ gs_key_derive(GsKeyPlan *kp, const char *body, void *out)
 
 	ok = derive_heap_values(kp, body, values, isnull);
 	Assert(ok);
-	(void) gs_encode_key(kp, values, isnull, out);
+	return gs_encode_key(kp, values, isnull, out);
+}
+
+/*
+ * The same from the data of a tuple without NULLs that has every
+ * attribute (a run left its header out)
+ */
+bool
+gs_key_derive_data(GsKeyPlan *kp, const char *data, void *out)
+{
+	Datum		values[GS_DERIVE_MAX_ATTS];
+	bool		isnull[GS_DERIVE_MAX_ATTS];
+	bool		ok PG_USED_FOR_ASSERTS_ONLY;
+
+	ok = derive_values(kp, data, false, NULL, values, isnull);
+	Assert(ok);
+	return gs_encode_key(kp, values, isnull, out);
 }
 
 /*
@@ -306,7 +322,7 @@ gs_key_derivable_index(const GsKeyPlan *kp, const char *itup)
 	return derive_index_values(kp, itup, values, isnull);
 }
 
-void
+bool
 gs_key_derive_index(GsKeyPlan *kp, const char *itup, void *out)
 {
 	Datum		values[GS_DERIVE_MAX_ATTS];
@@ -315,5 +331,5 @@ gs_key_derive_index(GsKeyPlan *kp, const char *itup, void *out)
 
 	ok = derive_index_values(kp, itup, values, isnull);
 	Assert(ok);
-	(void) gs_encode_key(kp, values, isnull, out);
+	return gs_encode_key(kp, values, isnull, out);
 }

@@ -279,16 +279,17 @@ gs_idx_key_derivable(void *arg, const char *data)
 }
 
 /* the key gs_idx_encode made for the row whose index tuple is data */
-void
-gs_idx_key_derive(void *arg, const char *data, char *key)
+bool
+gs_idx_key_derive(void *arg, const char *data, size_t data_off, char *key)
 {
 	GsIdxBuild *b = (GsIdxBuild *) arg;
 	uint64		k[GS_MAX_KEY_BYTES / 8 + 1];
 	uint64		cols[GS_MAX_KEY_BYTES / 8];
 	ItemPointerData tid;
+	bool		lossy;
 
 	memset(k, 0, sizeof(k));
-	gs_key_derive_index(b->kp, data, cols);
+	lossy = gs_key_derive_index(b->kp, data, cols);
 	if (b->colbytes == 4)
 	{
 		uint32		w;
@@ -301,6 +302,7 @@ gs_idx_key_derive(void *arg, const char *data, char *key)
 	memcpy(&tid, data + offsetof(IndexTupleData, t_tid), sizeof(tid));
 	k[b->colwords] = gs_idx_tid_word(&tid);
 	memcpy(key, k, b->keybytes);
+	return lossy;
 }
 
 /* the bytes of a row a run keeps: its index tuple, or all with a payload */

@@ -116,8 +116,9 @@ gs_reader_next(GsStream *st, GsReader *r)
 		r->key = r->buf + r->rpos + st->hdr;
 	else
 	{
-		st->tape.derive(st->tape.derive_arg,
-						r->buf + r->rpos + r->rec.head, r->keybuf);
+		(void) st->tape.derive(st->tape.derive_arg,
+							   r->buf + r->rpos + r->rec.head,
+							   r->rec.body_off, r->keybuf);
 		r->key = r->keybuf;
 	}
 	r->k0 = gs_key_word0(r->key, st->key_bytes);

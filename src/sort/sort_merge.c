@@ -183,15 +183,19 @@ gs_source_read_run(GsSortState *s, GsSource *src)
 	__builtin_prefetch(src->rbuf + src->rpos + 64);
 
 	src->key = src->keybuf + TAPE_ROW_HDR;
+	src->lossy = (word & TAPE_LOSSY_BIT) != 0;
 	if (word & TAPE_NOKEY_BIT)
 	{
+		bool		lossy;
+
 		if (tf->derive == NULL)
 			elog(ERROR, "gpusort: a sorted run left out a key it cannot derive");
-		tf->derive(tf->derive_arg, src->tupbuf + rec.body_off,
-				   src->keybuf + TAPE_ROW_HDR);
+		lossy = tf->derive(tf->derive_arg, src->tupbuf + rec.body_off,
+						   rec.body_off, src->keybuf + TAPE_ROW_HDR);
+		if (!gs_tape_lossy_in_word(tf, word))
+			src->lossy = lossy;
 	}
 	src->k0 = gs_key_word0(src->key, s->key_bytes);
-	src->lossy = (word & TAPE_LOSSY_BIT) != 0;
 	src->tup = (MinimalTuple) src->tupbuf;
 }
 

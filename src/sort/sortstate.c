@@ -178,10 +178,13 @@ gs_sort_def_read(List *custom_private, GsSortDef *def)
  * The key plan's derivation of keys that runs leave out (keys_derive.c),
  * as the run format's callbacks (gpusort_spill.h)
  */
-static void
-gs_derive_key_cb(void *arg, const char *body, char *key)
+static bool
+gs_derive_key_cb(void *arg, const char *body, size_t body_off, char *key)
 {
-	gs_key_derive((GsKeyPlan *) arg, body, key);
+	if (body_off == MINIMAL_TUPLE_DATA_OFFSET)
+		return gs_key_derive((GsKeyPlan *) arg, body, key);
+	/* a tuple without NULLs whose header the run left out: its data */
+	return gs_key_derive_data((GsKeyPlan *) arg, body, key);
 }
 
 static bool
@@ -227,6 +230,13 @@ gs_sort_begin(TupleDesc tupdesc, const GsSortDef *def, int work_mem_kb,
 		s->tape.tf.derive_arg = s->kp;
 		s->tape.omit = gs_key_derivable_cb;
 		s->tape.arg = s->kp;
+		/* the header of a tuple without NULLs, left out with the key */
+		s->tape.tf.std_natts = tupdesc->natts;
+		s->tape.tf.std_hoff = MAXALIGN(SizeofMinimalTupleHeader) +
+			MINIMAL_TUPLE_OFFSET;
+		for (i = 0; i < tupdesc->natts; i++)
+			if (TupleDescAttr(tupdesc, i)->attlen < 0)
+				s->tape.tf.std_infomask = HEAP_HASVARWIDTH;
 	}
 
 	/* PostgreSQL's comparators, for runs of equal keys */

@@ -499,11 +499,19 @@ gs_tape_word(const GsTapeOut *o, MinimalTuple tup, bool lossy,
 	Assert(tup->t_len <= TAPE_LEN_MASK);
 	if (!o->tf.rows)
 	{
+		uint32		hints;
+
 		*body = (const char *) tup + MINIMAL_TUPLE_DATA_OFFSET;
 		*body_len = tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
-		if (o->omit != NULL && o->omit(o->arg, *body))
-			word |= TAPE_NOKEY_BIT;
-		return word | tup->t_len;
+		if (o->omit == NULL || !o->omit(o->arg, *body))
+			return word | tup->t_len;
+		/* the derivation tells the lossy ones: the top bit is free */
+		if (!gs_tape_std_header(&o->tf, tup, &hints))
+			return TAPE_NOKEY_BIT | tup->t_len;
+		*body = (const char *) tup + o->tf.std_hoff - MINIMAL_TUPLE_OFFSET;
+		*body_len = tup->t_len - (o->tf.std_hoff - MINIMAL_TUPLE_OFFSET);
+		return TAPE_NOKEY_BIT | TAPE_NOHDR_BIT |
+			(hints << TAPE_HINTS_SHIFT) | tup->t_len;
 	}
 
 	data = (const char *) tup + o->tf.data_off;
