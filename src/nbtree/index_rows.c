@@ -278,30 +278,33 @@ gs_idx_key_derivable(void *arg, const char *data)
 	return gs_key_derivable_index(b->kp, data);
 }
 
-/* the key gs_idx_encode made for the row whose index tuple is data */
+/*
+ * The key gs_idx_encode made for the row whose index tuple is data,
+ * written straight into key where the column part is whole words (a
+ * stream's thread does this for every row it reads)
+ */
 bool
 gs_idx_key_derive(void *arg, const char *data, size_t data_off, char *key)
 {
 	GsIdxBuild *b = (GsIdxBuild *) arg;
-	uint64		k[GS_MAX_KEY_BYTES / 8 + 1];
-	uint64		cols[GS_MAX_KEY_BYTES / 8];
 	ItemPointerData tid;
+	uint64		tidword;
 	bool		lossy;
 
-	memset(k, 0, sizeof(k));
-	lossy = gs_key_derive_index(b->kp, data, cols);
 	if (b->colbytes == 4)
 	{
 		uint32		w;
+		uint64		k0;
 
-		memcpy(&w, cols, sizeof(w));
-		k[0] = (uint64) w << 32;
+		lossy = gs_key_derive_index(b->kp, data, &w);
+		k0 = (uint64) w << 32;
+		memcpy(key, &k0, sizeof(k0));
 	}
 	else
-		memcpy(k, cols, b->colbytes);
+		lossy = gs_key_derive_index(b->kp, data, key);
 	memcpy(&tid, data + offsetof(IndexTupleData, t_tid), sizeof(tid));
-	k[b->colwords] = gs_idx_tid_word(&tid);
-	memcpy(key, k, b->keybytes);
+	tidword = gs_idx_tid_word(&tid);
+	memcpy(key + b->colwords * 8, &tidword, sizeof(tidword));
 	return lossy;
 }
 

@@ -194,8 +194,12 @@ gs_tape_restore(const GsTapeFormat *tf, uint32 word, const GsTapeRec *rec,
 	{
 		MinimalTuple tup = (MinimalTuple) dst;
 
-		/* the header left out (see above) */
-		HeapTupleHeaderSetNatts(tup, tf->std_natts);
+		/*
+		 * The header left out (see above).  Stores only: the block was last
+		 * read on another core, and reading its line back (as
+		 * HeapTupleHeaderSetNatts would) stalled a stream's thread on it.
+		 */
+		tup->t_infomask2 = tf->std_natts;
 		tup->t_infomask = tf->std_infomask |
 			gs_tape_hints((word >> TAPE_HINTS_SHIFT) & 3);
 		tup->t_hoff = tf->std_hoff;
