@@ -127,8 +127,9 @@ typedef struct GsDeriveAtt
 	char		align;			/* attalign */
 	bool		byval;
 	bool		varlena_key;	/* a variable-width encoded column */
-	int			fixoff;			/* its offset in a row without NULLs, or
-								 * -1 after a variable-width attribute */
+	int			fixoff;			/* its offset in a row without NULLs (a
+								 * varlena's before its alignment), or -1
+								 * after a variable-width attribute */
 } GsDeriveAtt;
 
 struct GsKeyPlan
@@ -142,7 +143,7 @@ struct GsKeyPlan
 	int			fast_shift;		/* bits to shift its code left */
 	GsDeriveMode derive;		/* may runs leave keys out (keys_derive.c) */
 	int			derive_natts;	/* attributes deformed to derive a key */
-	bool		derive_fixed;	/* all of them fixed-width */
+	bool		derive_fixed;	/* every encoded column at a fixoff */
 	GsDeriveAtt datt[GS_DERIVE_MAX_ATTS];
 	GsKeyCol	cols[FLEXIBLE_ARRAY_MEMBER];
 };
