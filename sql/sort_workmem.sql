@@ -334,5 +334,15 @@ SELECT * FROM gs_check('SELECT * FROM gs_hdr ORDER BY t DESC');
 SELECT * FROM gs_check('SELECT DISTINCT k::int8 FROM gs_hdr');
 RESET gpusort.cpu_threads;
 RESET enable_hashagg;
+-- text keys after a column whose width leaves them unaligned, with 4-byte
+-- varlena headers (aligned as the row is read) and short ones
+CREATE TABLE gs_hdr_v AS
+SELECT (g % 7)::int2 AS s, repeat(chr(65 + g % 26), g % 200) || md5(g::text) COLLATE "C" AS t, g
+FROM generate_series(1, 20000) g;
+SELECT * FROM gs_check('SELECT * FROM gs_hdr_v ORDER BY t, g');
+SELECT * FROM gs_check('SELECT s, g, t FROM gs_hdr_v ORDER BY t DESC, g');
+SET gpusort.cpu_threads = 1;
+SELECT * FROM gs_check('SELECT * FROM gs_hdr_v ORDER BY t, g');
+RESET gpusort.cpu_threads;
 SET work_mem = '4MB';
-DROP TABLE gs_hdr;
+DROP TABLE gs_hdr, gs_hdr_v;
