@@ -370,10 +370,6 @@ gs_sort_row_alloc(GsSortState *s, Size len, char **key)
 	Size		need = GS_ROW_DATA_OFF + len;
 
 	Assert(s->status == GS_LOADING && s->row_cmp != NULL);
-	/* a run's record holds the length in a few bits (gpusort_spill.h) */
-	if (unlikely(len > TAPE_ROW_MAX_LEN))
-		elog(ERROR, "gpusort: a row of %zu bytes is too large for a sort",
-			 len);
 	if (unlikely(s->nrows == s->cap || !s->load_started))
 		gs_sort_row_room(s);
 	mt = (MinimalTuple) gs_arena_alloc(s, need);
