@@ -264,3 +264,56 @@ DROP FUNCTION gs_pl_caught();
 DROP TABLE gs_plbig;
 SET work_mem = '4MB';
 SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
+
+-- The workers JIT-compile their scan only when the scan's own cost passes
+-- jit_above_cost.  With the threshold between the load's cost and the
+-- statement's, and the leader leaving the scan to its workers, the
+-- statement compiles no more functions than when no worker can be had and
+-- the leader scans alone (the scan's filter and projection, which each
+-- worker compiled before).  (Without JIT, both are 0.)
+CREATE TABLE gs_pljit AS
+SELECT g AS id, (g * 7919) % 100003 AS k FROM generate_series(1, 200000) g;
+ANALYZE gs_pljit;
+CREATE FUNCTION gs_pl_jit_functions(q text) RETURNS int
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	p jsonb;
+BEGIN
+	EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) ' || q INTO p;
+	RETURN coalesce((p->0->'JIT'->>'Functions')::int, 0);
+END
+$fn$;
+CREATE FUNCTION gs_pl_jit_workers(q text) RETURNS bool
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	p jsonb;
+	top float8;
+	load float8;
+	with_workers int;
+	leader_alone int;
+BEGIN
+	EXECUTE 'EXPLAIN (FORMAT JSON) ' || q INTO p;
+	top := (p->0->'Plan'->>'Total Cost')::float8;
+	load := jsonb_path_query_first(p,
+		'$.** ? (@."Custom Plan Provider" == "GpuSortLoad")."Total Cost"')::float8;
+	IF load IS NULL OR load >= top THEN
+		RAISE EXCEPTION 'no parallel load under a costlier statement: %', p;
+	END IF;
+	PERFORM set_config('jit', 'on', true);
+	PERFORM set_config('jit_above_cost', ((load + top) / 2)::text, true);
+	PERFORM set_config('jit_inline_above_cost', '-1', true);
+	PERFORM set_config('jit_optimize_above_cost', '-1', true);
+	PERFORM set_config('parallel_leader_participation', 'off', true);
+	with_workers := gs_pl_jit_functions(q);
+	PERFORM set_config('max_parallel_workers', '0', true);
+	leader_alone := gs_pl_jit_functions(q);
+	RETURN with_workers <= leader_alone;
+END
+$fn$;
+BEGIN;
+SELECT gs_pl_jit_workers('SELECT k + 1 FROM gs_pljit WHERE id % 7 <> 0 ORDER BY 1 OFFSET 200000')
+	AS workers_compile_no_more;
+COMMIT;
+DROP FUNCTION gs_pl_jit_workers(text);
+DROP FUNCTION gs_pl_jit_functions(text);
+DROP TABLE gs_pljit;
