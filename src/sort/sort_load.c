@@ -335,11 +335,6 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 		gs_spill_batch(s);
 }
 
-/*
- * A variant's row (gs_sort_begin_rows): room for its len bytes and its
- * key, which the caller fills in and then hands over with
- * gs_sort_row_done, as gs_sort_put takes a slot's row.
- */
 /* gs_sort_row_alloc's rare cases: the first row, and a full array */
 static pg_noinline void
 gs_sort_row_room(GsSortState *s)
@@ -359,9 +354,13 @@ gs_sort_row_room(GsSortState *s)
 }
 
 /*
- * (A serial index build calls this for every row of the table: the common
+ * A variant's row (gs_sort_begin_rows): room for its len bytes and its
+ * key, which the caller fills in and then hands over with
+ * gs_sort_row_done, as gs_sort_put takes a slot's row.
+ *
+ * A serial index build calls this for every row of the table: the common
  * case, room in the arrays and in the current arena block, is kept to a
- * few instructions, as gs_idx_collect's was before the core.)
+ * few instructions.
  */
 char *
 gs_sort_row_alloc(GsSortState *s, Size len, char **key)
@@ -374,7 +373,7 @@ gs_sort_row_alloc(GsSortState *s, Size len, char **key)
 		gs_sort_row_room(s);
 	mt = (MinimalTuple) gs_arena_alloc(s, need);
 	memset(mt, 0, GS_ROW_DATA_OFF);
-	mt->t_len = GS_ROW_DATA_OFF + len;
+	mt->t_len = need;
 	s->tuples[s->nrows] = mt;
 	*key = s->keys + s->nrows * s->key_bytes;
 	return (char *) mt + GS_ROW_DATA_OFF;
