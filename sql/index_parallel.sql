@@ -157,6 +157,11 @@ SET max_parallel_workers = 0;
 SELECT * FROM gs_build('CREATE INDEX %I ON gsp (a, id)', 'gsp_serial');
 RESET max_parallel_workers;
 SELECT * FROM gs_build('CREATE INDEX %I ON gsp (id, a)', 'gsp_after');
+-- the merge's streams hand over their last blocks late (a fault): every
+-- row reaches the index
+SET gpusort.sort_fault = 'slow_cascade';
+SELECT * FROM gs_build('CREATE INDEX %I ON gsp (a, id)', 'gsp_slow');
+RESET gpusort.sort_fault;
 
 DROP TABLE gsp, gspv, gspw;
 DROP FUNCTION gsp_leftovers();

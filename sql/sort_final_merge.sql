@@ -44,6 +44,14 @@ SET gpusort.cpu_threads = 3;
 SELECT merge_threads FROM gs_fm_threads('SELECT a, id FROM gs_fm ORDER BY a DESC, id');
 SELECT * FROM gs_check('SELECT a, id FROM gs_fm ORDER BY a DESC, id');
 RESET gpusort.cpu_threads;
+-- a stream publishes its last block just as the merging thread finds it
+-- with none ready (both threads pause there): no row is passed over
+SET gpusort.sort_fault = 'slow_cascade';
+SELECT * FROM gs_check('SELECT a, id FROM gs_fm ORDER BY a, id');
+SET gpusort.cpu_threads = 2;
+SELECT * FROM gs_check('SELECT a, b, id FROM gs_fm ORDER BY a DESC, b, id');
+RESET gpusort.cpu_threads;
+RESET gpusort.sort_fault;
 
 -- the final merge reads the file mapped, through read buffers of 1 kB: at
 -- 256kB one merge takes every run (32 kB buffers would take 8 at a time)

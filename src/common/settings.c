@@ -135,6 +135,7 @@ static const struct config_enum_entry sort_fault_options[] = {
 	{"cancel_in_copy", GS_SORT_FAULT_CANCEL_IN_COPY, false},
 	{"load_no_shm", GS_SORT_FAULT_LOAD_NO_SHM, false},
 	{"load_small_budget", GS_SORT_FAULT_LOAD_SMALL_BUDGET, false},
+	{"slow_cascade", GS_SORT_FAULT_SLOW_CASCADE, false},
 	{NULL, 0, false}
 };
 
@@ -164,7 +165,9 @@ gs_define_fault_settings(void)
 							 "waits for its copy of the rows into sorted order to end, the copy's last "
 							 "thread held until the cancel stops it; \"load_no_shm\" makes a parallel "
 							 "load find no room in /dev/shm; \"load_small_budget\" spends a parallel "
-							 "load's shared memory budget at its first block.",
+							 "load's shared memory budget at its first block; \"slow_cascade\" has the "
+							 "threads of a final merge pause before a stream's last block and after the "
+							 "merging thread finds a stream with no block ready.",
 							 &gpusort_sort_fault,
 							 GS_SORT_FAULT_NONE,
 							 sort_fault_options,

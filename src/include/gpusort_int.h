@@ -49,7 +49,8 @@ typedef enum GsSortFault
 	GS_SORT_FAULT_NONE,
 	GS_SORT_FAULT_CANCEL_IN_COPY,	/* while the copy into sorted order ends */
 	GS_SORT_FAULT_LOAD_NO_SHM,	/* /dev/shm has no room for a load */
-	GS_SORT_FAULT_LOAD_SMALL_BUDGET /* a load's budget is soon spent */
+	GS_SORT_FAULT_LOAD_SMALL_BUDGET,	/* a load's budget is soon spent */
+	GS_SORT_FAULT_SLOW_CASCADE	/* a final merge's threads hand over late */
 } GsSortFault;
 
 extern int	gpusort_sort_fault;

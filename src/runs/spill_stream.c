@@ -46,6 +46,7 @@
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
+#include "gpusort_int.h"
 #include "gpusort_spill.h"
 #include "gpusort_stats.h"
 #include "spill_stream_int.h"
@@ -167,6 +168,7 @@ gs_stream_launch(MemoryContext cxt, GsStream *st, size_t block_size,
 		exit_callback_set = true;
 	}
 	st->block_size = block_size;
+	st->slow = gpusort_sort_fault == GS_SORT_FAULT_SLOW_CASCADE;
 	for (i = 0; i < STREAM_BLOCKS; i++)
 		st->blocks[i] = MemoryContextAllocHuge(cxt, st->byref ?
 											   gs_cascade_ref_cap(block_size) * sizeof(char *) :

@@ -91,6 +91,8 @@ struct GsStream
 	const char **rlim;			/* ... and the end of that block's records */
 	size_t		block_size;
 	char	   *blocks[STREAM_BLOCKS];
+	bool		slow;			/* fault "slow_cascade": pause at a
+								 * stream's end and a cascade's wait */
 
 	/* shared with the thread, under lock */
 	pthread_mutex_t lock;

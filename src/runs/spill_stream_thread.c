@@ -31,6 +31,25 @@
  * ---------------------------------------------------------------------
  */
 
+/*
+ * Fault "slow_cascade" (st->slow): a stream's thread pauses before it
+ * publishes its last block, and a cascade's after it finds an input with
+ * no block ready, so that the one publishes while the other decides.
+ */
+#define SLOW_STREAM_END_MS		5
+#define SLOW_CASCADE_WAIT_MS	20
+
+static void
+gs_stream_pause(int ms)
+{
+	struct timespec ts;
+
+	ts.tv_sec = 0;
+	ts.tv_nsec = (long) ms * 1000000;
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
 /* a thread's clock, in ns */
 static inline uint64
 gs_stream_ns(void)
@@ -306,6 +325,8 @@ gs_stream_thread(void *arg)
 									 gs_reader_before_cb, st);
 		}
 
+		if (end && unlikely(st->slow))
+			gs_stream_pause(SLOW_STREAM_END_MS);
 		gs_stream_publish(st, &blk, used, end);
 		if (end)
 			break;
@@ -541,6 +562,7 @@ gs_cascade_ref_next_block(GsStream *st, int i)
 {
 	GsStream   *in = st->inputs[i];
 	int			err = 0;
+	bool		done;
 
 	if (in->holding)
 	{
@@ -560,7 +582,16 @@ gs_cascade_ref_next_block(GsStream *st, int i)
 		in->holding = true;
 	else if (in->done)
 		err = in->err;
+
+	/*
+	 * Whether the input had ended is what it was under the lock, with nfull:
+	 * its thread publishes its last block and ends in one step, so a look at
+	 * done after the unlock could pass over that block's rows.
+	 */
+	done = in->done;
 	pthread_mutex_unlock(&in->lock);
+	if (unlikely(st->slow) && !in->holding && !done && err == 0)
+		gs_stream_pause(SLOW_CASCADE_WAIT_MS);
 	if (err)
 	{
 		gs_stream_finish(st, err);
@@ -569,7 +600,7 @@ gs_cascade_ref_next_block(GsStream *st, int i)
 	st->rcur[i] = st->rlim[i] = NULL;
 	if (!in->holding)
 	{
-		if (!in->done)
+		if (!done)
 			return 0;
 		st->inrec[i] = NULL;
 		st->ink0[i] = PG_UINT64_MAX;
