@@ -71,6 +71,13 @@ gs_load_map_blocks(GsLoadState *ls)
 			if (!DsaPointerIsValid(next))
 				break;
 			dp = next;
+
+			/*
+			 * The worker wrote the new block's header before the link to it
+			 * (pg_write_barrier in gs_load_new_block): read it after the
+			 * link, as the first block's is read after slot->first.
+			 */
+			pg_read_barrier();
 			b = (volatile GsRowBlock *) dsa_get_address(ls->areas[i], dp);
 			newbytes += b->size;
 		}
