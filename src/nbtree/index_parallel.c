@@ -511,14 +511,14 @@ gs_pidx_worker_to_sort(GsIdxWorker *w)
 
 			memcpy(&word, ent + b->keybytes, sizeof(uint32));
 			mt = (MinimalTuple) ((char *) blk + (word & ~GS_BLOCK_LOSSY_BIT));
-			row = gs_sort_row_alloc(b->sort, mt->t_len - GS_ROW_DATA_OFF,
-									&key);
+			row = gs_sort_row_add(b->sort, mt->t_len - GS_ROW_DATA_OFF,
+								  &key);
 			memcpy(row - GS_ROW_DATA_OFF + GS_ROW_FLAGS_OFF,
 				   (char *) mt + GS_ROW_FLAGS_OFF,
 				   mt->t_len - GS_ROW_FLAGS_OFF);
 			memcpy(key, ent, b->keybytes);
-			gs_sort_row_done(b->sort,
-							 (word & GS_BLOCK_LOSSY_BIT) != 0);
+			if (word & GS_BLOCK_LOSSY_BIT)
+				gs_sort_row_lossy(b->sort);
 		}
 		dsa_free(w->area, dp);
 		dp = next;

@@ -85,10 +85,13 @@ gs_idx_sort_begin(GsIdxBuild *b, Size mem, double est_rows)
 /*
  * One row into the core: the index tuple of values with TID tid (formed
  * in place when b->fixed), then len bytes of payload if b->payload.
+ * Inline into the scan's callback (gs_idx_collect), which a serial build
+ * calls for every row of the table.
  */
-void
-gs_idx_sort_put(GsIdxBuild *b, ItemPointer tid, Datum *values,
-				bool *isnull, bool alive, const void *payload, uint32 len)
+static pg_attribute_always_inline void
+gs_idx_sort_put_inline(GsIdxBuild *b, ItemPointer tid, Datum *values,
+					   bool *isnull, bool alive, const void *payload,
+					   uint32 len)
 {
 	IndexTuple	itup;
 	IndexTuple	formed = NULL;
@@ -113,7 +116,7 @@ gs_idx_sort_put(GsIdxBuild *b, ItemPointer tid, Datum *values,
 
 	if (unlikely(gs_index_fault == GS_INDEX_FAULT_CANCEL_IN_RUN))
 		runs = gs_sort_runs_spilled(b->sort);
-	row = gs_sort_row_alloc(b->sort, size, &key);
+	row = gs_sort_row_add(b->sort, size, &key);
 	itup = (IndexTuple) row;
 	if (formed == NULL)
 		gs_idx_form_fixed(b, values, isnull, hasnull, isize, itup);
@@ -134,8 +137,8 @@ gs_idx_sort_put(GsIdxBuild *b, ItemPointer tid, Datum *values,
 		memcpy(row + MAXALIGN(isize) + 8, payload, len);
 	}
 	*gs_row_flags(row) = alive ? GS_ROW_ALIVE : 0;
-	gs_sort_row_done(b->sort,
-					 gs_idx_encode(b, values, isnull, tid, (uint64 *) key));
+	if (gs_idx_encode(b, values, isnull, tid, (uint64 *) key))
+		gs_sort_row_lossy(b->sort);
 	b->indtuples += 1;
 
 	/* a run went to be written in the background: cancel meanwhile */
@@ -144,13 +147,20 @@ gs_idx_sort_put(GsIdxBuild *b, ItemPointer tid, Datum *values,
 		gs_index_fault_point(GS_INDEX_FAULT_CANCEL_IN_RUN);
 }
 
+void
+gs_idx_sort_put(GsIdxBuild *b, ItemPointer tid, Datum *values,
+				bool *isnull, bool alive, const void *payload, uint32 len)
+{
+	gs_idx_sort_put_inline(b, tid, values, isnull, alive, payload, len);
+}
+
 /* table_index_build_scan callback: one index tuple into b's sort */
 void
 gs_idx_collect(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 			   bool tupleIsAlive, void *state)
 {
-	gs_idx_sort_put((GsIdxBuild *) state, tid, values, isnull, tupleIsAlive,
-					NULL, 0);
+	gs_idx_sort_put_inline((GsIdxBuild *) state, tid, values, isnull,
+						   tupleIsAlive, NULL, 0);
 }
 
 /*

@@ -235,8 +235,8 @@ typedef struct GsRowsDef
 
 extern GsSortState *gs_sort_begin_rows(const GsRowsDef *def, int mem_kb,
 									   double est_rows);
-extern char *gs_sort_row_alloc(GsSortState *s, Size len, char **key);
-extern void gs_sort_row_done(GsSortState *s, bool lossy);
+extern char *gs_sort_row_add(GsSortState *s, Size len, char **key);
+extern void gs_sort_row_lossy(GsSortState *s);
 extern const char *gs_sort_next_row(GsSortState *s);
 extern const char *const *gs_sort_next_rows(GsSortState *s, size_t *n,
 											size_t *off);

@@ -255,4 +255,5 @@ gs_close_chunk(GsSortState *s, bool keys_needed)
 			s->sort_engine = s->keys_engine;
 	}
 	s->chunk_start = s->nrows;
+	s->check_at = 0;
 }

@@ -66,6 +66,7 @@ gs_grow(GsSortState *s)
 	s->lossy = repalloc_huge(s->lossy, newwords * sizeof(uint64));
 	memset(s->lossy + oldwords, 0, (newwords - oldwords) * sizeof(uint64));
 	s->cap = newcap;
+	s->check_at = 0;
 	gs_note_mem(s, 0);
 	return true;
 }
@@ -198,6 +199,9 @@ gs_arena_alloc_slow(GsSortState *s, Size len)
 {
 	char	   *p;
 
+	/* the batch's memory grows: the next row checks it (gs_load_check) */
+	s->check_at = 0;
+
 	if (len > ARENA_BIG_TUPLE)
 	{
 		s->arena_bytes += len;
@@ -294,18 +298,29 @@ gs_copy_row(GsSortState *s, TupleTableSlot *slot)
 	return gs_form_row(slot, s->tupdesc->natts, gs_arena_alloc_cb, s);
 }
 
-void
-gs_sort_put(GsSortState *s, TupleTableSlot *slot)
+/*
+ * What a row's put tests only now and then: the load's start, the open
+ * chunk full (closed, to be sorted), the batch over its memory (written
+ * out as a run), the arrays full (grown, or the batch written out).  Then
+ * check_at becomes the first row count at which one of those can come
+ * true, and the puts until then test that one word.  The batch's memory
+ * changes only where check_at is set to 0 (a new arena block, a chunk
+ * closed, the arrays grown, swapped or reset), so the count is exact.
+ */
+static pg_noinline void
+gs_load_check(GsSortState *s)
 {
-	size_t		n;
+	size_t		at;
 
-	Assert(s->status == GS_LOADING);
 	if (!s->load_started)
 	{
 		INSTR_TIME_SET_CURRENT(s->load_start);
 		s->load_started = true;
 	}
-
+	if (s->chunk_rows > 0 && s->nrows - s->chunk_start >= s->chunk_rows)
+		gs_close_chunk(s, true);
+	if (gs_mem_used(s) > s->batch_limit && s->nrows >= MIN_BATCH_ROWS)
+		gs_spill_batch(s);
 	if (s->nrows == s->cap)
 	{
 		/* the engine must be done with the key buffer before it moves */
@@ -314,7 +329,25 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 			gs_spill_batch(s);
 	}
 
+	at = s->cap;
+	if (s->chunk_rows > 0)
+		at = Min(at, s->chunk_start + s->chunk_rows);
+	if (gs_mem_used(s) > s->batch_limit)
+		at = Min(at, Max(s->nrows + 1, MIN_BATCH_ROWS));
+	Assert(at > s->nrows);
+	s->check_at = at;
+}
+
+void
+gs_sort_put(GsSortState *s, TupleTableSlot *slot)
+{
+	size_t		n;
+
+	Assert(s->status == GS_LOADING);
+	if (unlikely(s->nrows >= s->check_at))
+		gs_load_check(s);
 	n = s->nrows;
+	Assert(n < s->cap);
 	slot_getsomeattrs(slot, s->def.maxattno);
 	if (gs_encode_key(s->kp, slot->tts_values, slot->tts_isnull,
 					  s->keys + n * s->key_bytes))
@@ -327,78 +360,50 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 	gs_batch_note(s, s->tuples[n]);
 	s->nrows = n + 1;
 	s->total_rows += 1;
-
-	if (s->chunk_rows > 0 && s->nrows - s->chunk_start >= s->chunk_rows)
-		gs_close_chunk(s, true);
-
-	if (gs_mem_used(s) > s->batch_limit && s->nrows >= MIN_BATCH_ROWS)
-		gs_spill_batch(s);
-}
-
-/* gs_sort_row_alloc's rare cases: the first row, and a full array */
-static pg_noinline void
-gs_sort_row_room(GsSortState *s)
-{
-	if (!s->load_started)
-	{
-		INSTR_TIME_SET_CURRENT(s->load_start);
-		s->load_started = true;
-	}
-	if (s->nrows == s->cap)
-	{
-		/* the engine must be done with the key buffer before it moves */
-		gs_finish_chunks(s);
-		if (!gs_grow(s))
-			gs_spill_batch(s);
-	}
 }
 
 /*
- * A variant's row (gs_sort_begin_rows): room for its len bytes and its
- * key, which the caller fills in and then hands over with
- * gs_sort_row_done, as gs_sort_put takes a slot's row.
+ * Room for a variant's row (gs_sort_row_add): room for its len bytes and
+ * its key, which the caller fills in before its next call, as gs_sort_put
+ * takes a slot's row.  The row counts from now on; a lossy key is marked
+ * with gs_sort_row_lossy.
  *
  * A serial index build calls this for every row of the table: the common
- * case, room in the arrays and in the current arena block, is kept to a
- * few instructions.
+ * case, room in the arrays and in the current arena block and no check
+ * due, is kept to a few instructions.
  */
 char *
-gs_sort_row_alloc(GsSortState *s, Size len, char **key)
+gs_sort_row_add(GsSortState *s, Size len, char **key)
 {
 	MinimalTuple mt;
 	Size		need = GS_ROW_DATA_OFF + len;
+	size_t		n;
 
 	Assert(s->status == GS_LOADING && s->row_cmp != NULL);
-	if (unlikely(s->nrows == s->cap || !s->load_started))
-		gs_sort_row_room(s);
+	if (unlikely(s->nrows >= s->check_at))
+		gs_load_check(s);
+	n = s->nrows;
+	Assert(n < s->cap);
 	mt = (MinimalTuple) gs_arena_alloc(s, need);
 	memset(mt, 0, GS_ROW_DATA_OFF);
 	mt->t_len = need;
-	s->tuples[s->nrows] = mt;
-	*key = s->keys + s->nrows * s->key_bytes;
+	s->tuples[n] = mt;
+	s->max_tuple_len = Max(s->max_tuple_len, (uint32) need);
+	gs_batch_note(s, mt);
+	s->nrows = n + 1;
+	s->total_rows += 1;
+	*key = s->keys + n * s->key_bytes;
 	return (char *) mt + GS_ROW_DATA_OFF;
 }
 
+/* the key of the row gs_sort_row_add gave last is lossy */
 void
-gs_sort_row_done(GsSortState *s, bool lossy)
+gs_sort_row_lossy(GsSortState *s)
 {
-	size_t		n = s->nrows;
+	size_t		n = s->nrows - 1;
 
-	if (lossy)
-	{
-		s->lossy[n / 64] |= UINT64CONST(1) << (n % 64);
-		s->any_lossy = true;
-	}
-	s->max_tuple_len = Max(s->max_tuple_len, s->tuples[n]->t_len);
-	gs_batch_note(s, s->tuples[n]);
-	s->nrows = n + 1;
-	s->total_rows += 1;
-
-	if (s->chunk_rows > 0 && s->nrows - s->chunk_start >= s->chunk_rows)
-		gs_close_chunk(s, true);
-
-	if (gs_mem_used(s) > s->batch_limit && s->nrows >= MIN_BATCH_ROWS)
-		gs_spill_batch(s);
+	s->lossy[n / 64] |= UINT64CONST(1) << (n % 64);
+	s->any_lossy = true;
 }
 
 /* the width of the sort's keys, which parallel loaders must match */
@@ -459,6 +464,7 @@ gs_sort_bulk_room(GsSortState *s, size_t n, MinimalTuple **tuples,
 			gs_note_mem(s, 0);
 		}
 	}
+	s->check_at = 0;
 	*tuples = s->tuples + s->nrows;
 	*keys = s->keys + s->nrows * s->key_bytes;
 	return Min(n, s->cap - s->nrows);
@@ -498,6 +504,7 @@ gs_sort_bulk_done(GsSortState *s, size_t n, uint32 max_tuple_len)
 		}
 	}
 	s->nrows = end;
+	s->check_at = 0;
 }
 
 /*

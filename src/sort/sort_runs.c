@@ -414,6 +414,7 @@ gs_reset_batch(GsSortState *s)
 	s->batch_noted = 0;
 	s->blk_left = 0;
 	s->blk_next = 0;
+	s->check_at = 0;
 }
 
 /* free the batch's arrays and arena blocks, when no more rows will come */
@@ -429,6 +430,7 @@ gs_free_batch(GsSortState *s)
 	gs_keybuf_free(s->keys_engine, s->keys);
 	s->keys = NULL;
 	s->cap = 0;
+	s->check_at = 0;
 	for (i = 0; i < s->nblocks; i++)
 		pfree(s->blocks[i].raw);
 	s->nblocks = 0;
@@ -454,6 +456,7 @@ gs_swap_batches(GsSortState *s)
 	GS_SWAP(int, s->nblocks, o->nblocks);
 	GS_SWAP(int, s->blocks_cap, o->blocks_cap);
 	GS_SWAP(MemoryContext, s->tupcxt, o->tupcxt);
+	s->check_at = 0;
 }
 
 /* wait for the spare batch's write, then free its rows */
@@ -516,6 +519,7 @@ gs_start_overlap(GsSortState *s, size_t rows, int64 arena)
 
 	s->overlap = true;
 	s->batch_limit = s->mem_limit / 2;
+	s->check_at = 0;
 	/* new blocks small enough that the last one overshoots by little */
 	s->next_blk_size = Min(s->next_blk_size,
 						   Max(ARENA_FIRST_BLOCK,

@@ -256,6 +256,7 @@ gs_sort_set_memory(GsSortState *s, int mem_kb)
 	s->mem_limit = (int64) mem_kb * 1024;
 	/* writing runs in the background halves a batch (see gs_spill_batch) */
 	s->batch_limit = s->overlap ? s->mem_limit / 2 : s->mem_limit;
+	s->check_at = 0;
 	s->merge_order = (int) Max(MERGE_MIN_ORDER,
 							   Min(s->mem_limit / MERGE_MIN_BUFFER, 1024));
 }

@@ -281,6 +281,9 @@ struct GsSortState
 	/* the in-memory batch */
 	size_t		nrows;			/* rows in the batch */
 	size_t		cap;			/* rows the arrays below have room for */
+	size_t		check_at;		/* nrows at which the next row runs
+								 * gs_load_check; 0 after any change of the
+								 * batch's arrays, chunks or memory */
 	MinimalTuple *tuples;		/* in arrival order */
 	char	   *keys;			/* cap * key_bytes, engine-owned */
 	size_t		chunk_rows;		/* GPU budget in rows; 0 = no limit */
