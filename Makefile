@@ -18,6 +18,7 @@ OBJS = \
 	src/engine_cpu/engine_cpu_radix.o \
 	src/keys/keys.o \
 	src/keys/keys_encode.o \
+	src/keys/keys_derive.o \
 	src/exec/planner.o \
 	src/exec/shards.o \
 	src/exec/plan_walk.o \

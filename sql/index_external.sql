@@ -163,6 +163,41 @@ RESET temp_file_limit;
 SELECT to_regclass('gsx_err') IS NULL AS no_index, gsx_temp_files();
 SELECT * FROM gs_build('CREATE INDEX %I ON gsx (a, id)', 'gsx_after');
 
+-- runs hold an index tuple and its length word, the key derived again
+-- from the tuple as the runs are read (index_rows.c): every kind whose key
+-- derives, with NULLs, NaN, -0 and infinities, and those that keep their
+-- keys: interval, and text values compressed in the index tuple
+CREATE TABLE gsxd (id int, f8 float8, f4 float4, n numeric, u uuid,
+	d date, bo bool, iv interval, i2 int2, t text COLLATE "C")
+	WITH (autovacuum_enabled = off);
+INSERT INTO gsxd
+SELECT i,
+	   CASE i % 9 WHEN 0 THEN 'NaN'::float8 WHEN 1 THEN '-0' WHEN 2 THEN 'Infinity'
+		WHEN 3 THEN '-Infinity' WHEN 4 THEN NULL ELSE ((i * 31) % 997)::float8 / 7 - 70 END,
+	   (ARRAY['NaN', '-0', '0', 'Infinity', NULL, '1.5', '-2.25'])[1 + i % 7]::float4,
+	   CASE WHEN i % 97 = 0 THEN 'NaN'::numeric WHEN i % 101 = 0 THEN NULL
+		WHEN i % 103 = 0 THEN '-Infinity'::numeric
+		ELSE ((i * 7919) % 100003 - 50000)::numeric / 37 END,
+	   CASE WHEN i % 83 = 0 THEN NULL ELSE md5((i % 1000)::text)::uuid END,
+	   CASE WHEN i % 61 = 0 THEN 'infinity'::date WHEN i % 71 = 0 THEN NULL
+		ELSE '2000-01-01'::date + (i * 13) % 20000 - 10000 END,
+	   CASE WHEN i % 3 = 0 THEN NULL ELSE i % 2 = 0 END,
+	   CASE WHEN i % 89 = 0 THEN NULL ELSE ((i * 17) % 5000) * interval '1 hour' END,
+	   CASE WHEN i % 50 = 0 THEN NULL WHEN i % 7 = 0 THEN -32768 ELSE (i * 37) % 1000 END,
+	   CASE WHEN i % 43 = 0 THEN NULL WHEN i % 41 = 0 THEN ''
+		WHEN i % 37 = 0 THEN repeat(md5((i % 300)::text), 40)
+		ELSE md5((i % 5000)::text) END
+FROM generate_series(1, 60000) AS i;
+SELECT * FROM gs_build('CREATE INDEX %I ON gsxd (f8)', 'gsxd_f8');
+SELECT * FROM gs_build('CREATE INDEX %I ON gsxd (f4 DESC, n NULLS FIRST)', 'gsxd_f4n');
+SELECT * FROM gs_build('CREATE INDEX %I ON gsxd (u, d DESC, bo)', 'gsxd_udb');
+SELECT * FROM gs_build('CREATE INDEX %I ON gsxd (iv, i2)', 'gsxd_iv');
+SELECT * FROM gs_build('CREATE INDEX %I ON gsxd (i2 DESC NULLS LAST) INCLUDE (t)', 'gsxd_i2');
+SELECT * FROM gs_build('CREATE INDEX %I ON gsxd (t)', 'gsxd_t');
+SELECT * FROM gs_build('CREATE INDEX %I ON gsxd (t DESC, id)', 'gsxd_tid');
+SELECT gsx_temp_files();
+DROP TABLE gsxd;
+
 DROP TABLE gsx, gsxv;
 DROP FUNCTION gsx_temp_files();
 DROP FUNCTION gsx_boom(int);

@@ -249,3 +249,100 @@ SELECT * FROM gs_check('SELECT g FROM generate_series(1, 500000) g ORDER BY (g::
 SELECT * FROM gs_check('SELECT g % 1000, g FROM generate_series(1, 500000) g ORDER BY 1 DESC, 2');
 RESET gpusort.gpu_memory_limit;
 SET work_mem = '4MB';
+
+-- keys left out of runs and derived again from the rows as they are read
+-- (keys_derive.c): every kind that derives (fixed-width, numeric, C text,
+-- bpchar, name) and those that keep their keys (interval), with NULLs,
+-- NaN, -0, infinities, extreme integers, empty and long text (compressed
+-- or out of line: those rows keep their keys), after a dropped column and
+-- a column added with a default (heap rows without it keep their keys);
+-- merged on threads and in the backend
+CREATE TABLE gs_derive (id int, dropme text, i2 int2, i4 int4, i8 int8,
+	f4 float4, f8 float8, d date, ts timestamp, b bool, u uuid,
+	iv interval, n numeric, t text COLLATE "C", bp char(5) COLLATE "C",
+	nm name);
+ALTER TABLE gs_derive ALTER COLUMN t SET STORAGE EXTENDED;
+INSERT INTO gs_derive
+SELECT g, 'x',
+	   CASE WHEN g % 50 = 0 THEN NULL WHEN g % 7 = 0 THEN -32768 WHEN g % 11 = 0 THEN 32767 ELSE (g * 37) % 1000 END,
+	   CASE WHEN g % 53 = 0 THEN NULL WHEN g % 13 = 0 THEN -2147483648 ELSE (g * 7919) % 100003 - 50000 END,
+	   CASE WHEN g % 59 = 0 THEN NULL WHEN g % 17 = 0 THEN -9223372036854775808
+			WHEN g % 19 = 0 THEN 9223372036854775807 ELSE (g::int8 * 2654435761) % 1000000007 - 500000000 END,
+	   (ARRAY['NaN', '-0', '0', 'Infinity', '-Infinity', NULL, '1.5', '-2.25'])[1 + g % 8]::float4,
+	   CASE WHEN g % 9 = 0 THEN 'NaN'::float8 WHEN g % 9 = 1 THEN '-0'::float8
+			WHEN g % 9 = 2 THEN 'Infinity' WHEN g % 9 = 3 THEN '-Infinity'
+			WHEN g % 9 = 4 THEN NULL ELSE ((g * 31) % 997)::float8 / 7 - 70 END,
+	   CASE WHEN g % 61 = 0 THEN 'infinity'::date WHEN g % 67 = 0 THEN '-infinity'::date
+			WHEN g % 71 = 0 THEN NULL ELSE '2000-01-01'::date + (g * 13) % 20000 - 10000 END,
+	   CASE WHEN g % 73 = 0 THEN 'infinity'::timestamp WHEN g % 79 = 0 THEN NULL
+			ELSE '2000-01-01'::timestamp + ((g * 7) % 100000) * interval '1 min' END,
+	   CASE WHEN g % 3 = 0 THEN NULL ELSE g % 2 = 0 END,
+	   CASE WHEN g % 83 = 0 THEN NULL ELSE md5((g % 1000)::text)::uuid END,
+	   CASE WHEN g % 89 = 0 THEN NULL ELSE ((g * 17) % 5000) * interval '1 hour' END,
+	   CASE WHEN g % 97 = 0 THEN 'NaN'::numeric WHEN g % 101 = 0 THEN NULL
+			WHEN g % 103 = 0 THEN 'Infinity'::numeric WHEN g % 107 = 0 THEN '-Infinity'::numeric
+			ELSE ((g * 7919) % 100003 - 50000)::numeric / 37 END,
+	   CASE WHEN g % 43 = 0 THEN NULL WHEN g % 41 = 0 THEN ''
+			WHEN g % 997 = 0 THEN repeat(md5(g::text), 200)
+			WHEN g % 991 = 0 THEN (SELECT string_agg(md5((g * 100 + i)::text), '') FROM generate_series(1, 150) i)
+			ELSE md5((g % 5000)::text) END,
+	   CASE WHEN g % 47 = 0 THEN NULL ELSE substr(md5(g::text), 1, g % 6) END,
+	   CASE WHEN g % 31 = 0 THEN NULL ELSE md5((g % 3000)::text)::name END
+FROM generate_series(1, 30000) g;
+ALTER TABLE gs_derive DROP COLUMN dropme;
+ALTER TABLE gs_derive ADD COLUMN late int8 DEFAULT 42;
+INSERT INTO gs_derive (id, i8, t, late)
+SELECT g, g % 13, md5(g::text), CASE WHEN g % 3 = 0 THEN NULL ELSE g % 5 END
+FROM generate_series(30001, 32000) g;
+ANALYZE gs_derive;
+SET work_mem = '64kB';
+SELECT * FROM gs_check_cols('gs_derive',
+	ARRAY['i2', 'i4', 'i8', 'f4', 'f8', 'd', 'ts', 'b', 'u', 'iv', 'n', 't',
+		  'bp', 'nm', 'late']);
+SELECT * FROM gs_check('SELECT * FROM gs_derive ORDER BY i8, id');
+SELECT * FROM gs_check('SELECT * FROM gs_derive ORDER BY t DESC NULLS LAST, id');
+SELECT * FROM gs_check('SELECT id, b, i2, f4 FROM gs_derive ORDER BY b NULLS FIRST, i2 DESC, f4, id');
+SELECT * FROM gs_check('SELECT id, d, bp, n FROM gs_derive ORDER BY d DESC, bp, n NULLS FIRST, id');
+SELECT * FROM gs_check('SELECT id, late, i4 FROM gs_derive ORDER BY late, i4 DESC, id');
+SELECT * FROM gs_check('SELECT DISTINCT i8 FROM gs_derive');
+SELECT * FROM gs_check('SELECT id, t, row_number() OVER (ORDER BY t, id) FROM gs_derive');
+SET gpusort.cpu_threads = 1;
+SELECT * FROM gs_check('SELECT id, i8, t FROM gs_derive ORDER BY i8 DESC, id');
+SELECT * FROM gs_check('SELECT id, n, t FROM gs_derive ORDER BY n, t, id');
+RESET gpusort.cpu_threads;
+SET work_mem = '4MB';
+DROP TABLE gs_derive;
+SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
+
+-- and the headers of tuples without NULLs, left out with their keys:
+-- tuples from a table's pages (with hint bits, frozen, updated) and from
+-- projections, in runs merged on threads and in the backend
+CREATE TABLE gs_hdr AS
+SELECT g AS id, (g * 7919) % 10007 AS k, md5(g::text) COLLATE "C" AS t
+FROM generate_series(1, 20000) g;
+SET work_mem = '64kB';
+SET enable_hashagg = off;
+SELECT * FROM gs_check('SELECT * FROM gs_hdr ORDER BY k, id');
+SELECT * FROM gs_check('SELECT DISTINCT k FROM gs_hdr');
+VACUUM (FREEZE) gs_hdr;
+SELECT * FROM gs_check('SELECT * FROM gs_hdr ORDER BY t');
+UPDATE gs_hdr SET k = k + 1 WHERE id % 3 = 0;
+SELECT * FROM gs_check('SELECT * FROM gs_hdr ORDER BY k, id');
+SELECT * FROM gs_check('SELECT k * 2, id::int8 FROM gs_hdr ORDER BY 1, 2');
+SET gpusort.cpu_threads = 1;
+SELECT * FROM gs_check('SELECT * FROM gs_hdr ORDER BY t DESC');
+SELECT * FROM gs_check('SELECT DISTINCT k::int8 FROM gs_hdr');
+RESET gpusort.cpu_threads;
+RESET enable_hashagg;
+-- text keys after a column whose width leaves them unaligned, with 4-byte
+-- varlena headers (aligned as the row is read) and short ones
+CREATE TABLE gs_hdr_v AS
+SELECT (g % 7)::int2 AS s, repeat(chr(65 + g % 26), g % 200) || md5(g::text) COLLATE "C" AS t, g
+FROM generate_series(1, 20000) g;
+SELECT * FROM gs_check('SELECT * FROM gs_hdr_v ORDER BY t, g');
+SELECT * FROM gs_check('SELECT s, g, t FROM gs_hdr_v ORDER BY t DESC, g');
+SET gpusort.cpu_threads = 1;
+SELECT * FROM gs_check('SELECT * FROM gs_hdr_v ORDER BY t, g');
+RESET gpusort.cpu_threads;
+SET work_mem = '4MB';
+DROP TABLE gs_hdr, gs_hdr_v;

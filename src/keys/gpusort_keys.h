@@ -74,6 +74,25 @@ extern bool gs_encode_key(GsKeyPlan *kp, const Datum *values,
 						  const bool *isnull, void *out);
 
 /*
+ * Keys derived again from a stored row (keys_derive.c), so that a sorted
+ * run on disk may leave them out.  body is a MinimalTuple's bytes from
+ * MINIMAL_TUPLE_DATA_OFFSET on, at any alignment.  gs_keyplan_derives:
+ * may any row's key be derived?  gs_key_derivable: may this row's?
+ * gs_key_derive: write this row's key (key_bytes at out), as gs_encode_key
+ * did, returning what it returned; gs_key_derive_data: the same from the
+ * data of a tuple without NULLs.  The last three call nothing of
+ * PostgreSQL: threads call them.
+ */
+extern bool gs_keyplan_derives(const GsKeyPlan *kp);
+extern bool gs_key_derivable(const GsKeyPlan *kp, const char *body);
+extern bool gs_key_derive(GsKeyPlan *kp, const char *body, void *out);
+extern bool gs_key_derive_data(GsKeyPlan *kp, const char *data, void *out);
+
+/* the same for a plan over an index's columns, from an index tuple */
+extern bool gs_key_derivable_index(const GsKeyPlan *kp, const char *itup);
+extern bool gs_key_derive_index(GsKeyPlan *kp, const char *itup, void *out);
+
+/*
  * One line for EXPLAIN VERBOSE, e.g. "int8 (8 B), text C prefix (23 B)";
  * appended to buf.
  */

@@ -104,6 +104,34 @@ typedef struct GsKeyCol
 #endif
 } GsKeyCol;
 
+/*
+ * Deriving keys again from stored rows (keys_derive.c): never (a kind
+ * that must not be derived on a thread), always (fixed-width columns
+ * only: a tuple with every encoded column will do), or after a check of
+ * each row's variable-width values (inline and uncompressed).
+ */
+typedef enum GsDeriveMode
+{
+	GSD_NEVER,
+	GSD_FIXED,
+	GSD_CHECK
+} GsDeriveMode;
+
+/* encoded columns past this attribute number keep their keys stored */
+#define GS_DERIVE_MAX_ATTS	64
+
+/* the layout of an attribute, as deforming a stored row needs it */
+typedef struct GsDeriveAtt
+{
+	int16		len;			/* attlen */
+	char		align;			/* attalign */
+	bool		byval;
+	bool		varlena_key;	/* a variable-width encoded column */
+	int			fixoff;			/* its offset in a row without NULLs (a
+								 * varlena's before its alignment), or -1
+								 * after a variable-width attribute */
+} GsDeriveAtt;
+
 struct GsKeyPlan
 {
 	int			ncols;			/* sort columns */
@@ -113,7 +141,14 @@ struct GsKeyPlan
 	bool		exact;
 	bool		fast;			/* one fixed column of <= 8 bytes */
 	int			fast_shift;		/* bits to shift its code left */
+	GsDeriveMode derive;		/* may runs leave keys out (keys_derive.c) */
+	int			derive_natts;	/* attributes deformed to derive a key */
+	bool		derive_fixed;	/* every encoded column at a fixoff */
+	GsDeriveAtt datt[GS_DERIVE_MAX_ATTS];
 	GsKeyCol	cols[FLEXIBLE_ARRAY_MEMBER];
 };
+
+/* keys_derive.c */
+extern void gs_keyplan_derive_init(GsKeyPlan *kp, TupleDesc tupdesc);
 
 #endif							/* KEYS_INT_H */

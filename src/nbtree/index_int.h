@@ -229,6 +229,10 @@ extern bool gs_idx_init(GsIdxBuild *b, Relation heap, Relation index,
 						IndexInfo *indexInfo);
 extern bool gs_idx_encode(GsIdxBuild *b, Datum *values, bool *isnull,
 						  ItemPointer tid, uint64 *key);
+extern bool gs_idx_key_derivable(void *arg, const char *data);
+extern bool gs_idx_key_derive(void *arg, const char *data, size_t data_off,
+							  char *key);
+extern size_t gs_idx_row_keep(void *arg, const char *data);
 extern void gs_idx_sortsupport(GsIdxBuild *b);
 extern int	gs_idx_cmp_cols(GsIdxBuild *b, IndexTuple t1, IndexTuple t2);
 extern void gs_idx_unique_violation(GsIdxBuild *b, IndexTuple itup) pg_attribute_noreturn();

@@ -262,6 +262,66 @@ gs_idx_encode(GsIdxBuild *b, Datum *values, bool *isnull, ItemPointer tid,
 }
 
 /*
+ * What a run on disk must hold of a row (the sort core's run format,
+ * gpusort_exec.h): the key is left out where the key plan can derive it
+ * again from the index tuple (keys_derive.c), with the TID word from the
+ * tuple's own TID, and the MAXALIGN padding after the index tuple is left
+ * out; so a record takes what PostgreSQL's build writes, a length word and
+ * the index tuple.  These run on the threads that write and merge runs:
+ * they read the tuple at any alignment and call nothing of PostgreSQL's.
+ */
+bool
+gs_idx_key_derivable(void *arg, const char *data)
+{
+	GsIdxBuild *b = (GsIdxBuild *) arg;
+
+	return gs_key_derivable_index(b->kp, data);
+}
+
+/*
+ * The key gs_idx_encode made for the row whose index tuple is data,
+ * written straight into key where the column part is whole words (a
+ * stream's thread does this for every row it reads)
+ */
+bool
+gs_idx_key_derive(void *arg, const char *data, size_t data_off, char *key)
+{
+	GsIdxBuild *b = (GsIdxBuild *) arg;
+	ItemPointerData tid;
+	uint64		tidword;
+	bool		lossy;
+
+	if (b->colbytes == 4)
+	{
+		uint32		w;
+		uint64		k0;
+
+		lossy = gs_key_derive_index(b->kp, data, &w);
+		k0 = (uint64) w << 32;
+		memcpy(key, &k0, sizeof(k0));
+	}
+	else
+		lossy = gs_key_derive_index(b->kp, data, key);
+	memcpy(&tid, data + offsetof(IndexTupleData, t_tid), sizeof(tid));
+	tidword = gs_idx_tid_word(&tid);
+	memcpy(key + b->colwords * 8, &tidword, sizeof(tidword));
+	return lossy;
+}
+
+/* the bytes of a row a run keeps: its index tuple, or all with a payload */
+size_t
+gs_idx_row_keep(void *arg, const char *data)
+{
+	GsIdxBuild *b = (GsIdxBuild *) arg;
+	unsigned short t_info;
+
+	if (b->payload)
+		return SIZE_MAX;
+	memcpy(&t_info, data + offsetof(IndexTupleData, t_info), sizeof(t_info));
+	return t_info & INDEX_SIZE_MASK;
+}
+
+/*
  * The rows the build should expect: the planner's estimate of the heap's,
  * that fraction of them, a sixteenth for a partial index (it may take few:
  * start small, grow as needed).

@@ -78,6 +78,10 @@ gs_idx_sort_begin(GsIdxBuild *b, Size mem, double est_rows)
 	def.exact = b->exact;
 	def.compare = gs_idx_row_cmp;
 	def.arg = b;
+	/* runs hold the index tuple and little else (index_rows.c) */
+	def.key_derivable = gs_idx_key_derivable;
+	def.key_derive = gs_idx_key_derive;
+	def.keep = gs_idx_row_keep;
 	b->sort = gs_sort_begin_rows(&def, (int) Min(mem / 1024, (Size) INT_MAX),
 								 est_rows);
 }

@@ -14,19 +14,204 @@
 
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "lib/stringinfo.h"
 #include "utils/palloc.h"
 
 #include "gpusort_compat.h"
 
 /*
- * A row on disk: a uint32 holding its MinimalTuple's length and, in the top
- * bit, whether its key was encoded lossily; then its key; then the tuple
- * from MINIMAL_TUPLE_DATA_OFFSET on (its t_len and padding are not
- * written: the length word restores them).
+ * A row on disk: a uint32 word, then the row's key unless the word says it
+ * is left out, then the row's bytes.  The word's top bit says whether the
+ * key was encoded lossily, the next whether the key is left out.
+ *
+ * A key is left out where the sort can derive it again from the row (see
+ * keys_derive.c): whoever reads the record derives it through the
+ * format's derive (GsKeyDeriveFn), which writes the key of the row whose
+ * bytes on disk (see below) are at body, at any alignment.  It runs on the
+ * streams' threads, and so calls nothing of PostgreSQL.
+ *
+ * The sort's tape rows (GsTapeFormat.rows false): the rest of the word is
+ * the MinimalTuple's length (a tuple is shorter than 1 GB, MaxAllocSize,
+ * so 30 bits take it), and the tuple follows from MINIMAL_TUPLE_DATA_OFFSET
+ * on (its t_len and padding are not written: the word restores them).
+ * Where the key is left out, the derivation says whether it was lossy,
+ * and the top bit says instead whether the tuple's header is left out
+ * too: a tuple without NULLs whose header is the one every such tuple of
+ * the sort has (std_natts, std_infomask, std_hoff), give or take one of
+ * the hint bit sets of gs_tape_hints (a tuple copied from a table's page
+ * keeps them), which bits 28-29 name; the length then takes 28 bits, and
+ * only the tuple's data follows.  A one-column int8 row then takes 12
+ * bytes, as PostgreSQL's sort of a single Datum does.
+ *
+ * A variant's rows (rows true: a btree build's, CLUSTER's; gpusort_exec.h)
+ * live in an envelope of a MinimalTuple header, a flags byte at flags_off
+ * and the variant's data from data_off on, MAXALIGN'd.  Their word holds
+ * the flags byte and the data's length (at most TAPE_ROW_MAX_LEN), and
+ * how many zero bytes at the data's end are not written (up to 7, the
+ * padding of a MAXALIGN'd index tuple); only the data's other bytes
+ * follow.  So a btree build's record is as large as PostgreSQL's: a
+ * length word and the index tuple.
+ *
+ * Either way a record is at most TAPE_ROW_HDR + key_bytes + t_len bytes.
  */
 #define TAPE_ROW_HDR	sizeof(uint32)
 #define TAPE_LOSSY_BIT	((uint32) 1 << 31)
+#define TAPE_NOKEY_BIT	((uint32) 1 << 30)
+#define TAPE_LEN_MASK	(TAPE_NOKEY_BIT - 1)
+#define TAPE_ROW_FLAGS_SHIFT 22
+#define TAPE_ROW_TRIM_SHIFT 19
+#define TAPE_ROW_TRIM_MAX	7
+#define TAPE_ROW_MAX_LEN	(((uint32) 1 << TAPE_ROW_TRIM_SHIFT) - 1)
+#define TAPE_NOHDR_BIT		TAPE_LOSSY_BIT	/* with TAPE_NOKEY_BIT */
+#define TAPE_HINTS_SHIFT	28
+#define TAPE_NOHDR_LEN_MASK	(((uint32) 1 << TAPE_HINTS_SHIFT) - 1)
+
+/* the hint bits a tuple whose header is left out may carry: set h */
+static inline uint16
+gs_tape_hints(int h)
+{
+	switch (h)
+	{
+		case 0:
+			return 0;
+		case 1:
+			return HEAP_XMIN_COMMITTED | HEAP_XMAX_INVALID;
+		case 2:
+			return HEAP_XMIN_FROZEN | HEAP_XMAX_INVALID;
+		default:
+			return HEAP_XMAX_INVALID;
+	}
+}
+
+/*
+ * derive(arg, body, body_off, key): body is what the record holds of the
+ * row, which goes at body_off in the tuple (see GsTapeRec): for tape rows
+ * at MINIMAL_TUPLE_DATA_OFFSET, or past a header left out at the tuple's
+ * data.  Returns whether the key is lossy.
+ */
+typedef bool (*GsKeyDeriveFn) (void *arg, const char *body, size_t body_off,
+							   char *key);
+
+typedef struct GsTapeFormat
+{
+	int			key_bytes;
+	bool		rows;			/* a variant's rows (see above) */
+	uint16		flags_off;		/* rows: where the envelope's flags are */
+	uint16		data_off;		/* rows: where its data starts */
+	GsKeyDeriveFn derive;		/* keys left out, or NULL if none is */
+	void	   *derive_arg;
+	/* tape rows: the header of a tuple without NULLs (0 natts: none) */
+	uint16		std_natts;
+	uint16		std_infomask;
+	uint8		std_hoff;
+} GsTapeFormat;
+
+/* what a record's word says of the row (gs_tape_decode) */
+typedef struct GsTapeRec
+{
+	size_t		head;			/* bytes of the word and the key */
+	size_t		body_off;		/* where the bytes on disk go in the tuple */
+	size_t		body_len;		/* how many there are */
+	uint32		t_len;			/* the tuple's length */
+} GsTapeRec;
+
+static inline void
+gs_tape_decode(const GsTapeFormat *tf, uint32 word, GsTapeRec *rec)
+{
+	rec->head = TAPE_ROW_HDR + ((word & TAPE_NOKEY_BIT) ? 0 : tf->key_bytes);
+	if (tf->rows)
+	{
+		uint32		len = word & TAPE_ROW_MAX_LEN;
+
+		rec->t_len = tf->data_off + len;
+		rec->body_off = tf->data_off;
+		rec->body_len = len -
+			((word >> TAPE_ROW_TRIM_SHIFT) & TAPE_ROW_TRIM_MAX);
+	}
+	else if ((word & (TAPE_NOKEY_BIT | TAPE_NOHDR_BIT)) ==
+			 (TAPE_NOKEY_BIT | TAPE_NOHDR_BIT))
+	{
+		rec->t_len = word & TAPE_NOHDR_LEN_MASK;
+		rec->body_off = tf->std_hoff - MINIMAL_TUPLE_OFFSET;
+		rec->body_len = rec->t_len - rec->body_off;
+	}
+	else
+	{
+		rec->t_len = word & TAPE_LEN_MASK;
+		rec->body_off = MINIMAL_TUPLE_DATA_OFFSET;
+		rec->body_len = rec->t_len - MINIMAL_TUPLE_DATA_OFFSET;
+	}
+}
+
+/*
+ * May the header of tape row tup be left out (see above)?  If so, *hints
+ * names its hint bits.
+ */
+static inline bool
+gs_tape_std_header(const GsTapeFormat *tf, MinimalTuple tup, uint32 *hints)
+{
+	uint16		extra;
+	size_t		off;
+	uint32		h;
+
+	if (tf->std_natts == 0 || tup->t_len > TAPE_NOHDR_LEN_MASK ||
+		tup->t_infomask2 != tf->std_natts || tup->t_hoff != tf->std_hoff)
+		return false;
+	extra = tup->t_infomask ^ tf->std_infomask;
+	for (h = 0; h < 4; h++)
+		if (extra == gs_tape_hints(h))
+			break;
+	if (h == 4)
+		return false;
+	/* the padding before the data is restored as zeros */
+	for (off = SizeofMinimalTupleHeader;
+		 off < tf->std_hoff - MINIMAL_TUPLE_OFFSET; off++)
+		if (((const char *) tup)[off] != 0)
+			return false;
+	*hints = h;
+	return true;
+}
+
+/* does the word say whether the key is lossy? (else its derivation does) */
+static inline bool
+gs_tape_lossy_in_word(const GsTapeFormat *tf, uint32 word)
+{
+	return tf->rows || !(word & TAPE_NOKEY_BIT);
+}
+
+/*
+ * The rest of a tuple of rec->t_len bytes at dst whose bytes on disk are
+ * (or go) at dst + rec->body_off: header, flags, zeros.
+ */
+static inline void
+gs_tape_restore(const GsTapeFormat *tf, uint32 word, const GsTapeRec *rec,
+				char *dst)
+{
+	memset(dst, 0, rec->body_off);
+	((MinimalTuple) dst)->t_len = rec->t_len;
+	if (!tf->rows && rec->body_off > MINIMAL_TUPLE_DATA_OFFSET)
+	{
+		MinimalTuple tup = (MinimalTuple) dst;
+
+		/*
+		 * The header left out (see above).  Stores only: the block was last
+		 * read on another core, and reading its line back (as
+		 * HeapTupleHeaderSetNatts would) stalled a stream's thread on it.
+		 */
+		tup->t_infomask2 = tf->std_natts;
+		tup->t_infomask = tf->std_infomask |
+			gs_tape_hints((word >> TAPE_HINTS_SHIFT) & 3);
+		tup->t_hoff = tf->std_hoff;
+	}
+	else if (tf->rows)
+	{
+		size_t		end = rec->body_off + rec->body_len;
+
+		dst[tf->flags_off] = (char) (uint8) (word >> TAPE_ROW_FLAGS_SHIFT);
+		memset(dst + end, 0, rec->t_len - end);
+	}
+}
 
 /*
  * The first word of a normalized key (a 4-byte key widened), which the
@@ -254,8 +439,9 @@ typedef struct GsRowFormat
 
 extern size_t gs_stream_block_size(int64 mem, int nstreams);
 extern GsStream *gs_stream_start(MemoryContext cxt, GsTempFile *f,
-								 int key_bytes, const GsRun *runs, int nruns,
-								 size_t block_size, size_t read_size);
+								 const GsTapeFormat *tf, const GsRun *runs,
+								 int nruns, size_t block_size,
+								 size_t read_size);
 extern GsStream *gs_stream_start_rows(MemoryContext cxt, GsTempFile *f,
 									  const GsRowFormat *fmt, int key_bytes,
 									  const GsRun *runs, int nruns,

@@ -203,20 +203,26 @@ gs_stream_block_size(int64 mem, int nstreams)
 	return (size_t) TYPEALIGN_DOWN(MAXIMUM_ALIGNOF, b);
 }
 
+static GsStream *gs_stream_start_any(MemoryContext cxt, GsTempFile *f,
+									 const GsRowFormat *fmt,
+									 const GsTapeFormat *tf,
+									 const GsRun *runs, int nruns,
+									 size_t block_size, size_t read_size);
+
 /*
- * Start a thread merging runs[0 .. nruns-1] of f, whose keys are exact (the
- * keys alone order the rows).  Every row must fit in read_size bytes, and as
+ * Start a thread merging runs[0 .. nruns-1] of f, records in format tf
+ * (gpusort_spill.h), whose keys are exact (the keys alone order the rows).  Every row must fit in read_size bytes, and as
  * a record twice in block_size.  The stream's memory and thread belong to
  * cxt: its reset or deletion stops the thread first.  NULL if no thread can
  * be started (the caller merges another way).
  */
 GsStream *
-gs_stream_start(MemoryContext cxt, GsTempFile *f, int key_bytes,
+gs_stream_start(MemoryContext cxt, GsTempFile *f, const GsTapeFormat *tf,
 				const GsRun *runs, int nruns, size_t block_size,
 				size_t read_size)
 {
-	return gs_stream_start_rows(cxt, f, NULL, key_bytes, runs, nruns,
-								block_size, read_size);
+	return gs_stream_start_any(cxt, f, NULL, tf, runs, nruns, block_size,
+							   read_size);
 }
 
 /* the same for runs of rows in format fmt (NULL: the sort's tape rows) */
@@ -224,6 +230,19 @@ GsStream *
 gs_stream_start_rows(MemoryContext cxt, GsTempFile *f, const GsRowFormat *fmt,
 					 int key_bytes, const GsRun *runs, int nruns,
 					 size_t block_size, size_t read_size)
+{
+	GsTapeFormat tf;
+
+	memset(&tf, 0, sizeof(tf));
+	tf.key_bytes = key_bytes;
+	return gs_stream_start_any(cxt, f, fmt, &tf, runs, nruns, block_size,
+							   read_size);
+}
+
+static GsStream *
+gs_stream_start_any(MemoryContext cxt, GsTempFile *f, const GsRowFormat *fmt,
+					const GsTapeFormat *tf, const GsRun *runs, int nruns,
+					size_t block_size, size_t read_size)
 {
 	GsStream   *st;
 	int			i;
@@ -235,7 +254,8 @@ gs_stream_start_rows(MemoryContext cxt, GsTempFile *f, const GsRowFormat *fmt,
 	st->file = f;
 	st->fmt = fmt;
 	st->hdr = fmt ? fmt->hdr : TAPE_ROW_HDR;
-	st->key_bytes = key_bytes;
+	st->key_bytes = tf->key_bytes;
+	st->tape = *tf;
 	st->nreaders = nruns;
 	st->readers = MemoryContextAllocZero(cxt, nruns * sizeof(GsReader));
 	st->tree = MemoryContextAllocZero(cxt, Max(nruns, 1) * sizeof(int));

@@ -19,6 +19,7 @@
 #include "lib/ilist.h"
 #include "utils/memutils.h"
 
+#include "gpusort_engine.h"
 #include "gpusort_spill.h"
 
 
@@ -57,8 +58,12 @@ typedef struct GsReader
 	size_t		rpos;			/* the current row starts here */
 	size_t		rlen;			/* bytes in buf */
 	size_t		rowlen;			/* bytes of the current row */
+	uint32		word;			/* its record's word (tape rows) */
+	GsTapeRec	rec;			/* and what that says */
+	const char *key;			/* its key: in buf, or keybuf if derived */
 	uint64		k0;				/* its first key word; max at the end */
 	bool		eof;
+	char		keybuf[GS_MAX_KEY_BYTES];	/* a key left out of the run */
 } GsReader;
 
 struct GsStream
@@ -68,6 +73,7 @@ struct GsStream
 	const GsRowFormat *fmt;		/* NULL: the sort's tape rows */
 	size_t		hdr;			/* bytes before a row's key */
 	int			key_bytes;
+	GsTapeFormat tape;			/* of the runs read (fmt NULL) */
 	int			nreaders;
 	GsReader   *readers;
 	int		   *tree;			/* loser tree: tree[0] winner */

@@ -68,7 +68,6 @@ static int
 gs_reader_next(GsStream *st, GsReader *r)
 {
 	size_t		headlen = st->hdr + st->key_bytes;
-	uint32		word;
 	size_t		need;
 	int			pass;
 
@@ -85,7 +84,8 @@ gs_reader_next(GsStream *st, GsReader *r)
 		return 0;
 	}
 	r->left--;
-	need = headlen;
+	/* a tape row's word says whether its key follows */
+	need = st->fmt ? headlen : TAPE_ROW_HDR;
 	for (pass = 0; pass < 2; pass++)
 	{
 		if (r->rlen - r->rpos < need)
@@ -119,16 +119,28 @@ gs_reader_next(GsStream *st, GsReader *r)
 				need = st->fmt->row_len(r->buf + r->rpos, st->key_bytes);
 			else
 			{
-				memcpy(&word, r->buf + r->rpos, sizeof(uint32));
-				need = headlen + (word & ~TAPE_LOSSY_BIT) -
-					MINIMAL_TUPLE_DATA_OFFSET;
+				memcpy(&r->word, r->buf + r->rpos, sizeof(uint32));
+				gs_tape_decode(&st->tape, r->word, &r->rec);
+				headlen = r->rec.head;
+				need = headlen + r->rec.body_len;
+				if ((r->word & TAPE_NOKEY_BIT) && st->tape.derive == NULL)
+					return -1;
 			}
 			if (need > r->size || need < headlen)
 				return -1;
 		}
 	}
 	r->rowlen = need;
-	r->k0 = gs_key_word0(r->buf + r->rpos + st->hdr, st->key_bytes);
+	if (st->fmt || !(r->word & TAPE_NOKEY_BIT))
+		r->key = r->buf + r->rpos + st->hdr;
+	else
+	{
+		(void) st->tape.derive(st->tape.derive_arg,
+							   r->buf + r->rpos + r->rec.head,
+							   r->rec.body_off, r->keybuf);
+		r->key = r->keybuf;
+	}
+	r->k0 = gs_key_word0(r->key, st->key_bytes);
 
 	/*
 	 * This reader's turn comes again only after the other runs': with 33
@@ -153,8 +165,7 @@ gs_reader_before(GsStream *st, int a, int b)
 		return ra->k0 < rb->k0;
 	if (ra->eof || rb->eof)
 		return rb->eof && !ra->eof;
-	c = gs_key_cmp_rest(ra->buf + ra->rpos + st->hdr,
-						rb->buf + rb->rpos + st->hdr, st->key_bytes);
+	c = gs_key_cmp_rest(ra->key, rb->key, st->key_bytes);
 	if (c != 0)
 		return c < 0;
 	return a < b;
@@ -171,11 +182,9 @@ static inline size_t
 gs_stream_put(GsStream *st, GsReader *r, char *dst)
 {
 	const char *row = r->buf + r->rpos;
-	uint32		word;
-	uint32		len;
 	uint32		reclen;
 	size_t		tupoff = gs_stream_tuple_offset(st->key_bytes);
-	MinimalTuple tup = (MinimalTuple) (dst + tupoff);
+	char	   *tup = dst + tupoff;
 
 	if (st->fmt)
 	{
@@ -183,15 +192,12 @@ gs_stream_put(GsStream *st, GsReader *r, char *dst)
 		memcpy(dst, row, r->rowlen);
 		return r->rowlen;
 	}
-	memcpy(&word, row, sizeof(uint32));
-	len = word & ~TAPE_LOSSY_BIT;
-	reclen = tupoff + MAXALIGN(len);
+	reclen = tupoff + MAXALIGN(r->rec.t_len);
 	memcpy(dst, &reclen, sizeof(uint32));
-	memcpy(dst + STREAM_KEY_OFFSET, row + TAPE_ROW_HDR, st->key_bytes);
-	memset(tup, 0, MINIMAL_TUPLE_DATA_OFFSET);
-	tup->t_len = len;
-	memcpy((char *) tup + MINIMAL_TUPLE_DATA_OFFSET,
-		   row + TAPE_ROW_HDR + st->key_bytes, len - MINIMAL_TUPLE_DATA_OFFSET);
+	/* the key, whether read or derived */
+	memcpy(dst + STREAM_KEY_OFFSET, r->key, st->key_bytes);
+	gs_tape_restore(&st->tape, r->word, &r->rec, tup);
+	memcpy(tup + r->rec.body_off, row + r->rec.head, r->rec.body_len);
 	return reclen;
 }
 
@@ -301,8 +307,7 @@ gs_stream_thread(void *arg)
 			if (st->fmt)
 				rec = r->rowlen;
 			else
-				rec = tupoff + MAXALIGN(r->rowlen - TAPE_ROW_HDR -
-										st->key_bytes + MINIMAL_TUPLE_DATA_OFFSET);
+				rec = tupoff + MAXALIGN(r->rec.t_len);
 			if (used + rec > st->block_size)
 			{
 				if (used == 0)

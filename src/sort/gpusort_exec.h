@@ -224,6 +224,16 @@ extern void gs_sort_end(GsSortState *s);
 
 typedef int (*GsRowCompareFn) (void *arg, const char *a, const char *b);
 
+/*
+ * Runs on disk hold as little of a row as the variant allows (see
+ * gpusort_spill.h): key_derivable(arg, data) says whether a row's key can
+ * be left out, and key_derive(arg, data, data_off, key) writes it again
+ * from the row's data (at any alignment; data_off is where the data lies
+ * in the envelope) and returns whether it is lossy; keep(arg, data) says how many bytes at
+ * the start of the data a run must hold, the rest being zeros (a
+ * MAXALIGN'd tuple's padding).  Each may be NULL (keys kept, every byte
+ * written).  All three run on threads: they must not call PostgreSQL.
+ */
 typedef struct GsRowsDef
 {
 	int			key_bytes;
@@ -231,6 +241,10 @@ typedef struct GsRowsDef
 	bool		exact;
 	GsRowCompareFn compare;
 	void	   *arg;
+	bool		(*key_derivable) (void *arg, const char *data);
+	bool		(*key_derive) (void *arg, const char *data, size_t data_off,
+							   char *key);
+	size_t		(*keep) (void *arg, const char *data);
 } GsRowsDef;
 
 extern GsSortState *gs_sort_begin_rows(const GsRowsDef *def, int mem_kb,

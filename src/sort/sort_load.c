@@ -380,6 +380,10 @@ gs_sort_row_add(GsSortState *s, Size len, char **key)
 	size_t		n;
 
 	Assert(s->status == GS_LOADING && s->row_cmp != NULL);
+	/* a run's record holds the length in a few bits (gpusort_spill.h) */
+	if (unlikely(len > TAPE_ROW_MAX_LEN))
+		elog(ERROR, "gpusort: a row of %zu bytes is too large for a sort",
+			 len);
 	if (unlikely(s->nrows >= s->check_at))
 		gs_load_check(s);
 	n = s->nrows;

@@ -111,13 +111,37 @@ gs_source_fill(GsSortState *s, GsSource *src, size_t need)
 	return src->rlen >= need;
 }
 
+/* read a source's next len bytes into dst (the row's bytes after its head) */
+static void
+gs_source_read_body(GsSortState *s, GsSource *src, char *dst, size_t len)
+{
+	if (len <= src->rbuf_size)
+	{
+		if (!gs_source_fill(s, src, len))
+			elog(ERROR, "gpusort: unexpected end of a sorted run");
+		memcpy(dst, src->rbuf + src->rpos, len);
+		src->rpos += len;
+	}
+	else
+	{
+		/* larger than the read-ahead: what it holds, then the rest */
+		size_t		have = src->rlen - src->rpos;
+
+		memcpy(dst, src->rbuf + src->rpos, have);
+		src->rpos = src->rlen = 0;
+		if (gs_source_read(s, src, dst + have, len - have) != len - have)
+			elog(ERROR, "gpusort: unexpected end of a sorted run");
+		src->given_back = gs_temp_discard(s->file, src->given_back,
+										  src->fpos, false);
+	}
+}
+
 static void
 gs_source_read_run(GsSortState *s, GsSource *src)
 {
-	size_t		headlen = TAPE_ROW_HDR + s->key_bytes;
+	const GsTapeFormat *tf = &s->tape.tf;
 	uint32		word;
-	uint32		len;
-	size_t		body;
+	GsTapeRec	rec;
 
 	if (src->left == 0)
 	{
@@ -128,44 +152,28 @@ gs_source_read_run(GsSortState *s, GsSource *src)
 		return;
 	}
 	src->left--;
-	/* keybuf holds the row's header and key (see gs_run_write) */
-	if (!gs_source_fill(s, src, headlen))
+
+	/*
+	 * keybuf holds the row's word and key (see gpusort_spill.h): the key as
+	 * read, or derived from the row below if the run left it out
+	 */
+	if (!gs_source_fill(s, src, TAPE_ROW_HDR))
 		elog(ERROR, "gpusort: unexpected end of a sorted run");
-	memcpy(src->keybuf, src->rbuf + src->rpos, headlen);
-	src->rpos += headlen;
-	memcpy(&word, src->keybuf, sizeof(uint32));
-	len = word & ~TAPE_LOSSY_BIT;
-	body = len - MINIMAL_TUPLE_DATA_OFFSET;
-	if (len > src->tupbuf_size)
+	memcpy(&word, src->rbuf + src->rpos, sizeof(uint32));
+	gs_tape_decode(tf, word, &rec);
+	if (!gs_source_fill(s, src, rec.head))
+		elog(ERROR, "gpusort: unexpected end of a sorted run");
+	memcpy(src->keybuf, src->rbuf + src->rpos, rec.head);
+	src->rpos += rec.head;
+	if (rec.t_len > src->tupbuf_size)
 	{
-		size_t		sz = Max(len, src->tupbuf_size * 2);
+		size_t		sz = Max(rec.t_len, src->tupbuf_size * 2);
 
 		src->tupbuf = MemoryContextAllocHuge(s->mergecxt, sz);
 		src->tupbuf_size = sz;
 	}
-	if (body <= src->rbuf_size)
-	{
-		if (!gs_source_fill(s, src, body))
-			elog(ERROR, "gpusort: unexpected end of a sorted run");
-		memcpy(src->tupbuf + MINIMAL_TUPLE_DATA_OFFSET,
-			   src->rbuf + src->rpos, body);
-		src->rpos += body;
-	}
-	else
-	{
-		/* larger than the read-ahead: what it holds, then the rest */
-		size_t		have = src->rlen - src->rpos;
-
-		memcpy(src->tupbuf + MINIMAL_TUPLE_DATA_OFFSET,
-			   src->rbuf + src->rpos, have);
-		src->rpos = src->rlen = 0;
-		if (gs_source_read(s, src,
-						   src->tupbuf + MINIMAL_TUPLE_DATA_OFFSET + have,
-						   body - have) != body - have)
-			elog(ERROR, "gpusort: unexpected end of a sorted run");
-		src->given_back = gs_temp_discard(s->file, src->given_back,
-										  src->fpos, false);
-	}
+	gs_source_read_body(s, src, src->tupbuf + rec.body_off, rec.body_len);
+	gs_tape_restore(tf, word, &rec, src->tupbuf);
 
 	/*
 	 * This source's next row is read when it next wins, after rows of other
@@ -175,10 +183,20 @@ gs_source_read_run(GsSortState *s, GsSource *src)
 	__builtin_prefetch(src->rbuf + src->rpos + 64);
 
 	src->key = src->keybuf + TAPE_ROW_HDR;
-	src->k0 = gs_key_word0(src->key, s->key_bytes);
 	src->lossy = (word & TAPE_LOSSY_BIT) != 0;
+	if (word & TAPE_NOKEY_BIT)
+	{
+		bool		lossy;
+
+		if (tf->derive == NULL)
+			elog(ERROR, "gpusort: a sorted run left out a key it cannot derive");
+		lossy = tf->derive(tf->derive_arg, src->tupbuf + rec.body_off,
+						   rec.body_off, src->keybuf + TAPE_ROW_HDR);
+		if (!gs_tape_lossy_in_word(tf, word))
+			src->lossy = lossy;
+	}
+	src->k0 = gs_key_word0(src->key, s->key_bytes);
 	src->tup = (MinimalTuple) src->tupbuf;
-	src->tup->t_len = len;
 }
 
 /* move a source to its next row */
@@ -633,9 +651,9 @@ gs_merge_streams(GsSortState *s, bool mapped)
 		int			first = s->nruns * t / nstreams;
 		int			last = s->nruns * (t + 1) / nstreams;
 
-		streams[t] = gs_stream_start(s->mergecxt, s->file, s->key_bytes,
-									 &s->runs[first], last - first,
-									 block, readsize);
+		streams[t] = gs_stream_start(s->mergecxt, s->file, &s->tape.tf,
+									 &s->runs[first], last - first, block,
+									 readsize);
 		if (streams[t] == NULL)
 		{
 			/* no thread to be had: stop those started, merge here */

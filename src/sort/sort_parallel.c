@@ -42,8 +42,8 @@
  * in runs by every participant instead.  Each
  * worker puts its rows into a sort state of its own (private memory, its
  * work_mem, the engine as for any sort), which writes every full
- * batch as a sorted run -- the format of sort_runs.c: key, lossy mark,
- * tuple -- into the leader's temporary file.  The leader creates that
+ * batch as a sorted run -- the format of every run (gpusort_spill.h) --
+ * into the leader's temporary file.  The leader creates that
  * file before the workers start and shares its name and its two counters
  * (bytes placed, bytes held: temp_file_limit) in the DSM, so that every
  * process places its runs atomically (spill.c, gs_temp_share).  The

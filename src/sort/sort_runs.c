@@ -53,6 +53,7 @@ struct GsSpillJob
 {
 	GsTempFile *file;
 	int			key_bytes;
+	GsTapeOut	tape;			/* the records' format */
 	MinimalTuple *tuples;		/* the batch's rows */
 	const uint64 *lossy;		/* and their lossy bits */
 	const uint32 *rows;			/* batch rows in sorted order */
@@ -157,8 +158,11 @@ gs_spill_slice_bytes(GsSpillJob *j, size_t from, size_t to,
 
 	for (i = from; i < to; i++)
 	{
+		MinimalTuple tup;
+
 		gs_spill_prefetch(j, i, to);
-		sum += gs_row_disk_bytes(j->key_bytes, j->tuples[j->rows[i]]);
+		tup = j->tuples[j->rows[i]];
+		sum += gs_row_disk_bytes(&j->tape, tup);
 		if ((i % INTERRUPT_INTERVAL) == 0 && *stop)
 			return -1;
 	}
@@ -242,10 +246,15 @@ gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
 		MinimalTuple tup = j->tuples[row];
 		const char *key = j->keyidx ? j->keys + j->keyidx[i] * kb :
 			j->keys + i * kb;
-		size_t		body = tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
-		size_t		head = TAPE_ROW_HDR + kb;
+		const char *bytes;
+		size_t		body;
+		uint32		word;
+		size_t		head;
 
 		gs_spill_prefetch(j, i, to);
+		word = gs_tape_word(&j->tape, tup, gs_lossy_bit(j->lossy, row),
+							&bytes, &body);
+		head = gs_tape_head(&j->tape, word);
 		if (used + head + body > j->bufsize)
 		{
 			if ((j->err[part] = gs_temp_pwrite(j->file, buf, used, off)) != 0)
@@ -255,20 +264,18 @@ gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
 			if (*stop)
 				return;
 		}
-		gs_row_head(kb, buf + used, key, gs_lossy_bit(j->lossy, row), tup);
+		gs_tape_put_head(&j->tape, buf + used, word, key);
 		if (head + body <= j->bufsize)
 		{
-			memcpy(buf + used + head,
-				   (char *) tup + MINIMAL_TUPLE_DATA_OFFSET, body);
+			memcpy(buf + used + head, bytes, body);
 			used += head + body;
 		}
 		else
 		{
 			/* larger than the buffer: its header, then the tuple in place */
 			if ((j->err[part] = gs_temp_pwrite(j->file, buf, head, off)) != 0 ||
-				(j->err[part] = gs_temp_pwrite(j->file,
-												(char *) tup + MINIMAL_TUPLE_DATA_OFFSET,
-												body, off + head)) != 0)
+				(j->err[part] = gs_temp_pwrite(j->file, bytes, body,
+												off + head)) != 0)
 				return;
 			off += head + body;
 		}
@@ -325,6 +332,7 @@ gs_spill_prepare(GsSortState *s, const uint32 *rows, const char *keys,
 
 	j->file = s->file;
 	j->key_bytes = s->key_bytes;
+	j->tape = s->tape;
 	j->tuples = s->tuples;
 	j->lossy = s->lossy;
 	j->rows = rows;

@@ -66,27 +66,28 @@ void
 gs_writer_put(GsSortState *s, GsWriter *w, const char *key, bool lossy,
 			  MinimalTuple tup)
 {
-	size_t		len = gs_row_disk_bytes(s->key_bytes, tup);
-	size_t		body = tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
-	size_t		head;
+	const char *bytes;
+	size_t		body;
+	uint32		word = gs_tape_word(&s->tape, tup, lossy, &bytes, &body);
+	size_t		head = gs_tape_head(&s->tape, word);
+	size_t		len = head + body;
 
 	if (w->used + len > w->size)
 	{
 		gs_writer_emit(s, w, w->buf, w->used);
 		w->used = 0;
 	}
-	head = gs_row_head(s->key_bytes, w->buf + w->used, key, lossy, tup);
+	gs_tape_put_head(&s->tape, w->buf + w->used, word, key);
 	if (len <= w->size)
 	{
-		memcpy(w->buf + w->used + head,
-			   (char *) tup + MINIMAL_TUPLE_DATA_OFFSET, body);
+		memcpy(w->buf + w->used + head, bytes, body);
 		w->used += len;
 	}
 	else
 	{
 		/* larger than the buffer: its header, then the tuple from place */
 		gs_writer_emit(s, w, w->buf, head);
-		gs_writer_emit(s, w, (char *) tup + MINIMAL_TUPLE_DATA_OFFSET, body);
+		gs_writer_emit(s, w, bytes, body);
 	}
 	w->run->nrows++;
 	if ((w->run->nrows % INTERRUPT_INTERVAL) == 0)

@@ -174,6 +174,25 @@ gs_sort_def_read(List *custom_private, GsSortDef *def)
 	}
 }
 
+/*
+ * The key plan's derivation of keys that runs leave out (keys_derive.c),
+ * as the run format's callbacks (gpusort_spill.h)
+ */
+static bool
+gs_derive_key_cb(void *arg, const char *body, size_t body_off, char *key)
+{
+	if (body_off == MINIMAL_TUPLE_DATA_OFFSET)
+		return gs_key_derive((GsKeyPlan *) arg, body, key);
+	/* a tuple without NULLs whose header the run left out: its data */
+	return gs_key_derive_data((GsKeyPlan *) arg, body, key);
+}
+
+static bool
+gs_key_derivable_cb(void *arg, const char *body)
+{
+	return gs_key_derivable((const GsKeyPlan *) arg, body);
+}
+
 GsSortState *
 gs_sort_begin(TupleDesc tupdesc, const GsSortDef *def, int work_mem_kb,
 			  bool random_access, double est_rows)
@@ -203,6 +222,22 @@ gs_sort_begin(TupleDesc tupdesc, const GsSortDef *def, int work_mem_kb,
 		elog(ERROR, "gpusort: leading sort key is not encodable");
 	s->key_bytes = gs_keyplan_key_bytes(s->kp);
 	s->exact = gs_keyplan_exact(s->kp);
+	/* runs leave out the keys they can derive again (keys_derive.c) */
+	s->tape.tf.key_bytes = s->key_bytes;
+	if (gs_keyplan_derives(s->kp))
+	{
+		s->tape.tf.derive = gs_derive_key_cb;
+		s->tape.tf.derive_arg = s->kp;
+		s->tape.omit = gs_key_derivable_cb;
+		s->tape.arg = s->kp;
+		/* the header of a tuple without NULLs, left out with the key */
+		s->tape.tf.std_natts = tupdesc->natts;
+		s->tape.tf.std_hoff = MAXALIGN(SizeofMinimalTupleHeader) +
+			MINIMAL_TUPLE_OFFSET;
+		for (i = 0; i < tupdesc->natts; i++)
+			if (TupleDescAttr(tupdesc, i)->attlen < 0)
+				s->tape.tf.std_infomask = HEAP_HASVARWIDTH;
+	}
 
 	/* PostgreSQL's comparators, for runs of equal keys */
 	s->ssup = palloc0(nkeys * sizeof(SortSupportData));
@@ -240,6 +275,18 @@ gs_sort_begin_rows(const GsRowsDef *def, int mem_kb, double est_rows)
 	s->exact = def->exact;
 	s->row_cmp = def->compare;
 	s->row_cmp_arg = def->arg;
+	s->tape.tf.key_bytes = s->key_bytes;
+	s->tape.tf.rows = true;
+	s->tape.tf.flags_off = GS_ROW_FLAGS_OFF;
+	s->tape.tf.data_off = GS_ROW_DATA_OFF;
+	s->tape.arg = def->arg;
+	s->tape.keep = def->keep;
+	if (def->key_derivable != NULL && def->key_derive != NULL)
+	{
+		s->tape.tf.derive = def->key_derive;
+		s->tape.tf.derive_arg = def->arg;
+		s->tape.omit = def->key_derivable;
+	}
 	gs_sort_size(s, est_rows);
 	MemoryContextSwitchTo(oldcxt);
 	return s;

@@ -246,6 +246,28 @@ typedef struct GsBatch
 	MemoryContext tupcxt;
 } GsBatch;
 
+/*
+ * Writing a row's record (the format is in gpusort_spill.h): the format,
+ * and what the sort says of each row.  omit(arg, body): may the record
+ * leave the row's key out (the format's derive gets it back from body:
+ * the tuple from MINIMAL_TUPLE_DATA_OFFSET on, or a variant's data)?
+ * keep(arg, data): how many bytes at the start of a variant's data a
+ * record must hold (the zeros after them, up to TAPE_ROW_TRIM_MAX, are
+ * left out); NULL: all.  Both are called on the threads that write runs,
+ * and so call nothing of PostgreSQL; their answers depend on the row
+ * alone, so a row written again (a merge pass) takes the same bytes.
+ */
+typedef bool (*GsKeyOmitFn) (void *arg, const char *body);
+typedef size_t (*GsRowKeepFn) (void *arg, const char *data);
+
+typedef struct GsTapeOut
+{
+	GsTapeFormat tf;
+	GsKeyOmitFn omit;			/* NULL: every key is written */
+	GsRowKeepFn keep;
+	void	   *arg;
+} GsTapeOut;
+
 typedef struct GsSpillJob GsSpillJob;
 
 struct GsSortState
@@ -263,6 +285,7 @@ struct GsSortState
 
 	/* keys */
 	GsKeyPlan  *kp;				/* NULL for a variant's rows */
+	GsTapeOut	tape;			/* the format of its runs' records */
 	int			key_bytes;
 	int			tie_bytes;		/* the part a tie-break replaces (see
 								 * gs_sort_begin_rows) */
@@ -461,11 +484,84 @@ gs_key_cmp_words(const char *a, const char *b, int from, int to)
 	return 0;
 }
 
-/* the bytes of a row on disk (see gpusort_spill.h) */
-static inline size_t
-gs_row_disk_bytes(int key_bytes, MinimalTuple tup)
+/*
+ * A row's record: its word, returned, and the row's bytes written after
+ * the word and the key (*body, *body_len)
+ */
+static inline uint32
+gs_tape_word(const GsTapeOut *o, MinimalTuple tup, bool lossy,
+			 const char **body, size_t *body_len)
 {
-	return TAPE_ROW_HDR + key_bytes + tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
+	uint32		word = lossy ? TAPE_LOSSY_BIT : 0;
+	const char *data;
+	uint32		len;
+	size_t		keep;
+	uint32		trim = 0;
+
+	/* rows are no larger than MaxAllocSize (gs_form_row) */
+	Assert(tup->t_len <= TAPE_LEN_MASK);
+	if (!o->tf.rows)
+	{
+		uint32		hints;
+
+		*body = (const char *) tup + MINIMAL_TUPLE_DATA_OFFSET;
+		*body_len = tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
+		if (o->omit == NULL || !o->omit(o->arg, *body))
+			return word | tup->t_len;
+		/* the derivation tells the lossy ones: the top bit is free */
+		if (!gs_tape_std_header(&o->tf, tup, &hints))
+			return TAPE_NOKEY_BIT | tup->t_len;
+		*body = (const char *) tup + o->tf.std_hoff - MINIMAL_TUPLE_OFFSET;
+		*body_len = tup->t_len - (o->tf.std_hoff - MINIMAL_TUPLE_OFFSET);
+		return TAPE_NOKEY_BIT | TAPE_NOHDR_BIT |
+			(hints << TAPE_HINTS_SHIFT) | tup->t_len;
+	}
+
+	data = (const char *) tup + o->tf.data_off;
+	len = tup->t_len - o->tf.data_off;
+	/* (gs_sort_row_alloc keeps a variant's rows that small) */
+	Assert(len <= TAPE_ROW_MAX_LEN);
+	keep = o->keep ? o->keep(o->arg, data) : len;
+	while (trim < TAPE_ROW_TRIM_MAX && len - trim > keep &&
+		   data[len - 1 - trim] == 0)
+		trim++;
+	word |= len | (trim << TAPE_ROW_TRIM_SHIFT) |
+		((uint32) *((const uint8 *) tup + o->tf.flags_off) <<
+		 TAPE_ROW_FLAGS_SHIFT);
+	if (o->omit != NULL && o->omit(o->arg, data))
+		word |= TAPE_NOKEY_BIT;
+	*body = data;
+	*body_len = len - trim;
+	return word;
+}
+
+/* the bytes of a record's word and key */
+static inline size_t
+gs_tape_head(const GsTapeOut *o, uint32 word)
+{
+	return TAPE_ROW_HDR + ((word & TAPE_NOKEY_BIT) ? 0 : o->tf.key_bytes);
+}
+
+/* the bytes of a row on disk */
+static inline size_t
+gs_row_disk_bytes(const GsTapeOut *o, MinimalTuple tup)
+{
+	const char *body;
+	size_t		body_len;
+	uint32		word = gs_tape_word(o, tup, false, &body, &body_len);
+
+	return gs_tape_head(o, word) + body_len;
+}
+
+/* write a record's word and key (unless left out) at dst; their bytes */
+static inline size_t
+gs_tape_put_head(const GsTapeOut *o, char *dst, uint32 word, const char *key)
+{
+	memcpy(dst, &word, sizeof(uint32));
+	if (word & TAPE_NOKEY_BIT)
+		return TAPE_ROW_HDR;
+	memcpy(dst + TAPE_ROW_HDR, key, o->tf.key_bytes);
+	return TAPE_ROW_HDR + o->tf.key_bytes;
 }
 
 /*
@@ -475,27 +571,13 @@ gs_row_disk_bytes(int key_bytes, MinimalTuple tup)
 static inline void
 gs_batch_note(GsSortState *s, MinimalTuple tup)
 {
-	int64		b = gs_row_disk_bytes(s->key_bytes, tup);
+	int64		b = gs_row_disk_bytes(&s->tape, tup);
 
 	s->batch_disk += b;
 	if (s->batch_noted++ == 0)
 		s->batch_rec = b;
 	else if (s->batch_rec != b)
 		s->batch_rec = -1;
-}
-
-/* format a row's header and key at dst; the tuple's bytes follow */
-static inline size_t
-gs_row_head(int key_bytes, char *dst, const char *key, bool lossy,
-			MinimalTuple tup)
-{
-	uint32		word = tup->t_len | (lossy ? TAPE_LOSSY_BIT : 0);
-
-	/* a tuple of 2GB can't be (MaxAllocHugeSize is larger, t_len not) */
-	Assert(tup->t_len < TAPE_LOSSY_BIT);
-	memcpy(dst, &word, sizeof(uint32));
-	memcpy(dst + TAPE_ROW_HDR, key, key_bytes);
-	return TAPE_ROW_HDR + key_bytes;
 }
 
 /*
@@ -570,6 +652,12 @@ gs_form_row(TupleTableSlot *slot, int natts, GsRowAllocFn alloc, void *arg)
 		hoff = MAXALIGN(hoff);
 		data_len = heap_compute_data_size(desc, slot->tts_values,
 										  slot->tts_isnull);
+		/* as PostgreSQL's own forming of the row would fail (palloc) */
+		if (hoff + data_len > MaxAllocSize)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("row is too big: size %zu, maximum size %zu",
+							hoff + data_len, (size_t) MaxAllocSize)));
 		mt = (MinimalTuple) alloc(arg, hoff + data_len);
 		memset(mt, 0, hoff + data_len);
 		mt->t_len = hoff + data_len;

@@ -1,0 +1,359 @@
+/*-------------------------------------------------------------------------
+ *
+ * keys_derive.c
+ *	  Keys derived again from a row's stored bytes, so that a sorted run on
+ *	  disk need not hold them.
+ *
+ * A run record held a row's key beside its tuple: 8 bytes a row for an
+ * int8 sort, 32 for a text one, which made gpusort's temporary files 30 to
+ * 60% larger than PostgreSQL's for the same sort.  When the key is cheap to
+ * compute again from the tuple, the record leaves it out and whoever reads
+ * the record (the backend's merge, a stream's thread) derives it here.
+ *
+ * What a run leaves out must be derivable without PostgreSQL: the streams'
+ * threads call gs_key_derive, and threads never call PostgreSQL (no palloc,
+ * no elog, no detoasting).  So a key is derived only when:
+ *	- every encoded column is of a kind whose encoding is arithmetic on the
+ *	  stored value: the fixed kinds (interval aside, whose encoder reads an
+ *	  8-byte field through a struct pointer, which a record at any
+ *	  alignment must not do), and numeric and C-ordered text, bpchar and
+ *	  name, which read their stored bytes.  ICU keys stay stored: they cost
+ *	  about a microsecond each, their encoder keeps a cache that threads
+ *	  would share, and may report errors;
+ *	- and, for a row, its tuple holds every encoded column (a tuple with
+ *	  fewer attributes would take the missing ones from the descriptor's
+ *	  defaults) and each variable-width value among them is inline and
+ *	  uncompressed (else deriving would detoast).  gs_key_derivable says
+ *	  so per row, and the writer keeps the key of a row where it does not.
+ *
+ * The stored tuple is read at any alignment (a stream's thread reads
+ * records packed in its read buffer): fixed values are copied out, and
+ * the offsets are computed as PostgreSQL's deforming computes them, from
+ * the tuple's own start, which was MAXALIGNed when it was formed.
+ *
+ * Calls gs_encode_key (keys_encode.c) and PostgreSQL's tuple layout
+ * macros only.
+ *
+ * Copyright (c) 2026, gpusort developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/itup.h"
+#include "access/tupmacs.h"
+
+#include "gpusort_keys.h"
+#include "keys_int.h"
+
+/* where a MinimalTuple's fields lie in its bytes from MINIMAL_TUPLE_DATA_OFFSET */
+#define BODY_INFOMASK2	(offsetof(MinimalTupleData, t_infomask2) - MINIMAL_TUPLE_DATA_OFFSET)
+#define BODY_INFOMASK	(offsetof(MinimalTupleData, t_infomask) - MINIMAL_TUPLE_DATA_OFFSET)
+#define BODY_HOFF		(offsetof(MinimalTupleData, t_hoff) - MINIMAL_TUPLE_DATA_OFFSET)
+#define BODY_BITS		(offsetof(MinimalTupleData, t_bits) - MINIMAL_TUPLE_DATA_OFFSET)
+
+/* may a column of this kind be derived? (see the file header) */
+static bool
+kind_derivable(GsKind kind)
+{
+	if (GSK_IS_ICU(kind))
+		return false;
+	return kind != GSK_INTERVAL;
+}
+
+/*
+ * Fill in the plan's derivation (gs_keyplan_create, last): whether keys
+ * can be derived, and the layout of the attributes up to the last encoded
+ * one.
+ */
+void
+gs_keyplan_derive_init(GsKeyPlan *kp, TupleDesc tupdesc)
+{
+	int			natts = 0;
+	bool		varlena = false;
+	int			off = 0;
+	int			i;
+
+	kp->derive = GSD_NEVER;
+	for (i = 0; i < kp->nenc; i++)
+	{
+		const GsKeyCol *col = &kp->cols[i];
+
+		if (!kind_derivable(col->kind) || col->attidx >= GS_DERIVE_MAX_ATTS)
+			return;
+		natts = Max(natts, col->attidx + 1);
+		if (TupleDescAttr(tupdesc, col->attidx)->attlen < 0)
+			varlena = true;
+	}
+
+	kp->derive_natts = natts;
+	for (i = 0; i < natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(tupdesc, i);
+		GsDeriveAtt *da = &kp->datt[i];
+
+		da->len = att->attlen;
+		da->align = att->attalign;
+		da->byval = att->attbyval;
+		da->varlena_key = false;
+		if (att->attlen == -1)
+		{
+			int			c;
+
+			for (c = 0; c < kp->nenc; c++)
+				if (kp->cols[c].attidx == i)
+					da->varlena_key = true;
+		}
+
+		/*
+		 * Where it lies in a tuple without NULLs, if every attribute before
+		 * is fixed-width: aligned, or for a varlena where its alignment
+		 * starts (a short header is not aligned: derive_values)
+		 */
+		if (off < 0)
+			da->fixoff = -1;
+		else if (att->attlen > 0)
+		{
+			off = att_align_nominal(off, att->attalign);
+			da->fixoff = off;
+			off += att->attlen;
+		}
+		else
+		{
+			da->fixoff = off;
+			off = -1;
+		}
+	}
+
+	/* every encoded column at a known place (no varlena before it)? */
+	kp->derive_fixed = true;
+	for (i = 0; i < kp->nenc; i++)
+		if (kp->datt[kp->cols[i].attidx].fixoff < 0)
+			kp->derive_fixed = false;
+	kp->derive = varlena ? GSD_CHECK : GSD_FIXED;
+}
+
+bool
+gs_keyplan_derives(const GsKeyPlan *kp)
+{
+	return kp->derive != GSD_NEVER;
+}
+
+/* an attribute's value at p (any alignment) as a Datum */
+static inline Datum
+fetch_value(const GsDeriveAtt *da, const char *p)
+{
+	if (!da->byval)
+		return PointerGetDatum(p);
+	switch (da->len)
+	{
+		case 1:
+			return CharGetDatum(*p);
+		case 2:
+			{
+				int16		v;
+
+				memcpy(&v, p, sizeof(v));
+				return Int16GetDatum(v);
+			}
+		case 4:
+			{
+				int32		v;
+
+				memcpy(&v, p, sizeof(v));
+				return Int32GetDatum(v);
+			}
+		default:
+			{
+				int64		v;
+
+				Assert(da->len == 8);
+				memcpy(&v, p, sizeof(v));
+				return Int64GetDatum(v);
+			}
+	}
+}
+
+/*
+ * Deform the attributes the key needs from a stored row's data (data, at
+ * any alignment; NULL bitmap bits if hasnull) into values/isnull (indexed
+ * by attno - 1).  false when the key cannot be derived from this row (see
+ * the file header); values then are incomplete.
+ */
+static bool
+derive_values(const GsKeyPlan *kp, const char *data, bool hasnull,
+			  const bits8 *bits, Datum *values, bool *isnull)
+{
+	int			off = 0;
+	int			i;
+
+	if (!hasnull && kp->derive_fixed)
+	{
+		/*
+		 * The common case: every offset known beforehand (a walk over the
+		 * attributes cost a text sort's backend merge more than reading
+		 * its stored keys had)
+		 */
+		for (i = 0; i < kp->nenc; i++)
+		{
+			int			a = kp->cols[i].attidx;
+			const GsDeriveAtt *da = &kp->datt[a];
+
+			off = da->fixoff;
+			isnull[a] = false;
+			if (da->len == -1)
+			{
+				off = att_align_pointer(off, da->align, -1, data + off);
+				if (VARATT_IS_EXTERNAL(data + off) ||
+					VARATT_IS_COMPRESSED(data + off))
+					return false;
+			}
+			values[a] = fetch_value(da, data + off);
+		}
+		return true;
+	}
+
+	for (i = 0; i < kp->derive_natts; i++)
+	{
+		const GsDeriveAtt *da = &kp->datt[i];
+
+		if (hasnull && att_isnull(i, bits))
+		{
+			isnull[i] = true;
+			values[i] = (Datum) 0;
+			continue;
+		}
+		isnull[i] = false;
+		if (da->len == -1)
+			off = att_align_pointer(off, da->align, -1, data + off);
+		else
+			off = att_align_nominal(off, da->align);
+		values[i] = fetch_value(da, data + off);
+		if (da->varlena_key &&
+			(VARATT_IS_EXTERNAL(data + off) || VARATT_IS_COMPRESSED(data + off)))
+			return false;
+		off = att_addlength_pointer(off, da->len, data + off);
+	}
+	return true;
+}
+
+/* the same from a MinimalTuple's bytes from MINIMAL_TUPLE_DATA_OFFSET on */
+static bool
+derive_heap_values(const GsKeyPlan *kp, const char *body, Datum *values,
+				   bool *isnull)
+{
+	uint16		infomask2;
+	uint16		infomask;
+	uint8		hoff;
+
+	memcpy(&infomask2, body + BODY_INFOMASK2, sizeof(uint16));
+	memcpy(&infomask, body + BODY_INFOMASK, sizeof(uint16));
+	memcpy(&hoff, body + BODY_HOFF, sizeof(uint8));
+	if ((infomask2 & HEAP_NATTS_MASK) < kp->derive_natts)
+		return false;
+	/* t_hoff counts from where a heap tuple's header would start */
+	return derive_values(kp, body + hoff - MINIMAL_TUPLE_OFFSET -
+						 MINIMAL_TUPLE_DATA_OFFSET,
+						 (infomask & HEAP_HASNULL) != 0,
+						 (const bits8 *) (body + BODY_BITS), values, isnull);
+}
+
+/* the same from an index tuple's bytes (it always has every attribute) */
+static bool
+derive_index_values(const GsKeyPlan *kp, const char *itup, Datum *values,
+					bool *isnull)
+{
+	unsigned short t_info;
+
+	memcpy(&t_info, itup + offsetof(IndexTupleData, t_info), sizeof(t_info));
+	return derive_values(kp, itup + IndexInfoFindDataOffset(t_info),
+						 (t_info & INDEX_NULL_MASK) != 0,
+						 (const bits8 *) (itup + sizeof(IndexTupleData)),
+						 values, isnull);
+}
+
+/*
+ * May a run leave out the key of the tuple whose bytes from
+ * MINIMAL_TUPLE_DATA_OFFSET are at body?  Called for every row written,
+ * by the backend and by the threads that write runs.
+ */
+bool
+gs_key_derivable(const GsKeyPlan *kp, const char *body)
+{
+	Datum		values[GS_DERIVE_MAX_ATTS];
+	bool		isnull[GS_DERIVE_MAX_ATTS];
+
+	if (kp->derive == GSD_FIXED)
+	{
+		uint16		infomask2;
+
+		memcpy(&infomask2, body + BODY_INFOMASK2, sizeof(uint16));
+		return (infomask2 & HEAP_NATTS_MASK) >= kp->derive_natts;
+	}
+	if (kp->derive == GSD_NEVER)
+		return false;
+	return derive_heap_values(kp, body, values, isnull);
+}
+
+/*
+ * Write the key of a tuple for which gs_key_derivable said yes at out
+ * (key_bytes, any alignment), as gs_encode_key wrote it when the row came,
+ * and return what gs_encode_key returned.  Safe on any thread.
+ */
+bool
+gs_key_derive(GsKeyPlan *kp, const char *body, void *out)
+{
+	Datum		values[GS_DERIVE_MAX_ATTS];
+	bool		isnull[GS_DERIVE_MAX_ATTS];
+	bool		ok PG_USED_FOR_ASSERTS_ONLY;
+
+	ok = derive_heap_values(kp, body, values, isnull);
+	Assert(ok);
+	return gs_encode_key(kp, values, isnull, out);
+}
+
+/*
+ * The same from the data of a tuple without NULLs that has every
+ * attribute (a run left its header out)
+ */
+bool
+gs_key_derive_data(GsKeyPlan *kp, const char *data, void *out)
+{
+	Datum		values[GS_DERIVE_MAX_ATTS];
+	bool		isnull[GS_DERIVE_MAX_ATTS];
+	bool		ok PG_USED_FOR_ASSERTS_ONLY;
+
+	ok = derive_values(kp, data, false, NULL, values, isnull);
+	Assert(ok);
+	return gs_encode_key(kp, values, isnull, out);
+}
+
+/*
+ * The same for a plan over an index's columns (a btree build's), from an
+ * index tuple's bytes at any alignment
+ */
+bool
+gs_key_derivable_index(const GsKeyPlan *kp, const char *itup)
+{
+	Datum		values[GS_DERIVE_MAX_ATTS];
+	bool		isnull[GS_DERIVE_MAX_ATTS];
+
+	if (kp->derive == GSD_NEVER)
+		return false;
+	if (kp->derive == GSD_FIXED)
+		return true;
+	return derive_index_values(kp, itup, values, isnull);
+}
+
+bool
+gs_key_derive_index(GsKeyPlan *kp, const char *itup, void *out)
+{
+	Datum		values[GS_DERIVE_MAX_ATTS];
+	bool		isnull[GS_DERIVE_MAX_ATTS];
+	bool		ok PG_USED_FOR_ASSERTS_ONLY;
+
+	ok = derive_index_values(kp, itup, values, isnull);
+	Assert(ok);
+	return gs_encode_key(kp, values, isnull, out);
+}
