@@ -161,8 +161,26 @@ gs_idx_form_fixed(const GsIdxBuild *b, Datum *values, bool *isnull,
 	uint64	   *w = (uint64 *) dst;
 	Size		i;
 
-	for (i = 0; i < size / sizeof(uint64); i++)
-		w[i] = 0;
+	/*
+	 * Zero the padding: by word stores for the usual sizes (gcc turns a loop
+	 * into a call to memset, ten more instructions a row of a build).
+	 */
+	switch (size / sizeof(uint64))
+	{
+		case 4:
+			w[3] = 0;
+			/* FALLTHROUGH */
+		case 3:
+			w[2] = 0;
+			/* FALLTHROUGH */
+		case 2:
+			w[1] = 0;
+			w[0] = 0;
+			break;
+		default:
+			memset(dst, 0, size);
+			break;
+	}
 	if (unlikely(hasnull))
 	{
 		Size		hoff = IndexInfoFindDataOffset(INDEX_NULL_MASK);
