@@ -140,6 +140,13 @@ gs_keyplan_derives(const GsKeyPlan *kp)
 	return kp->derive != GSD_NEVER;
 }
 
+/* (fixed-width columns only: gs_key_derivable checks nothing else) */
+int
+gs_keyplan_derivable_natts(const GsKeyPlan *kp)
+{
+	return kp->derive == GSD_FIXED ? kp->derive_natts : 0;
+}
+
 /* an attribute's value at p (any alignment) as a Datum */
 static inline Datum
 fetch_value(const GsDeriveAtt *da, const char *p)

@@ -145,32 +145,53 @@ gs_tape_decode(const GsTapeFormat *tf, uint32 word, GsTapeRec *rec)
 }
 
 /*
- * May the header of tape row tup be left out (see above)?  If so, *hints
- * names its hint bits.
+ * The t_hoff of a tuple without NULLs (SizeofMinimalTupleHeader MAXALIGN'd,
+ * counted from where a heap tuple's header would start): the only std_hoff
+ * a sort sets
  */
-static inline bool
-gs_tape_std_header(const GsTapeFormat *tf, MinimalTuple tup, uint32 *hints)
+#define TAPE_STD_HOFF \
+	(MAXALIGN(SizeofMinimalTupleHeader) + MINIMAL_TUPLE_OFFSET)
+
+/*
+ * May the header of tape row tup be left out (see above)?  If so, the
+ * number of its hint bit set (gs_tape_hints), else -1.  (Run for every
+ * row twice, as it is counted and as it is written: the hint sets are
+ * told apart by a switch, and the padding's bounds are constants.)
+ */
+static inline int
+gs_tape_std_header(const GsTapeFormat *tf, MinimalTuple tup)
 {
-	uint16		extra;
 	size_t		off;
-	uint32		h;
+	int			h;
 
 	if (tf->std_natts == 0 || tup->t_len > TAPE_NOHDR_LEN_MASK ||
 		tup->t_infomask2 != tf->std_natts || tup->t_hoff != tf->std_hoff)
-		return false;
-	extra = tup->t_infomask ^ tf->std_infomask;
-	for (h = 0; h < 4; h++)
-		if (extra == gs_tape_hints(h))
+		return -1;
+	Assert(tf->std_hoff == TAPE_STD_HOFF);
+	/* as gs_tape_hints numbers them */
+	switch ((uint16) (tup->t_infomask ^ tf->std_infomask))
+	{
+		case 0:
+			h = 0;
 			break;
-	if (h == 4)
-		return false;
+		case HEAP_XMIN_COMMITTED | HEAP_XMAX_INVALID:
+			h = 1;
+			break;
+		case HEAP_XMIN_FROZEN | HEAP_XMAX_INVALID:
+			h = 2;
+			break;
+		case HEAP_XMAX_INVALID:
+			h = 3;
+			break;
+		default:
+			return -1;
+	}
 	/* the padding before the data is restored as zeros */
 	for (off = SizeofMinimalTupleHeader;
-		 off < tf->std_hoff - MINIMAL_TUPLE_OFFSET; off++)
+		 off < TAPE_STD_HOFF - MINIMAL_TUPLE_OFFSET; off++)
 		if (((const char *) tup)[off] != 0)
-			return false;
-	*hints = h;
-	return true;
+			return -1;
+	return h;
 }
 
 /* does the word say whether the key is lossy? (else its derivation does) */
