@@ -132,6 +132,21 @@ gs_keyplan_derive_init(GsKeyPlan *kp, TupleDesc tupdesc)
 		if (kp->datt[kp->cols[i].attidx].fixoff < 0)
 			kp->derive_fixed = false;
 	kp->derive = varlena ? GSD_CHECK : GSD_FIXED;
+
+	/*
+	 * The plan's fast path (gs_encode_key's: one fixed-width column of at
+	 * most 8 bytes) at a known offset: a row without NULLs has its key
+	 * derived from that one value (gs_encode_key_value), without deforming
+	 */
+	kp->derive_one = false;
+	if (kp->fast && kp->derive == GSD_FIXED && kp->derive_fixed)
+	{
+		const GsDeriveAtt *da = &kp->datt[kp->cols[0].attidx];
+
+		Assert(kp->nenc == 1);
+		kp->derive_one = da->byval && da->fixoff >= 0 &&
+			(da->len == 1 || da->len == 2 || da->len == 4 || da->len == 8);
+	}
 }
 
 bool
@@ -281,35 +296,26 @@ derive_index_values(const GsKeyPlan *kp, const char *itup, Datum *values,
 }
 
 /*
- * May a run leave out the key of the tuple whose bytes from
- * MINIMAL_TUPLE_DATA_OFFSET are at body?  Called for every row written,
- * by the backend and by the threads that write runs.
+ * The key of the one column of a fast plan (see derive_one), whose value
+ * is at p, not NULL
  */
-bool
-gs_key_derivable(const GsKeyPlan *kp, const char *body)
+static inline bool
+derive_one_key(GsKeyPlan *kp, const char *p, void *out)
 {
-	Datum		values[GS_DERIVE_MAX_ATTS];
-	bool		isnull[GS_DERIVE_MAX_ATTS];
-
-	if (kp->derive == GSD_FIXED)
-	{
-		uint16		infomask2;
-
-		memcpy(&infomask2, body + BODY_INFOMASK2, sizeof(uint16));
-		return (infomask2 & HEAP_NATTS_MASK) >= kp->derive_natts;
-	}
-	if (kp->derive == GSD_NEVER)
-		return false;
-	return derive_heap_values(kp, body, values, isnull);
+	return gs_encode_key_value(kp, fetch_value(&kp->datt[kp->cols[0].attidx],
+											   p), out);
 }
 
 /*
- * Write the key of a tuple for which gs_key_derivable said yes at out
- * (key_bytes, any alignment), as gs_encode_key wrote it when the row came,
- * and return what gs_encode_key returned.  Safe on any thread.
+ * The entry points below take the common case -- the plan's fast path
+ * (one fixed-width column of at most 8 bytes, kp->derive_one), a row
+ * without NULLs -- inline; everything else goes to these, which deform
+ * the row into arrays of GS_DERIVE_MAX_ATTS on the stack (whose set-up,
+ * stack protector included, cost more than the derivation of an int8
+ * key did, once per row read back from a run).
  */
-bool
-gs_key_derive(GsKeyPlan *kp, const char *body, void *out)
+static pg_noinline bool
+derive_heap_key(GsKeyPlan *kp, const char *body, void *out)
 {
 	Datum		values[GS_DERIVE_MAX_ATTS];
 	bool		isnull[GS_DERIVE_MAX_ATTS];
@@ -320,12 +326,8 @@ gs_key_derive(GsKeyPlan *kp, const char *body, void *out)
 	return gs_encode_key(kp, values, isnull, out);
 }
 
-/*
- * The same from the data of a tuple without NULLs that has every
- * attribute (a run left its header out)
- */
-bool
-gs_key_derive_data(GsKeyPlan *kp, const char *data, void *out)
+static pg_noinline bool
+derive_data_key(GsKeyPlan *kp, const char *data, void *out)
 {
 	Datum		values[GS_DERIVE_MAX_ATTS];
 	bool		isnull[GS_DERIVE_MAX_ATTS];
@@ -336,25 +338,8 @@ gs_key_derive_data(GsKeyPlan *kp, const char *data, void *out)
 	return gs_encode_key(kp, values, isnull, out);
 }
 
-/*
- * The same for a plan over an index's columns (a btree build's), from an
- * index tuple's bytes at any alignment
- */
-bool
-gs_key_derivable_index(const GsKeyPlan *kp, const char *itup)
-{
-	Datum		values[GS_DERIVE_MAX_ATTS];
-	bool		isnull[GS_DERIVE_MAX_ATTS];
-
-	if (kp->derive == GSD_NEVER)
-		return false;
-	if (kp->derive == GSD_FIXED)
-		return true;
-	return derive_index_values(kp, itup, values, isnull);
-}
-
-bool
-gs_key_derive_index(GsKeyPlan *kp, const char *itup, void *out)
+static pg_noinline bool
+derive_index_key(GsKeyPlan *kp, const char *itup, void *out)
 {
 	Datum		values[GS_DERIVE_MAX_ATTS];
 	bool		isnull[GS_DERIVE_MAX_ATTS];
@@ -363,4 +348,102 @@ gs_key_derive_index(GsKeyPlan *kp, const char *itup, void *out)
 	ok = derive_index_values(kp, itup, values, isnull);
 	Assert(ok);
 	return gs_encode_key(kp, values, isnull, out);
+}
+
+static pg_noinline bool
+derivable_check(const GsKeyPlan *kp, const char *body, bool index)
+{
+	Datum		values[GS_DERIVE_MAX_ATTS];
+	bool		isnull[GS_DERIVE_MAX_ATTS];
+
+	if (index)
+		return derive_index_values(kp, body, values, isnull);
+	return derive_heap_values(kp, body, values, isnull);
+}
+
+/*
+ * May a run leave out the key of the tuple whose bytes from
+ * MINIMAL_TUPLE_DATA_OFFSET are at body?  Called for every row written,
+ * by the backend and by the threads that write runs.
+ */
+bool
+gs_key_derivable(const GsKeyPlan *kp, const char *body)
+{
+	if (kp->derive == GSD_FIXED)
+	{
+		uint16		infomask2;
+
+		memcpy(&infomask2, body + BODY_INFOMASK2, sizeof(uint16));
+		return (infomask2 & HEAP_NATTS_MASK) >= kp->derive_natts;
+	}
+	if (kp->derive == GSD_NEVER)
+		return false;
+	return derivable_check(kp, body, false);
+}
+
+/*
+ * Write the key of a tuple for which gs_key_derivable said yes at out
+ * (key_bytes, any alignment), as gs_encode_key wrote it when the row came,
+ * and return what gs_encode_key returned.  Safe on any thread.
+ */
+bool
+gs_key_derive(GsKeyPlan *kp, const char *body, void *out)
+{
+	if (kp->derive_one)
+	{
+		uint16		infomask;
+		uint8		hoff;
+
+		memcpy(&infomask, body + BODY_INFOMASK, sizeof(uint16));
+		memcpy(&hoff, body + BODY_HOFF, sizeof(uint8));
+		/* (gs_key_derivable saw enough attributes) */
+		if (!(infomask & HEAP_HASNULL))
+			return derive_one_key(kp, body + hoff - MINIMAL_TUPLE_OFFSET -
+								  MINIMAL_TUPLE_DATA_OFFSET +
+								  kp->datt[kp->cols[0].attidx].fixoff, out);
+	}
+	return derive_heap_key(kp, body, out);
+}
+
+/*
+ * The same from the data of a tuple without NULLs that has every
+ * attribute (a run left its header out)
+ */
+bool
+gs_key_derive_data(GsKeyPlan *kp, const char *data, void *out)
+{
+	if (kp->derive_one)
+		return derive_one_key(kp, data + kp->datt[kp->cols[0].attidx].fixoff,
+							  out);
+	return derive_data_key(kp, data, out);
+}
+
+/*
+ * The same for a plan over an index's columns (a btree build's), from an
+ * index tuple's bytes at any alignment
+ */
+bool
+gs_key_derivable_index(const GsKeyPlan *kp, const char *itup)
+{
+	if (kp->derive == GSD_NEVER)
+		return false;
+	if (kp->derive == GSD_FIXED)
+		return true;
+	return derivable_check(kp, itup, true);
+}
+
+bool
+gs_key_derive_index(GsKeyPlan *kp, const char *itup, void *out)
+{
+	if (kp->derive_one)
+	{
+		unsigned short t_info;
+
+		memcpy(&t_info, itup + offsetof(IndexTupleData, t_info),
+			   sizeof(t_info));
+		if (!(t_info & INDEX_NULL_MASK))
+			return derive_one_key(kp, itup + IndexInfoFindDataOffset(t_info) +
+								  kp->datt[kp->cols[0].attidx].fixoff, out);
+	}
+	return derive_index_key(kp, itup, out);
 }

@@ -471,6 +471,45 @@ store_key(const uint8 *be, int key_bytes, void *out)
 	}
 }
 
+/*
+ * The key of a fast plan (one fixed column of <= 8 bytes) whose value is
+ * not NULL: gs_encode_key's, and keys_derive.c's for a key derived again,
+ * which must be the same bit for bit
+ */
+static pg_attribute_always_inline bool
+encode_fast_value(const GsKeyPlan *kp, Datum value, void *out)
+{
+	const GsKeyCol *col = &kp->cols[0];
+	bool		lossy = false;
+	uint64		code;
+	uint64		v;
+
+	code = fixed_code(col->kind, value);
+	if (col->desc)
+		code = ~code & col->code_mask;
+	if (col->nullmode == GSN_EXTREME)
+		lossy = (code == (col->nulls_first ? 0 : col->code_mask));
+	else if (col->nullmode == GSN_BYTE && col->nulls_first)
+		code |= (uint64) 1 << (8 * col->vbytes);
+	v = code << kp->fast_shift;
+	if (kp->key_bytes == 4)
+	{
+		uint32		w = (uint32) v;
+
+		memcpy(out, &w, 4);
+	}
+	else
+		memcpy(out, &v, 8);
+	return lossy || !kp->exact;
+}
+
+bool
+gs_encode_key_value(GsKeyPlan *kp, Datum value, void *out)
+{
+	Assert(kp->fast);
+	return encode_fast_value(kp, value, out);
+}
+
 bool
 gs_encode_key(GsKeyPlan *kp, const Datum *values, const bool *isnull,
 			  void *out)
@@ -485,27 +524,17 @@ gs_encode_key(GsKeyPlan *kp, const Datum *values, const bool *isnull,
 		uint64		code;
 		uint64		v;
 
-		if (isnull[col->attidx])
-		{
-			/*
-			 * On an extreme, a NULL needs no flag itself: a value that lands
-			 * there is flagged, and a run of equal keys is tie-broken when
-			 * any of its rows is.
-			 */
-			code = col->nulls_first ? 0 : col->code_mask;
-			if (col->nullmode == GSN_BYTE)
-				code = col->nulls_first ? 0 : (uint64) 1 << (8 * col->vbytes);
-		}
-		else
-		{
-			code = fixed_code(col->kind, values[col->attidx]);
-			if (col->desc)
-				code = ~code & col->code_mask;
-			if (col->nullmode == GSN_EXTREME)
-				lossy = (code == (col->nulls_first ? 0 : col->code_mask));
-			else if (col->nullmode == GSN_BYTE && col->nulls_first)
-				code |= (uint64) 1 << (8 * col->vbytes);
-		}
+		if (!isnull[col->attidx])
+			return encode_fast_value(kp, values[col->attidx], out);
+
+		/*
+		 * On an extreme, a NULL needs no flag itself: a value that lands
+		 * there is flagged, and a run of equal keys is tie-broken when any
+		 * of its rows is.
+		 */
+		code = col->nulls_first ? 0 : col->code_mask;
+		if (col->nullmode == GSN_BYTE)
+			code = col->nulls_first ? 0 : (uint64) 1 << (8 * col->vbytes);
 		v = code << kp->fast_shift;
 		if (kp->key_bytes == 4)
 		{

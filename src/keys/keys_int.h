@@ -144,11 +144,15 @@ struct GsKeyPlan
 	GsDeriveMode derive;		/* may runs leave keys out (keys_derive.c) */
 	int			derive_natts;	/* attributes deformed to derive a key */
 	bool		derive_fixed;	/* every encoded column at a fixoff */
+	bool		derive_one;		/* fast, and its column at a fixoff */
 	GsDeriveAtt datt[GS_DERIVE_MAX_ATTS];
 	GsKeyCol	cols[FLEXIBLE_ARRAY_MEMBER];
 };
 
 /* keys_derive.c */
 extern void gs_keyplan_derive_init(GsKeyPlan *kp, TupleDesc tupdesc);
+
+/* keys_encode.c: a fast plan's key of a value that is not NULL */
+extern bool gs_encode_key_value(GsKeyPlan *kp, Datum value, void *out);
 
 #endif							/* KEYS_INT_H */
