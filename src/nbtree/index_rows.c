@@ -291,17 +291,21 @@ gs_idx_key_derive(void *arg, const char *data, size_t data_off, char *key)
 	uint64		tidword;
 	bool		lossy;
 
+	/*
+	 * A 4-byte column part goes to the top of the first word, widened in
+	 * place (no local whose address a call takes: that cost a stack
+	 * protector's check a row)
+	 */
+	lossy = gs_key_derive_index(b->kp, data, key);
 	if (b->colbytes == 4)
 	{
 		uint32		w;
 		uint64		k0;
 
-		lossy = gs_key_derive_index(b->kp, data, &w);
+		memcpy(&w, key, sizeof(w));
 		k0 = (uint64) w << 32;
 		memcpy(key, &k0, sizeof(k0));
 	}
-	else
-		lossy = gs_key_derive_index(b->kp, data, key);
 	memcpy(&tid, data + offsetof(IndexTupleData, t_tid), sizeof(tid));
 	tidword = gs_idx_tid_word(&tid);
 	memcpy(key + b->colwords * 8, &tidword, sizeof(tidword));
