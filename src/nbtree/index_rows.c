@@ -287,7 +287,10 @@ bool
 gs_idx_key_derive(void *arg, const char *data, size_t data_off, char *key)
 {
 	GsIdxBuild *b = (GsIdxBuild *) arg;
-	ItemPointerData tid;
+	const char *tid = data + offsetof(IndexTupleData, t_tid);
+	uint16		hi;
+	uint16		lo;
+	uint16		posid;
 	uint64		tidword;
 	bool		lossy;
 
@@ -306,8 +309,13 @@ gs_idx_key_derive(void *arg, const char *data, size_t data_off, char *key)
 		k0 = (uint64) w << 32;
 		memcpy(key, &k0, sizeof(k0));
 	}
-	memcpy(&tid, data + offsetof(IndexTupleData, t_tid), sizeof(tid));
-	tidword = gs_idx_tid_word(&tid);
+	/* gs_idx_tid_word's, from the fields (a local ItemPointerData, too) */
+	memcpy(&hi, tid + offsetof(ItemPointerData, ip_blkid) +
+		   offsetof(BlockIdData, bi_hi), sizeof(hi));
+	memcpy(&lo, tid + offsetof(ItemPointerData, ip_blkid) +
+		   offsetof(BlockIdData, bi_lo), sizeof(lo));
+	memcpy(&posid, tid + offsetof(ItemPointerData, ip_posid), sizeof(posid));
+	tidword = ((uint64) (((uint32) hi << 16) | lo) << 16) | posid;
 	memcpy(key + b->colwords * 8, &tidword, sizeof(tidword));
 	return lossy;
 }
