@@ -136,7 +136,7 @@ gs_keyplan_derive_init(GsKeyPlan *kp, TupleDesc tupdesc)
 	/*
 	 * The plan's fast path (gs_encode_key's: one fixed-width column of at
 	 * most 8 bytes) at a known offset: a row without NULLs has its key
-	 * derived from that one value (gs_encode_key_value), without deforming
+	 * derived from that one value (gs_encode_fast_value), without deforming
 	 */
 	kp->derive_one = false;
 	if (kp->fast && kp->derive == GSD_FIXED && kp->derive_fixed)
@@ -302,8 +302,9 @@ derive_index_values(const GsKeyPlan *kp, const char *itup, Datum *values,
 static inline bool
 derive_one_key(GsKeyPlan *kp, const char *p, void *out)
 {
-	return gs_encode_key_value(kp, fetch_value(&kp->datt[kp->cols[0].attidx],
-											   p), out);
+	return gs_encode_fast_value(kp,
+								fetch_value(&kp->datt[kp->cols[0].attidx], p),
+								out);
 }
 
 /*
