@@ -105,6 +105,10 @@ typedef struct GsTapeFormat
 	uint16		std_natts;
 	uint16		std_infomask;
 	uint8		std_hoff;
+	/* the same as the writer checks it (gs_tape_std_init) */
+	uint64		std_word;
+	uint64		std_mask;
+	uint64		std_hint_words[4];
 } GsTapeFormat;
 
 /* what a record's word says of the row (gs_tape_decode) */
@@ -153,45 +157,83 @@ gs_tape_decode(const GsTapeFormat *tf, uint32 word, GsTapeRec *rec)
 	(MAXALIGN(SizeofMinimalTupleHeader) + MINIMAL_TUPLE_OFFSET)
 
 /*
+ * Where the writer reads a tuple's header in one word: from t_len's end,
+ * through t_infomask2, t_infomask, t_hoff and the one byte of padding
+ * before the data of a tuple without NULLs (mt_padding, the word's first
+ * bytes, masked off)
+ */
+#define TAPE_STD_WORD_OFF	(offsetof(MinimalTupleData, mt_padding) + \
+	sizeof(((MinimalTupleData *) NULL)->mt_padding) - 2)
+
+/* the word of a tuple whose header is std, hint set h: its bytes at off */
+static inline uint64
+gs_tape_std_word_of(const GsTapeFormat *tf, int h)
+{
+	union
+	{
+		MinimalTupleData t;
+		char		b[TAPE_STD_HOFF - MINIMAL_TUPLE_OFFSET];
+	}			u;
+	uint64		w;
+
+	memset(&u, 0, sizeof(u));
+	u.t.t_infomask2 = tf->std_natts;
+	u.t.t_infomask = tf->std_infomask | gs_tape_hints(h);
+	u.t.t_hoff = tf->std_hoff;
+	memcpy(&w, u.b + TAPE_STD_WORD_OFF, sizeof(w));
+	return w;
+}
+
+/*
+ * Fill in the words gs_tape_std_header compares, once std_natts,
+ * std_infomask and std_hoff are set
+ */
+static inline void
+gs_tape_std_init(GsTapeFormat *tf)
+{
+	char		m[sizeof(uint64)];
+	int			h;
+
+	StaticAssertStmt(TAPE_STD_WORD_OFF + sizeof(uint64) ==
+					 TAPE_STD_HOFF - MINIMAL_TUPLE_OFFSET,
+					 "a tuple's header and padding end a word past t_len");
+	Assert(tf->std_hoff == TAPE_STD_HOFF);
+	/* all but the two bytes of mt_padding in the word */
+	memset(m, 0xFF, sizeof(m));
+	memset(m, 0, offsetof(MinimalTupleData, t_infomask2) - TAPE_STD_WORD_OFF);
+	memcpy(&tf->std_mask, m, sizeof(uint64));
+	tf->std_word = gs_tape_std_word_of(tf, 0);
+	for (h = 0; h < 4; h++)
+		tf->std_hint_words[h] = gs_tape_std_word_of(tf, h) ^ tf->std_word;
+}
+
+/*
  * May the header of tape row tup be left out (see above)?  If so, the
  * number of its hint bit set (gs_tape_hints), else -1.  (Run for every
- * row twice, as it is counted and as it is written: the hint sets are
- * told apart by a switch, and the padding's bounds are constants.)
+ * row twice, as it is counted and as it is written: the header and the
+ * padding after it are compared as one word, gs_tape_std_init's.)
  */
 static inline int
 gs_tape_std_header(const GsTapeFormat *tf, MinimalTuple tup)
 {
-	size_t		off;
-	int			h;
+	uint64		w;
+	uint64		d;
 
-	if (tf->std_natts == 0 || tup->t_len > TAPE_NOHDR_LEN_MASK ||
-		tup->t_infomask2 != tf->std_natts || tup->t_hoff != tf->std_hoff)
+	if (tf->std_natts == 0 || tup->t_len > TAPE_NOHDR_LEN_MASK)
 		return -1;
 	Assert(tf->std_hoff == TAPE_STD_HOFF);
-	/* as gs_tape_hints numbers them */
-	switch ((uint16) (tup->t_infomask ^ tf->std_infomask))
-	{
-		case 0:
-			h = 0;
-			break;
-		case HEAP_XMIN_COMMITTED | HEAP_XMAX_INVALID:
-			h = 1;
-			break;
-		case HEAP_XMIN_FROZEN | HEAP_XMAX_INVALID:
-			h = 2;
-			break;
-		case HEAP_XMAX_INVALID:
-			h = 3;
-			break;
-		default:
-			return -1;
-	}
-	/* the padding before the data is restored as zeros */
-	for (off = SizeofMinimalTupleHeader;
-		 off < TAPE_STD_HOFF - MINIMAL_TUPLE_OFFSET; off++)
-		if (((const char *) tup)[off] != 0)
-			return -1;
-	return h;
+	/* (a tuple is at least SizeofMinimalTupleHeader, in MAXALIGN'd space) */
+	memcpy(&w, (const char *) tup + TAPE_STD_WORD_OFF, sizeof(w));
+	d = (w & tf->std_mask) ^ tf->std_word;
+	if (d == 0)
+		return 0;
+	if (d == tf->std_hint_words[1])
+		return 1;
+	if (d == tf->std_hint_words[2])
+		return 2;
+	if (d == tf->std_hint_words[3])
+		return 3;
+	return -1;
 }
 
 /* does the word say whether the key is lossy? (else its derivation does) */

@@ -237,6 +237,7 @@ gs_sort_begin(TupleDesc tupdesc, const GsSortDef *def, int work_mem_kb,
 		for (i = 0; i < tupdesc->natts; i++)
 			if (TupleDescAttr(tupdesc, i)->attlen < 0)
 				s->tape.tf.std_infomask = HEAP_HASVARWIDTH;
+		gs_tape_std_init(&s->tape.tf);
 	}
 
 	/* PostgreSQL's comparators, for runs of equal keys */
