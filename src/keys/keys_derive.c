@@ -147,6 +147,41 @@ gs_keyplan_derive_init(GsKeyPlan *kp, TupleDesc tupdesc)
 		kp->derive_one = da->byval && da->fixoff >= 0 &&
 			(da->len == 1 || da->len == 2 || da->len == 4 || da->len == 8);
 	}
+
+	/* an integer kind stored as wide as it is encoded: derive_one_key */
+	kp->derive_int = false;
+	if (kp->derive_one)
+	{
+		const GsKeyCol *col = &kp->cols[0];
+		uint64		flip;
+
+		switch (col->kind)
+		{
+			case GSK_INT2:
+			case GSK_INT4:
+			case GSK_INT8:
+				/* fixed_code's sign flip */
+				flip = (uint64) 1 << (8 * col->vbytes - 1);
+				break;
+			case GSK_OID:
+			case GSK_UINT8:
+			case GSK_CHAR:
+				flip = 0;
+				break;
+			default:
+				return;
+		}
+		if (kp->datt[col->attidx].len != col->vbytes)
+			return;
+		if (col->desc)
+			flip ^= col->code_mask;
+		if (col->nullmode == GSN_BYTE && col->nulls_first)
+			flip |= (uint64) 1 << (8 * col->vbytes);
+		kp->derive_int = true;
+		kp->derive_int_xor = flip;
+		kp->derive_int_extreme = col->nullmode == GSN_EXTREME;
+		kp->derive_int_null = col->nulls_first ? 0 : col->code_mask;
+	}
 }
 
 bool
@@ -295,16 +330,71 @@ derive_index_values(const GsKeyPlan *kp, const char *itup, Datum *values,
 						 values, isnull);
 }
 
+/* the len bytes at p (any alignment) as an unsigned number */
+static inline uint64
+load_unsigned(const char *p, int len)
+{
+	switch (len)
+	{
+		case 1:
+			return *(const uint8 *) p;
+		case 2:
+			{
+				uint16		v;
+
+				memcpy(&v, p, sizeof(v));
+				return v;
+			}
+		case 4:
+			{
+				uint32		v;
+
+				memcpy(&v, p, sizeof(v));
+				return v;
+			}
+		default:
+			{
+				uint64		v;
+
+				memcpy(&v, p, sizeof(v));
+				return v;
+			}
+	}
+}
+
 /*
  * The key of the one column of a fast plan (see derive_one), whose value
- * is at p, not NULL
+ * is at p, not NULL.  For the integer kinds the code gs_encode_fast_value
+ * makes is the value's bits, zero-extended, with constant bits flipped
+ * (the sign bit; all of them for DESC; the null byte's for NULLS FIRST in
+ * GSN_BYTE: that bit is above the value's), so derive_int_xor does it in
+ * one step; only GSN_EXTREME's check for a value on the NULLs' extreme
+ * remains.  Other kinds take gs_encode_fast_value.
  */
 static inline bool
 derive_one_key(GsKeyPlan *kp, const char *p, void *out)
 {
-	return gs_encode_fast_value(kp,
-								fetch_value(&kp->datt[kp->cols[0].attidx], p),
-								out);
+	const GsDeriveAtt *da = &kp->datt[kp->cols[0].attidx];
+
+	if (kp->derive_int)
+	{
+		uint64		code = load_unsigned(p, da->len) ^ kp->derive_int_xor;
+		bool		lossy;
+		uint64		v;
+
+		lossy = kp->derive_int_extreme && code == kp->derive_int_null;
+		v = code << kp->fast_shift;
+		if (kp->key_bytes == 4)
+		{
+			uint32		w = (uint32) v;
+
+			memcpy(out, &w, 4);
+		}
+		else
+			memcpy(out, &v, 8);
+		return lossy || !kp->exact;
+	}
+	return gs_encode_fast_value(kp, fetch_value(da, p), out);
 }
 
 /*

@@ -150,6 +150,10 @@ struct GsKeyPlan
 	int			derive_natts;	/* attributes deformed to derive a key */
 	bool		derive_fixed;	/* every encoded column at a fixoff */
 	bool		derive_one;		/* fast, and its column at a fixoff */
+	bool		derive_int;		/* and an integer kind (derive_one_key) */
+	bool		derive_int_extreme; /* GSN_EXTREME: the NULLs' code ... */
+	uint64		derive_int_null;	/* ... is this, and a value's lossy */
+	uint64		derive_int_xor; /* the bits its code flips */
 	GsDeriveAtt datt[GS_DERIVE_MAX_ATTS];
 	GsKeyCol	cols[FLEXIBLE_ARRAY_MEMBER];
 };
