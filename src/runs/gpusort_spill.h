@@ -109,6 +109,7 @@ typedef struct GsTapeFormat
 	uint64		std_word;
 	uint64		std_mask;
 	uint64		std_hint_words[4];
+	uint16		std_infomasks[4];	/* and t_infomask under each hint set */
 } GsTapeFormat;
 
 /* what a record's word says of the row (gs_tape_decode) */
@@ -185,8 +186,9 @@ gs_tape_std_word_of(const GsTapeFormat *tf, int h)
 }
 
 /*
- * Fill in the words gs_tape_std_header compares, once std_natts,
- * std_infomask and std_hoff are set
+ * Fill in the words gs_tape_std_header compares and the t_infomasks
+ * gs_tape_restore writes (a switch a row in the streams' threads), once
+ * std_natts, std_infomask and std_hoff are set
  */
 static inline void
 gs_tape_std_init(GsTapeFormat *tf)
@@ -204,7 +206,10 @@ gs_tape_std_init(GsTapeFormat *tf)
 	memcpy(&tf->std_mask, m, sizeof(uint64));
 	tf->std_word = gs_tape_std_word_of(tf, 0);
 	for (h = 0; h < 4; h++)
+	{
 		tf->std_hint_words[h] = gs_tape_std_word_of(tf, h) ^ tf->std_word;
+		tf->std_infomasks[h] = tf->std_infomask | gs_tape_hints(h);
+	}
 }
 
 /*
@@ -273,8 +278,7 @@ gs_tape_restore(const GsTapeFormat *tf, uint32 word, const GsTapeRec *rec,
 		 * HeapTupleHeaderSetNatts would) stalled a stream's thread on it.
 		 */
 		tup->t_infomask2 = tf->std_natts;
-		tup->t_infomask = tf->std_infomask |
-			gs_tape_hints((word >> TAPE_HINTS_SHIFT) & 3);
+		tup->t_infomask = tf->std_infomasks[(word >> TAPE_HINTS_SHIFT) & 3];
 		tup->t_hoff = tf->std_hoff;
 	}
 	else if (tf->rows)
