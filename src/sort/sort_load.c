@@ -324,7 +324,7 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 	}
 	s->tuples[n] = gs_copy_row(s, slot);
 	s->max_tuple_len = Max(s->max_tuple_len, s->tuples[n]->t_len);
-	gs_batch_note(s, s->tuples[n]);
+	gs_batch_note(s, s->tuples[n], false);
 	s->nrows = n + 1;
 	s->total_rows += 1;
 
@@ -395,7 +395,7 @@ gs_sort_row_done(GsSortState *s, bool lossy)
 		s->any_lossy = true;
 	}
 	s->max_tuple_len = Max(s->max_tuple_len, s->tuples[n]->t_len);
-	gs_batch_note(s, s->tuples[n]);
+	gs_batch_note(s, s->tuples[n], true);
 	s->nrows = n + 1;
 	s->total_rows += 1;
 

@@ -503,8 +503,8 @@ gs_key_cmp_words(const char *a, const char *b, int from, int to)
  * bytes).
  */
 static pg_attribute_always_inline uint32
-gs_tape_word(const GsTapeOut *o, MinimalTuple tup, bool lossy,
-			 const char **body, size_t *body_len)
+gs_tape_word_of(const GsTapeOut *o, MinimalTuple tup, bool lossy,
+				const char **body, size_t *body_len, bool rows)
 {
 	uint32		word = lossy ? TAPE_LOSSY_BIT : 0;
 	const char *data;
@@ -514,7 +514,8 @@ gs_tape_word(const GsTapeOut *o, MinimalTuple tup, bool lossy,
 
 	/* rows are no larger than MaxAllocSize (gs_form_row) */
 	Assert(tup->t_len <= TAPE_LEN_MASK);
-	if (!o->tf.rows)
+	Assert(rows == o->tf.rows);
+	if (!rows)
 	{
 		int			hints;
 
@@ -522,15 +523,25 @@ gs_tape_word(const GsTapeOut *o, MinimalTuple tup, bool lossy,
 		*body_len = tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
 		if (o->omit_natts > 0)
 		{
-			if (HeapTupleHeaderGetNatts(tup) < o->omit_natts)
-				return word | tup->t_len;
+			/*
+			 * The standard header first: its natts, the descriptor's, are
+			 * enough for the key (the usual row then takes one test)
+			 */
+			Assert(o->tf.std_natts >= o->omit_natts);
+			hints = gs_tape_std_header(&o->tf, tup);
+			if (hints < 0)
+				return HeapTupleHeaderGetNatts(tup) < o->omit_natts ?
+					word | tup->t_len : TAPE_NOKEY_BIT | tup->t_len;
 		}
-		else if (o->omit == NULL || !o->omit(o->arg, *body))
-			return word | tup->t_len;
-		/* the derivation tells the lossy ones: the top bit is free */
-		hints = gs_tape_std_header(&o->tf, tup);
-		if (hints < 0)
-			return TAPE_NOKEY_BIT | tup->t_len;
+		else
+		{
+			if (o->omit == NULL || !o->omit(o->arg, *body))
+				return word | tup->t_len;
+			/* the derivation tells the lossy ones: the top bit is free */
+			hints = gs_tape_std_header(&o->tf, tup);
+			if (hints < 0)
+				return TAPE_NOKEY_BIT | tup->t_len;
+		}
 		*body = (const char *) tup + o->tf.std_hoff - MINIMAL_TUPLE_OFFSET;
 		*body_len = tup->t_len - (o->tf.std_hoff - MINIMAL_TUPLE_OFFSET);
 		return TAPE_NOKEY_BIT | TAPE_NOHDR_BIT |
@@ -563,6 +574,20 @@ gs_tape_word(const GsTapeOut *o, MinimalTuple tup, bool lossy,
 	return word;
 }
 
+/*
+ * The same where the caller does not know which kind of rows the sort
+ * takes (gs_tape_word_of with rows constant: a caller that knows, or
+ * loops over a batch, has the test and the other kind's code left out)
+ */
+static pg_attribute_always_inline uint32
+gs_tape_word(const GsTapeOut *o, MinimalTuple tup, bool lossy,
+			 const char **body, size_t *body_len)
+{
+	if (o->tf.rows)
+		return gs_tape_word_of(o, tup, lossy, body, body_len, true);
+	return gs_tape_word_of(o, tup, lossy, body, body_len, false);
+}
+
 /* the bytes of a record's word and key */
 static inline size_t
 gs_tape_head(const GsTapeOut *o, uint32 word)
@@ -572,13 +597,21 @@ gs_tape_head(const GsTapeOut *o, uint32 word)
 
 /* the bytes of a row on disk (inlined as gs_tape_word is: once a row) */
 static pg_attribute_always_inline size_t
-gs_row_disk_bytes(const GsTapeOut *o, MinimalTuple tup)
+gs_row_disk_bytes_of(const GsTapeOut *o, MinimalTuple tup, bool rows)
 {
 	const char *body;
 	size_t		body_len;
-	uint32		word = gs_tape_word(o, tup, false, &body, &body_len);
+	uint32		word = gs_tape_word_of(o, tup, false, &body, &body_len, rows);
 
 	return gs_tape_head(o, word) + body_len;
+}
+
+static pg_attribute_always_inline size_t
+gs_row_disk_bytes(const GsTapeOut *o, MinimalTuple tup)
+{
+	if (o->tf.rows)
+		return gs_row_disk_bytes_of(o, tup, true);
+	return gs_row_disk_bytes_of(o, tup, false);
 }
 
 /* write a record's word and key (unless left out) at dst; their bytes */
@@ -597,9 +630,9 @@ gs_tape_put_head(const GsTapeOut *o, char *dst, uint32 word, const char *key)
  * the run is written, and the write need not add them up first.
  */
 static pg_attribute_always_inline void
-gs_batch_note(GsSortState *s, MinimalTuple tup)
+gs_batch_note(GsSortState *s, MinimalTuple tup, bool rows)
 {
-	int64		b = gs_row_disk_bytes(&s->tape, tup);
+	int64		b = gs_row_disk_bytes_of(&s->tape, tup, rows);
 
 	s->batch_disk += b;
 	if (s->batch_noted++ == 0)
