@@ -146,6 +146,9 @@ gs_keyplan_derive_init(GsKeyPlan *kp, TupleDesc tupdesc)
 		Assert(kp->nenc == 1);
 		kp->derive_one = da->byval && da->fixoff >= 0 &&
 			(da->len == 1 || da->len == 2 || da->len == 4 || da->len == 8);
+		/* (copied out: one load a row instead of the lookup) */
+		kp->derive_one_off = da->fixoff;
+		kp->derive_one_len = da->len;
 	}
 
 	/* an integer kind stored as wide as it is encoded: derive_one_key */
@@ -374,11 +377,10 @@ load_unsigned(const char *p, int len)
 static inline bool
 derive_one_key(GsKeyPlan *kp, const char *p, void *out)
 {
-	const GsDeriveAtt *da = &kp->datt[kp->cols[0].attidx];
-
 	if (kp->derive_int)
 	{
-		uint64		code = load_unsigned(p, da->len) ^ kp->derive_int_xor;
+		uint64		code = load_unsigned(p, kp->derive_one_len) ^
+			kp->derive_int_xor;
 		bool		lossy;
 		uint64		v;
 
@@ -394,7 +396,9 @@ derive_one_key(GsKeyPlan *kp, const char *p, void *out)
 			memcpy(out, &v, 8);
 		return lossy || !kp->exact;
 	}
-	return gs_encode_fast_value(kp, fetch_value(da, p), out);
+	return gs_encode_fast_value(kp,
+								fetch_value(&kp->datt[kp->cols[0].attidx], p),
+								out);
 }
 
 /*
@@ -491,7 +495,7 @@ gs_key_derive(GsKeyPlan *kp, const char *body, void *out)
 		if (!(infomask & HEAP_HASNULL))
 			return derive_one_key(kp, body + hoff - MINIMAL_TUPLE_OFFSET -
 								  MINIMAL_TUPLE_DATA_OFFSET +
-								  kp->datt[kp->cols[0].attidx].fixoff, out);
+								  kp->derive_one_off, out);
 	}
 	return derive_heap_key(kp, body, out);
 }
@@ -504,7 +508,7 @@ bool
 gs_key_derive_data(GsKeyPlan *kp, const char *data, void *out)
 {
 	if (kp->derive_one)
-		return derive_one_key(kp, data + kp->datt[kp->cols[0].attidx].fixoff,
+		return derive_one_key(kp, data + kp->derive_one_off,
 							  out);
 	return derive_data_key(kp, data, out);
 }
@@ -534,7 +538,7 @@ gs_key_derive_index(GsKeyPlan *kp, const char *itup, void *out)
 			   sizeof(t_info));
 		if (!(t_info & INDEX_NULL_MASK))
 			return derive_one_key(kp, itup + IndexInfoFindDataOffset(t_info) +
-								  kp->datt[kp->cols[0].attidx].fixoff, out);
+								  kp->derive_one_off, out);
 	}
 	return derive_index_key(kp, itup, out);
 }

@@ -150,6 +150,8 @@ struct GsKeyPlan
 	int			derive_natts;	/* attributes deformed to derive a key */
 	bool		derive_fixed;	/* every encoded column at a fixoff */
 	bool		derive_one;		/* fast, and its column at a fixoff */
+	int			derive_one_off; /* derive_one: the column's fixoff ... */
+	int			derive_one_len; /* ... and attlen */
 	bool		derive_int;		/* and an integer kind (derive_one_key) */
 	bool		derive_int_extreme; /* GSN_EXTREME: the NULLs' code ... */
 	uint64		derive_int_null;	/* ... is this, and a value's lossy */
