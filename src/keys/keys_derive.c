@@ -76,6 +76,8 @@ gs_keyplan_derive_init(GsKeyPlan *kp, TupleDesc tupdesc)
 	int			i;
 
 	kp->derive = GSD_NEVER;
+	kp->derive_one = false;
+	kp->derive_int = false;
 	for (i = 0; i < kp->nenc; i++)
 	{
 		const GsKeyCol *col = &kp->cols[i];
@@ -138,7 +140,6 @@ gs_keyplan_derive_init(GsKeyPlan *kp, TupleDesc tupdesc)
 	 * most 8 bytes) at a known offset: a row without NULLs has its key
 	 * derived from that one value (gs_encode_fast_value), without deforming
 	 */
-	kp->derive_one = false;
 	if (kp->fast && kp->derive == GSD_FIXED && kp->derive_fixed)
 	{
 		const GsDeriveAtt *da = &kp->datt[kp->cols[0].attidx];
@@ -152,7 +153,6 @@ gs_keyplan_derive_init(GsKeyPlan *kp, TupleDesc tupdesc)
 	}
 
 	/* an integer kind stored as wide as it is encoded: derive_one_key */
-	kp->derive_int = false;
 	if (kp->derive_one)
 	{
 		const GsKeyCol *col = &kp->cols[0];
@@ -508,8 +508,7 @@ bool
 gs_key_derive_data(GsKeyPlan *kp, const char *data, void *out)
 {
 	if (kp->derive_one)
-		return derive_one_key(kp, data + kp->derive_one_off,
-							  out);
+		return derive_one_key(kp, data + kp->derive_one_off, out);
 	return derive_data_key(kp, data, out);
 }
 
