@@ -78,12 +78,16 @@ extern bool gs_encode_key(GsKeyPlan *kp, const Datum *values,
  * run on disk may leave them out.  body is a MinimalTuple's bytes from
  * MINIMAL_TUPLE_DATA_OFFSET on, at any alignment.  gs_keyplan_derives:
  * may any row's key be derived?  gs_key_derivable: may this row's?
+ * gs_keyplan_derivable_natts: if not 0, a row's key may be derived
+ * exactly when its tuple has at least that many attributes (an index tuple
+ * always), so that callers need not ask gs_key_derivable per row.
  * gs_key_derive: write this row's key (key_bytes at out), as gs_encode_key
  * did, returning what it returned; gs_key_derive_data: the same from the
  * data of a tuple without NULLs.  The last three call nothing of
  * PostgreSQL: threads call them.
  */
 extern bool gs_keyplan_derives(const GsKeyPlan *kp);
+extern int	gs_keyplan_derivable_natts(const GsKeyPlan *kp);
 extern bool gs_key_derivable(const GsKeyPlan *kp, const char *body);
 extern bool gs_key_derive(GsKeyPlan *kp, const char *body, void *out);
 extern bool gs_key_derive_data(GsKeyPlan *kp, const char *data, void *out);

@@ -76,6 +76,8 @@ gs_keyplan_derive_init(GsKeyPlan *kp, TupleDesc tupdesc)
 	int			i;
 
 	kp->derive = GSD_NEVER;
+	kp->derive_one = false;
+	kp->derive_int = false;
 	for (i = 0; i < kp->nenc; i++)
 	{
 		const GsKeyCol *col = &kp->cols[i];
@@ -132,12 +134,70 @@ gs_keyplan_derive_init(GsKeyPlan *kp, TupleDesc tupdesc)
 		if (kp->datt[kp->cols[i].attidx].fixoff < 0)
 			kp->derive_fixed = false;
 	kp->derive = varlena ? GSD_CHECK : GSD_FIXED;
+
+	/*
+	 * The plan's fast path (gs_encode_key's: one fixed-width column of at
+	 * most 8 bytes) at a known offset: a row without NULLs has its key
+	 * derived from that one value (gs_encode_fast_value), without deforming
+	 */
+	if (kp->fast && kp->derive == GSD_FIXED && kp->derive_fixed)
+	{
+		const GsDeriveAtt *da = &kp->datt[kp->cols[0].attidx];
+
+		Assert(kp->nenc == 1);
+		kp->derive_one = da->byval && da->fixoff >= 0 &&
+			(da->len == 1 || da->len == 2 || da->len == 4 || da->len == 8);
+		/* (copied out: one load a row instead of the lookup) */
+		kp->derive_one_off = da->fixoff;
+		kp->derive_one_len = da->len;
+	}
+
+	/* an integer kind stored as wide as it is encoded: derive_one_key */
+	if (kp->derive_one)
+	{
+		const GsKeyCol *col = &kp->cols[0];
+		uint64		flip;
+
+		switch (col->kind)
+		{
+			case GSK_INT2:
+			case GSK_INT4:
+			case GSK_INT8:
+				/* fixed_code's sign flip */
+				flip = (uint64) 1 << (8 * col->vbytes - 1);
+				break;
+			case GSK_OID:
+			case GSK_UINT8:
+			case GSK_CHAR:
+				flip = 0;
+				break;
+			default:
+				return;
+		}
+		if (kp->datt[col->attidx].len != col->vbytes)
+			return;
+		if (col->desc)
+			flip ^= col->code_mask;
+		if (col->nullmode == GSN_BYTE && col->nulls_first)
+			flip |= (uint64) 1 << (8 * col->vbytes);
+		kp->derive_int = true;
+		kp->derive_int_xor = flip;
+		kp->derive_int_extreme = col->nullmode == GSN_EXTREME;
+		kp->derive_int_null = col->nulls_first ? 0 : col->code_mask;
+	}
 }
 
 bool
 gs_keyplan_derives(const GsKeyPlan *kp)
 {
 	return kp->derive != GSD_NEVER;
+}
+
+/* (fixed-width columns only: gs_key_derivable checks nothing else) */
+int
+gs_keyplan_derivable_natts(const GsKeyPlan *kp)
+{
+	return kp->derive == GSD_FIXED ? kp->derive_natts : 0;
 }
 
 /* an attribute's value at p (any alignment) as a Datum */
@@ -273,36 +333,84 @@ derive_index_values(const GsKeyPlan *kp, const char *itup, Datum *values,
 						 values, isnull);
 }
 
-/*
- * May a run leave out the key of the tuple whose bytes from
- * MINIMAL_TUPLE_DATA_OFFSET are at body?  Called for every row written,
- * by the backend and by the threads that write runs.
- */
-bool
-gs_key_derivable(const GsKeyPlan *kp, const char *body)
+/* the len bytes at p (any alignment) as an unsigned number */
+static inline uint64
+load_unsigned(const char *p, int len)
 {
-	Datum		values[GS_DERIVE_MAX_ATTS];
-	bool		isnull[GS_DERIVE_MAX_ATTS];
-
-	if (kp->derive == GSD_FIXED)
+	switch (len)
 	{
-		uint16		infomask2;
+		case 1:
+			return *(const uint8 *) p;
+		case 2:
+			{
+				uint16		v;
 
-		memcpy(&infomask2, body + BODY_INFOMASK2, sizeof(uint16));
-		return (infomask2 & HEAP_NATTS_MASK) >= kp->derive_natts;
+				memcpy(&v, p, sizeof(v));
+				return v;
+			}
+		case 4:
+			{
+				uint32		v;
+
+				memcpy(&v, p, sizeof(v));
+				return v;
+			}
+		default:
+			{
+				uint64		v;
+
+				memcpy(&v, p, sizeof(v));
+				return v;
+			}
 	}
-	if (kp->derive == GSD_NEVER)
-		return false;
-	return derive_heap_values(kp, body, values, isnull);
 }
 
 /*
- * Write the key of a tuple for which gs_key_derivable said yes at out
- * (key_bytes, any alignment), as gs_encode_key wrote it when the row came,
- * and return what gs_encode_key returned.  Safe on any thread.
+ * The key of the one column of a fast plan (see derive_one), whose value
+ * is at p, not NULL.  For the integer kinds the code gs_encode_fast_value
+ * makes is the value's bits, zero-extended, with constant bits flipped
+ * (the sign bit; all of them for DESC; the null byte's for NULLS FIRST in
+ * GSN_BYTE: that bit is above the value's), so derive_int_xor does it in
+ * one step; only GSN_EXTREME's check for a value on the NULLs' extreme
+ * remains.  Other kinds take gs_encode_fast_value.
  */
-bool
-gs_key_derive(GsKeyPlan *kp, const char *body, void *out)
+static inline bool
+derive_one_key(GsKeyPlan *kp, const char *p, void *out)
+{
+	if (kp->derive_int)
+	{
+		uint64		code = load_unsigned(p, kp->derive_one_len) ^
+			kp->derive_int_xor;
+		bool		lossy;
+		uint64		v;
+
+		lossy = kp->derive_int_extreme && code == kp->derive_int_null;
+		v = code << kp->fast_shift;
+		if (kp->key_bytes == 4)
+		{
+			uint32		w = (uint32) v;
+
+			memcpy(out, &w, 4);
+		}
+		else
+			memcpy(out, &v, 8);
+		return lossy || !kp->exact;
+	}
+	return gs_encode_fast_value(kp,
+								fetch_value(&kp->datt[kp->cols[0].attidx], p),
+								out);
+}
+
+/*
+ * The entry points below take the common case -- the plan's fast path
+ * (one fixed-width column of at most 8 bytes, kp->derive_one), a row
+ * without NULLs -- inline; everything else goes to these, which deform
+ * the row into arrays of GS_DERIVE_MAX_ATTS on the stack (whose set-up,
+ * stack protector included, cost more than the derivation of an int8
+ * key did, once per row read back from a run).
+ */
+static pg_noinline bool
+derive_heap_key(GsKeyPlan *kp, const char *body, void *out)
 {
 	Datum		values[GS_DERIVE_MAX_ATTS];
 	bool		isnull[GS_DERIVE_MAX_ATTS];
@@ -313,12 +421,8 @@ gs_key_derive(GsKeyPlan *kp, const char *body, void *out)
 	return gs_encode_key(kp, values, isnull, out);
 }
 
-/*
- * The same from the data of a tuple without NULLs that has every
- * attribute (a run left its header out)
- */
-bool
-gs_key_derive_data(GsKeyPlan *kp, const char *data, void *out)
+static pg_noinline bool
+derive_data_key(GsKeyPlan *kp, const char *data, void *out)
 {
 	Datum		values[GS_DERIVE_MAX_ATTS];
 	bool		isnull[GS_DERIVE_MAX_ATTS];
@@ -329,25 +433,8 @@ gs_key_derive_data(GsKeyPlan *kp, const char *data, void *out)
 	return gs_encode_key(kp, values, isnull, out);
 }
 
-/*
- * The same for a plan over an index's columns (a btree build's), from an
- * index tuple's bytes at any alignment
- */
-bool
-gs_key_derivable_index(const GsKeyPlan *kp, const char *itup)
-{
-	Datum		values[GS_DERIVE_MAX_ATTS];
-	bool		isnull[GS_DERIVE_MAX_ATTS];
-
-	if (kp->derive == GSD_NEVER)
-		return false;
-	if (kp->derive == GSD_FIXED)
-		return true;
-	return derive_index_values(kp, itup, values, isnull);
-}
-
-bool
-gs_key_derive_index(GsKeyPlan *kp, const char *itup, void *out)
+static pg_noinline bool
+derive_index_key(GsKeyPlan *kp, const char *itup, void *out)
 {
 	Datum		values[GS_DERIVE_MAX_ATTS];
 	bool		isnull[GS_DERIVE_MAX_ATTS];
@@ -356,4 +443,101 @@ gs_key_derive_index(GsKeyPlan *kp, const char *itup, void *out)
 	ok = derive_index_values(kp, itup, values, isnull);
 	Assert(ok);
 	return gs_encode_key(kp, values, isnull, out);
+}
+
+static pg_noinline bool
+derivable_check(const GsKeyPlan *kp, const char *body, bool index)
+{
+	Datum		values[GS_DERIVE_MAX_ATTS];
+	bool		isnull[GS_DERIVE_MAX_ATTS];
+
+	if (index)
+		return derive_index_values(kp, body, values, isnull);
+	return derive_heap_values(kp, body, values, isnull);
+}
+
+/*
+ * May a run leave out the key of the tuple whose bytes from
+ * MINIMAL_TUPLE_DATA_OFFSET are at body?  Called for every row written,
+ * by the backend and by the threads that write runs.
+ */
+bool
+gs_key_derivable(const GsKeyPlan *kp, const char *body)
+{
+	if (kp->derive == GSD_FIXED)
+	{
+		uint16		infomask2;
+
+		memcpy(&infomask2, body + BODY_INFOMASK2, sizeof(uint16));
+		return (infomask2 & HEAP_NATTS_MASK) >= kp->derive_natts;
+	}
+	if (kp->derive == GSD_NEVER)
+		return false;
+	return derivable_check(kp, body, false);
+}
+
+/*
+ * Write the key of a tuple for which gs_key_derivable said yes at out
+ * (key_bytes, any alignment), as gs_encode_key wrote it when the row came,
+ * and return what gs_encode_key returned.  Safe on any thread.
+ */
+bool
+gs_key_derive(GsKeyPlan *kp, const char *body, void *out)
+{
+	if (kp->derive_one)
+	{
+		uint16		infomask;
+		uint8		hoff;
+
+		memcpy(&infomask, body + BODY_INFOMASK, sizeof(uint16));
+		memcpy(&hoff, body + BODY_HOFF, sizeof(uint8));
+		/* (gs_key_derivable saw enough attributes) */
+		if (!(infomask & HEAP_HASNULL))
+			return derive_one_key(kp, body + hoff - MINIMAL_TUPLE_OFFSET -
+								  MINIMAL_TUPLE_DATA_OFFSET +
+								  kp->derive_one_off, out);
+	}
+	return derive_heap_key(kp, body, out);
+}
+
+/*
+ * The same from the data of a tuple without NULLs that has every
+ * attribute (a run left its header out)
+ */
+bool
+gs_key_derive_data(GsKeyPlan *kp, const char *data, void *out)
+{
+	if (kp->derive_one)
+		return derive_one_key(kp, data + kp->derive_one_off, out);
+	return derive_data_key(kp, data, out);
+}
+
+/*
+ * The same for a plan over an index's columns (a btree build's), from an
+ * index tuple's bytes at any alignment
+ */
+bool
+gs_key_derivable_index(const GsKeyPlan *kp, const char *itup)
+{
+	if (kp->derive == GSD_NEVER)
+		return false;
+	if (kp->derive == GSD_FIXED)
+		return true;
+	return derivable_check(kp, itup, true);
+}
+
+bool
+gs_key_derive_index(GsKeyPlan *kp, const char *itup, void *out)
+{
+	if (kp->derive_one)
+	{
+		unsigned short t_info;
+
+		memcpy(&t_info, itup + offsetof(IndexTupleData, t_info),
+			   sizeof(t_info));
+		if (!(t_info & INDEX_NULL_MASK))
+			return derive_one_key(kp, itup + IndexInfoFindDataOffset(t_info) +
+								  kp->derive_one_off, out);
+	}
+	return derive_index_key(kp, itup, out);
 }

@@ -61,96 +61,6 @@
  * ---------------------------------------------------------------------
  */
 
-/* ascending code of a fixed kind of at most 8 bytes; never 0 or all ones
- * for the folded kinds */
-static inline uint64
-fixed_code(GsKind kind, Datum d)
-{
-	switch (kind)
-	{
-		case GSK_INT2:
-			return (uint16) DatumGetInt16(d) ^ UINT64CONST(0x8000);
-		case GSK_INT4:
-			return (uint32) DatumGetInt32(d) ^ UINT64CONST(0x80000000);
-		case GSK_INT8:
-			return (uint64) DatumGetInt64(d) ^ UINT64CONST(0x8000000000000000);
-		case GSK_OID:
-			return (uint64) DatumGetObjectId(d);
-		case GSK_UINT8:
-			return (uint64) DatumGetInt64(d);
-		case GSK_CHAR:
-			return (uint8) DatumGetChar(d);
-		case GSK_BOOL:
-			return DatumGetBool(d) ? 2 : 1;
-		case GSK_DATE:
-			{
-				DateADT		v = DatumGetDateADT(d);
-				uint64		c;
-
-				if (DATE_IS_NOBEGIN(v))
-					return 1;
-				if (DATE_IS_NOEND(v))
-					return UINT64CONST(0xFFFFFFFE);
-				c = (uint32) v ^ UINT64CONST(0x80000000);
-				/* valid dates lie far inside; keep the extremes free */
-				return Min(Max(c, 2), UINT64CONST(0xFFFFFFFD));
-			}
-		case GSK_TIME:
-			{
-				TimeADT		v = DatumGetTimeADT(d);
-
-				/* 0 .. 24:00:00 in microseconds, well inside 40 bits */
-				if (v < 0)
-					v = 0;
-				if (v > INT64CONST(0xFFFFFFFFFC))
-					v = INT64CONST(0xFFFFFFFFFC);
-				return (uint64) v + 1;
-			}
-		case GSK_TIMESTAMP:
-			{
-				Timestamp	v = DatumGetTimestamp(d);
-				uint64		c;
-
-				if (TIMESTAMP_IS_NOBEGIN(v))
-					return 1;
-				if (TIMESTAMP_IS_NOEND(v))
-					return PG_UINT64_MAX - 1;
-				c = (uint64) v ^ UINT64CONST(0x8000000000000000);
-				return Min(Max(c, 2), PG_UINT64_MAX - 2);
-			}
-		case GSK_FLOAT4:
-			{
-				float4		f = DatumGetFloat4(d);
-				uint32		u;
-
-				if (isnan(f))
-					return UINT64CONST(0xFFC00000);	/* above +Inf's code */
-				if (f == 0)
-					f = 0;		/* -0 is +0 */
-				memcpy(&u, &f, sizeof(u));
-				u = (u & 0x80000000) ? ~u : (u | 0x80000000);
-				return u;
-			}
-		case GSK_FLOAT8:
-			{
-				float8		f = DatumGetFloat8(d);
-				uint64		u;
-
-				if (isnan(f))
-					return UINT64CONST(0xFFF8000000000000);
-				if (f == 0)
-					f = 0;
-				memcpy(&u, &f, sizeof(u));
-				u = (u & UINT64CONST(0x8000000000000000)) ? ~u :
-					(u | UINT64CONST(0x8000000000000000));
-				return u;
-			}
-		default:
-			Assert(false);
-			return 0;
-	}
-}
-
 /* write the low n bytes of v big-endian */
 static inline void
 put_be(uint8 *dst, uint64 v, int n)
@@ -485,27 +395,17 @@ gs_encode_key(GsKeyPlan *kp, const Datum *values, const bool *isnull,
 		uint64		code;
 		uint64		v;
 
-		if (isnull[col->attidx])
-		{
-			/*
-			 * On an extreme, a NULL needs no flag itself: a value that lands
-			 * there is flagged, and a run of equal keys is tie-broken when
-			 * any of its rows is.
-			 */
-			code = col->nulls_first ? 0 : col->code_mask;
-			if (col->nullmode == GSN_BYTE)
-				code = col->nulls_first ? 0 : (uint64) 1 << (8 * col->vbytes);
-		}
-		else
-		{
-			code = fixed_code(col->kind, values[col->attidx]);
-			if (col->desc)
-				code = ~code & col->code_mask;
-			if (col->nullmode == GSN_EXTREME)
-				lossy = (code == (col->nulls_first ? 0 : col->code_mask));
-			else if (col->nullmode == GSN_BYTE && col->nulls_first)
-				code |= (uint64) 1 << (8 * col->vbytes);
-		}
+		if (!isnull[col->attidx])
+			return gs_encode_fast_value(kp, values[col->attidx], out);
+
+		/*
+		 * On an extreme, a NULL needs no flag itself: a value that lands
+		 * there is flagged, and a run of equal keys is tie-broken when any
+		 * of its rows is.
+		 */
+		code = col->nulls_first ? 0 : col->code_mask;
+		if (col->nullmode == GSN_BYTE)
+			code = col->nulls_first ? 0 : (uint64) 1 << (8 * col->vbytes);
 		v = code << kp->fast_shift;
 		if (kp->key_bytes == 4)
 		{

@@ -11,9 +11,14 @@
 #ifndef KEYS_INT_H
 #define KEYS_INT_H
 
+#include <math.h>
+
 #ifdef USE_ICU
 #include <unicode/ucol.h>
 #endif
+
+#include "utils/date.h"
+#include "utils/timestamp.h"
 
 #include "gpusort_engine.h"
 #include "gpusort_keys.h"
@@ -144,11 +149,144 @@ struct GsKeyPlan
 	GsDeriveMode derive;		/* may runs leave keys out (keys_derive.c) */
 	int			derive_natts;	/* attributes deformed to derive a key */
 	bool		derive_fixed;	/* every encoded column at a fixoff */
+	bool		derive_one;		/* fast, and its column at a fixoff */
+	int			derive_one_off; /* derive_one: the column's fixoff ... */
+	int			derive_one_len; /* ... and attlen */
+	bool		derive_int;		/* and an integer kind (derive_one_key) */
+	bool		derive_int_extreme; /* GSN_EXTREME: the NULLs' code ... */
+	uint64		derive_int_null;	/* ... is this, and a value's lossy */
+	uint64		derive_int_xor; /* the bits its code flips */
 	GsDeriveAtt datt[GS_DERIVE_MAX_ATTS];
 	GsKeyCol	cols[FLEXIBLE_ARRAY_MEMBER];
 };
 
 /* keys_derive.c */
 extern void gs_keyplan_derive_init(GsKeyPlan *kp, TupleDesc tupdesc);
+
+/*
+ * Ascending code of a fixed kind of at most 8 bytes; never 0 or all ones
+ * for the folded kinds.  (Here, not in keys_encode.c: keys_derive.c makes
+ * a key again from a stored value with it, inline.)
+ */
+static inline uint64
+fixed_code(GsKind kind, Datum d)
+{
+	switch (kind)
+	{
+		case GSK_INT2:
+			return (uint16) DatumGetInt16(d) ^ UINT64CONST(0x8000);
+		case GSK_INT4:
+			return (uint32) DatumGetInt32(d) ^ UINT64CONST(0x80000000);
+		case GSK_INT8:
+			return (uint64) DatumGetInt64(d) ^ UINT64CONST(0x8000000000000000);
+		case GSK_OID:
+			return (uint64) DatumGetObjectId(d);
+		case GSK_UINT8:
+			return (uint64) DatumGetInt64(d);
+		case GSK_CHAR:
+			return (uint8) DatumGetChar(d);
+		case GSK_BOOL:
+			return DatumGetBool(d) ? 2 : 1;
+		case GSK_DATE:
+			{
+				DateADT		v = DatumGetDateADT(d);
+				uint64		c;
+
+				if (DATE_IS_NOBEGIN(v))
+					return 1;
+				if (DATE_IS_NOEND(v))
+					return UINT64CONST(0xFFFFFFFE);
+				c = (uint32) v ^ UINT64CONST(0x80000000);
+				/* valid dates lie far inside; keep the extremes free */
+				return Min(Max(c, 2), UINT64CONST(0xFFFFFFFD));
+			}
+		case GSK_TIME:
+			{
+				TimeADT		v = DatumGetTimeADT(d);
+
+				/* 0 .. 24:00:00 in microseconds, well inside 40 bits */
+				if (v < 0)
+					v = 0;
+				if (v > INT64CONST(0xFFFFFFFFFC))
+					v = INT64CONST(0xFFFFFFFFFC);
+				return (uint64) v + 1;
+			}
+		case GSK_TIMESTAMP:
+			{
+				Timestamp	v = DatumGetTimestamp(d);
+				uint64		c;
+
+				if (TIMESTAMP_IS_NOBEGIN(v))
+					return 1;
+				if (TIMESTAMP_IS_NOEND(v))
+					return PG_UINT64_MAX - 1;
+				c = (uint64) v ^ UINT64CONST(0x8000000000000000);
+				return Min(Max(c, 2), PG_UINT64_MAX - 2);
+			}
+		case GSK_FLOAT4:
+			{
+				float4		f = DatumGetFloat4(d);
+				uint32		u;
+
+				if (isnan(f))
+					return UINT64CONST(0xFFC00000);	/* above +Inf's code */
+				if (f == 0)
+					f = 0;		/* -0 is +0 */
+				memcpy(&u, &f, sizeof(u));
+				u = (u & 0x80000000) ? ~u : (u | 0x80000000);
+				return u;
+			}
+		case GSK_FLOAT8:
+			{
+				float8		f = DatumGetFloat8(d);
+				uint64		u;
+
+				if (isnan(f))
+					return UINT64CONST(0xFFF8000000000000);
+				if (f == 0)
+					f = 0;
+				memcpy(&u, &f, sizeof(u));
+				u = (u & UINT64CONST(0x8000000000000000)) ? ~u :
+					(u | UINT64CONST(0x8000000000000000));
+				return u;
+			}
+		default:
+			Assert(false);
+			return 0;
+	}
+}
+
+/*
+ * The key of a fast plan (one fixed column of <= 8 bytes) whose value is
+ * not NULL: gs_encode_key's, and keys_derive.c's for a key derived again,
+ * which must be the same bit for bit (inline here: the streams' threads
+ * derive a key for every row they read)
+ */
+static pg_attribute_always_inline bool
+gs_encode_fast_value(const GsKeyPlan *kp, Datum value, void *out)
+{
+	const GsKeyCol *col = &kp->cols[0];
+	bool		lossy = false;
+	uint64		code;
+	uint64		v;
+
+	code = fixed_code(col->kind, value);
+	if (col->desc)
+		code = ~code & col->code_mask;
+	if (col->nullmode == GSN_EXTREME)
+		lossy = (code == (col->nulls_first ? 0 : col->code_mask));
+	else if (col->nullmode == GSN_BYTE && col->nulls_first)
+		code |= (uint64) 1 << (8 * col->vbytes);
+	v = code << kp->fast_shift;
+	if (kp->key_bytes == 4)
+	{
+		uint32		w = (uint32) v;
+
+		memcpy(out, &w, 4);
+	}
+	else
+		memcpy(out, &v, 8);
+	return lossy || !kp->exact;
+}
 
 #endif							/* KEYS_INT_H */

@@ -67,6 +67,7 @@ gs_idx_sort_begin(GsIdxBuild *b, Size mem, double est_rows)
 {
 	GsRowsDef	def;
 
+	memset(&def, 0, sizeof(def));
 	if (b->ssup == NULL)
 		gs_idx_sortsupport(b);
 	if (b->scratch == NULL)
@@ -82,6 +83,13 @@ gs_idx_sort_begin(GsIdxBuild *b, Size mem, double est_rows)
 	def.key_derivable = gs_idx_key_derivable;
 	def.key_derive = gs_idx_key_derive;
 	def.keep = gs_idx_row_keep;
+	/* the same without a call a row where the plan allows */
+	def.key_always_derivable = gs_keyplan_derivable_natts(b->kp) > 0;
+	if (!b->payload)
+	{
+		def.keep_len_off = offsetof(IndexTupleData, t_info);
+		def.keep_len_mask = INDEX_SIZE_MASK;
+	}
 	b->sort = gs_sort_begin_rows(&def, (int) Min(mem / 1024, (Size) INT_MAX),
 								 est_rows);
 }

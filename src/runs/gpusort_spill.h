@@ -105,6 +105,11 @@ typedef struct GsTapeFormat
 	uint16		std_natts;
 	uint16		std_infomask;
 	uint8		std_hoff;
+	/* the same as the writer checks it (gs_tape_std_init) */
+	uint64		std_word;
+	uint64		std_mask;
+	uint64		std_hint_words[4];
+	uint16		std_infomasks[4];	/* and t_infomask under each hint set */
 } GsTapeFormat;
 
 /* what a record's word says of the row (gs_tape_decode) */
@@ -145,32 +150,95 @@ gs_tape_decode(const GsTapeFormat *tf, uint32 word, GsTapeRec *rec)
 }
 
 /*
- * May the header of tape row tup be left out (see above)?  If so, *hints
- * names its hint bits.
+ * The t_hoff of a tuple without NULLs (SizeofMinimalTupleHeader MAXALIGN'd,
+ * counted from where a heap tuple's header would start): the only std_hoff
+ * a sort sets
  */
-static inline bool
-gs_tape_std_header(const GsTapeFormat *tf, MinimalTuple tup, uint32 *hints)
-{
-	uint16		extra;
-	size_t		off;
-	uint32		h;
+#define TAPE_STD_HOFF \
+	(MAXALIGN(SizeofMinimalTupleHeader) + MINIMAL_TUPLE_OFFSET)
 
-	if (tf->std_natts == 0 || tup->t_len > TAPE_NOHDR_LEN_MASK ||
-		tup->t_infomask2 != tf->std_natts || tup->t_hoff != tf->std_hoff)
-		return false;
-	extra = tup->t_infomask ^ tf->std_infomask;
+/*
+ * Where the writer reads a tuple's header in one word: from t_len's end,
+ * through t_infomask2, t_infomask, t_hoff and the one byte of padding
+ * before the data of a tuple without NULLs (mt_padding, the word's first
+ * bytes, masked off)
+ */
+#define TAPE_STD_WORD_OFF	(offsetof(MinimalTupleData, mt_padding) + \
+	sizeof(((MinimalTupleData *) NULL)->mt_padding) - 2)
+
+/* the word of a tuple whose header is std, hint set h: its bytes at off */
+static inline uint64
+gs_tape_std_word_of(const GsTapeFormat *tf, int h)
+{
+	union
+	{
+		MinimalTupleData t;
+		char		b[TAPE_STD_HOFF - MINIMAL_TUPLE_OFFSET];
+	}			u;
+	uint64		w;
+
+	memset(&u, 0, sizeof(u));
+	u.t.t_infomask2 = tf->std_natts;
+	u.t.t_infomask = tf->std_infomask | gs_tape_hints(h);
+	u.t.t_hoff = tf->std_hoff;
+	memcpy(&w, u.b + TAPE_STD_WORD_OFF, sizeof(w));
+	return w;
+}
+
+/*
+ * Fill in the words gs_tape_std_header compares and the t_infomasks
+ * gs_tape_restore writes (a switch a row in the streams' threads), once
+ * std_natts, std_infomask and std_hoff are set
+ */
+static inline void
+gs_tape_std_init(GsTapeFormat *tf)
+{
+	char		m[sizeof(uint64)];
+	int			h;
+
+	StaticAssertStmt(TAPE_STD_WORD_OFF + sizeof(uint64) ==
+					 TAPE_STD_HOFF - MINIMAL_TUPLE_OFFSET,
+					 "a tuple's header and padding end a word past t_len");
+	Assert(tf->std_hoff == TAPE_STD_HOFF);
+	/* all but the two bytes of mt_padding in the word */
+	memset(m, 0xFF, sizeof(m));
+	memset(m, 0, offsetof(MinimalTupleData, t_infomask2) - TAPE_STD_WORD_OFF);
+	memcpy(&tf->std_mask, m, sizeof(uint64));
+	tf->std_word = gs_tape_std_word_of(tf, 0);
 	for (h = 0; h < 4; h++)
-		if (extra == gs_tape_hints(h))
-			break;
-	if (h == 4)
-		return false;
-	/* the padding before the data is restored as zeros */
-	for (off = SizeofMinimalTupleHeader;
-		 off < tf->std_hoff - MINIMAL_TUPLE_OFFSET; off++)
-		if (((const char *) tup)[off] != 0)
-			return false;
-	*hints = h;
-	return true;
+	{
+		tf->std_hint_words[h] = gs_tape_std_word_of(tf, h) ^ tf->std_word;
+		tf->std_infomasks[h] = tf->std_infomask | gs_tape_hints(h);
+	}
+}
+
+/*
+ * May the header of tape row tup be left out (see above)?  If so, the
+ * number of its hint bit set (gs_tape_hints), else -1.  (Run for every
+ * row twice, as it is counted and as it is written: the header and the
+ * padding after it are compared as one word, gs_tape_std_init's.)
+ */
+static inline int
+gs_tape_std_header(const GsTapeFormat *tf, MinimalTuple tup)
+{
+	uint64		w;
+	uint64		d;
+
+	if (tf->std_natts == 0 || tup->t_len > TAPE_NOHDR_LEN_MASK)
+		return -1;
+	Assert(tf->std_hoff == TAPE_STD_HOFF);
+	/* (a tuple is at least SizeofMinimalTupleHeader, in MAXALIGN'd space) */
+	memcpy(&w, (const char *) tup + TAPE_STD_WORD_OFF, sizeof(w));
+	d = (w & tf->std_mask) ^ tf->std_word;
+	if (d == 0)
+		return 0;
+	if (d == tf->std_hint_words[1])
+		return 1;
+	if (d == tf->std_hint_words[2])
+		return 2;
+	if (d == tf->std_hint_words[3])
+		return 3;
+	return -1;
 }
 
 /* does the word say whether the key is lossy? (else its derivation does) */
@@ -188,7 +256,17 @@ static inline void
 gs_tape_restore(const GsTapeFormat *tf, uint32 word, const GsTapeRec *rec,
 				char *dst)
 {
-	memset(dst, 0, rec->body_off);
+	/*
+	 * Zeros before the row's bytes: inline stores for the two places they
+	 * start (a call to memset for every row read back cost more than the
+	 * rest of this)
+	 */
+	if (rec->body_off == MAXALIGN(MINIMAL_TUPLE_DATA_OFFSET))
+		memset(dst, 0, MAXALIGN(MINIMAL_TUPLE_DATA_OFFSET));
+	else if (rec->body_off == MINIMAL_TUPLE_DATA_OFFSET)
+		memset(dst, 0, MINIMAL_TUPLE_DATA_OFFSET);
+	else
+		memset(dst, 0, rec->body_off);
 	((MinimalTuple) dst)->t_len = rec->t_len;
 	if (!tf->rows && rec->body_off > MINIMAL_TUPLE_DATA_OFFSET)
 	{
@@ -200,8 +278,7 @@ gs_tape_restore(const GsTapeFormat *tf, uint32 word, const GsTapeRec *rec,
 		 * HeapTupleHeaderSetNatts would) stalled a stream's thread on it.
 		 */
 		tup->t_infomask2 = tf->std_natts;
-		tup->t_infomask = tf->std_infomask |
-			gs_tape_hints((word >> TAPE_HINTS_SHIFT) & 3);
+		tup->t_infomask = tf->std_infomasks[(word >> TAPE_HINTS_SHIFT) & 3];
 		tup->t_hoff = tf->std_hoff;
 	}
 	else if (tf->rows)
@@ -209,7 +286,9 @@ gs_tape_restore(const GsTapeFormat *tf, uint32 word, const GsTapeRec *rec,
 		size_t		end = rec->body_off + rec->body_len;
 
 		dst[tf->flags_off] = (char) (uint8) (word >> TAPE_ROW_FLAGS_SHIFT);
-		memset(dst + end, 0, rec->t_len - end);
+		/* the padding left out, often none */
+		if (end < rec->t_len)
+			memset(dst + end, 0, rec->t_len - end);
 	}
 }
 

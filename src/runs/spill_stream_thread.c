@@ -50,8 +50,12 @@ gs_stream_pause(int ms)
 		;
 }
 
-/* a thread's clock, in ns */
-static inline uint64
+/*
+ * A thread's clock, in ns.  Not inlined: its timespec on the stack would
+ * give gs_reader_next, which reads it only on a refill, a stack
+ * protector's check on every row.
+ */
+static pg_noinline uint64
 gs_stream_ns(void)
 {
 	struct timespec ts;

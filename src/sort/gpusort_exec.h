@@ -245,6 +245,16 @@ typedef struct GsRowsDef
 	bool		(*key_derive) (void *arg, const char *data, size_t data_off,
 							   char *key);
 	size_t		(*keep) (void *arg, const char *data);
+
+	/*
+	 * The same said once for every row, so that the writer of runs calls
+	 * nothing per row: key_always_derivable, key_derivable would say yes
+	 * for every row; keep_len_mask != 0, keep is the uint16 at keep_len_off
+	 * in the data, masked.
+	 */
+	bool		key_always_derivable;
+	uint16		keep_len_off;
+	uint16		keep_len_mask;
 } GsRowsDef;
 
 extern GsSortState *gs_sort_begin_rows(const GsRowsDef *def, int mem_kb,

@@ -357,7 +357,7 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 	}
 	s->tuples[n] = gs_copy_row(s, slot);
 	s->max_tuple_len = Max(s->max_tuple_len, s->tuples[n]->t_len);
-	gs_batch_note(s, s->tuples[n]);
+	gs_batch_note(s, s->tuples[n], false);
 	s->nrows = n + 1;
 	s->total_rows += 1;
 }
@@ -366,7 +366,9 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
  * Room for a variant's row (gs_sort_row_add): room for its len bytes and
  * its key, which the caller fills in before its next call, as gs_sort_put
  * takes a slot's row.  The row counts from now on; a lossy key is marked
- * with gs_sort_row_lossy.
+ * with gs_sort_row_lossy.  Its run's bytes depend on what the caller
+ * writes, so a row is noted for its run (gs_batch_note) at the next call,
+ * or when its batch is written (gs_spill_batch).
  *
  * A serial index build calls this for every row of the table: the common
  * case, room in the arrays and in the current arena block and no check
@@ -384,6 +386,9 @@ gs_sort_row_add(GsSortState *s, Size len, char **key)
 	if (unlikely(len > TAPE_ROW_MAX_LEN))
 		elog(ERROR, "gpusort: a row of %zu bytes is too large for a sort",
 			 len);
+	/* the row before, filled in now */
+	if (s->batch_noted < s->nrows)
+		gs_batch_note(s, s->tuples[s->nrows - 1], true);
 	if (unlikely(s->nrows >= s->check_at))
 		gs_load_check(s);
 	n = s->nrows;
@@ -393,7 +398,6 @@ gs_sort_row_add(GsSortState *s, Size len, char **key)
 	mt->t_len = need;
 	s->tuples[n] = mt;
 	s->max_tuple_len = Max(s->max_tuple_len, (uint32) need);
-	gs_batch_note(s, mt);
 	s->nrows = n + 1;
 	s->total_rows += 1;
 	*key = s->keys + n * s->key_bytes;

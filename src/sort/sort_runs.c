@@ -211,35 +211,20 @@ gs_spill_chain(GsSpillJob *j, int part, size_t from, size_t to,
 	return t == part;
 }
 
-static void
-gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
+/*
+ * Write rows [from, to) of j's batch for part at off: gs_spill_part's
+ * loop, inlined once for each kind of rows (rows constant), so that the
+ * record's word is worked out without testing the kind on every row
+ */
+static pg_attribute_always_inline void
+gs_spill_rows(GsSpillJob *j, int part, size_t from, size_t to, int64 off,
+			  volatile bool *stop, bool rows)
 {
-	GsSpillJob *j = (GsSpillJob *) arg;
-	size_t		from = j->n * part / nparts;
-	size_t		to = j->n * (part + 1) / nparts;
 	size_t		kb = j->key_bytes;
 	char	   *buf = j->bufs[part];
 	size_t		used = 0;
-	int64		off;
 	size_t		i;
 
-	if (j->pass == 1)
-	{
-		int64		sum = gs_spill_slice_bytes(j, from, to, stop);
-
-		if (sum >= 0)
-			j->bytes[part] = sum;
-		return;
-	}
-
-	if (j->sort_eng != NULL && !gs_spill_sorted(j, part, stop))
-		return;
-	if (j->rec > 0)
-		off = j->base + (int64) from * j->rec;
-	else if (nparts == 1)
-		off = j->base;
-	else if (!gs_spill_chain(j, part, from, to, stop, &off))
-		return;
 	for (i = from; i < to; i++)
 	{
 		uint32		row = j->rows[i];
@@ -252,8 +237,8 @@ gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
 		size_t		head;
 
 		gs_spill_prefetch(j, i, to);
-		word = gs_tape_word(&j->tape, tup, gs_lossy_bit(j->lossy, row),
-							&bytes, &body);
+		word = gs_tape_word_of(&j->tape, tup, gs_lossy_bit(j->lossy, row),
+							   &bytes, &body, rows);
 		head = gs_tape_head(&j->tape, word);
 		if (used + head + body > j->bufsize)
 		{
@@ -281,6 +266,37 @@ gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
 		}
 	}
 	j->err[part] = gs_temp_pwrite(j->file, buf, used, off);
+}
+
+static void
+gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
+{
+	GsSpillJob *j = (GsSpillJob *) arg;
+	size_t		from = j->n * part / nparts;
+	size_t		to = j->n * (part + 1) / nparts;
+	int64		off;
+
+	if (j->pass == 1)
+	{
+		int64		sum = gs_spill_slice_bytes(j, from, to, stop);
+
+		if (sum >= 0)
+			j->bytes[part] = sum;
+		return;
+	}
+
+	if (j->sort_eng != NULL && !gs_spill_sorted(j, part, stop))
+		return;
+	if (j->rec > 0)
+		off = j->base + (int64) from * j->rec;
+	else if (nparts == 1)
+		off = j->base;
+	else if (!gs_spill_chain(j, part, from, to, stop, &off))
+		return;
+	if (j->tape.tf.rows)
+		gs_spill_rows(j, part, from, to, off, stop, true);
+	else
+		gs_spill_rows(j, part, from, to, off, stop, false);
 }
 
 /* raise the first write failure any part of a finished job met */
@@ -580,6 +596,10 @@ gs_spill_batch(GsSortState *s)
 
 	if (s->nrows == 0)
 		return;
+	/* a variant's last row is noted only now (see gs_sort_row_add) */
+	if (s->row_cmp != NULL && s->batch_noted == s->nrows - 1)
+		gs_batch_note(s, s->tuples[s->nrows - 1], true);
+
 	/*
 	 * A batch written in the background whose keys need no tie-break, and
 	 * that was not cut into chunks, is sorted there too (see GsSpillJob),

@@ -230,13 +230,14 @@ gs_sort_begin(TupleDesc tupdesc, const GsSortDef *def, int work_mem_kb,
 		s->tape.tf.derive_arg = s->kp;
 		s->tape.omit = gs_key_derivable_cb;
 		s->tape.arg = s->kp;
+		s->tape.omit_natts = gs_keyplan_derivable_natts(s->kp);
 		/* the header of a tuple without NULLs, left out with the key */
 		s->tape.tf.std_natts = tupdesc->natts;
-		s->tape.tf.std_hoff = MAXALIGN(SizeofMinimalTupleHeader) +
-			MINIMAL_TUPLE_OFFSET;
+		s->tape.tf.std_hoff = TAPE_STD_HOFF;
 		for (i = 0; i < tupdesc->natts; i++)
 			if (TupleDescAttr(tupdesc, i)->attlen < 0)
 				s->tape.tf.std_infomask = HEAP_HASVARWIDTH;
+		gs_tape_std_init(&s->tape.tf);
 	}
 
 	/* PostgreSQL's comparators, for runs of equal keys */
@@ -286,7 +287,10 @@ gs_sort_begin_rows(const GsRowsDef *def, int mem_kb, double est_rows)
 		s->tape.tf.derive = def->key_derive;
 		s->tape.tf.derive_arg = def->arg;
 		s->tape.omit = def->key_derivable;
+		s->tape.omit_all = def->key_always_derivable;
 	}
+	s->tape.keep_len_off = def->keep_len_off;
+	s->tape.keep_len_mask = def->keep_len_mask;
 	gs_sort_size(s, est_rows);
 	MemoryContextSwitchTo(oldcxt);
 	return s;

@@ -266,6 +266,21 @@ typedef struct GsTapeOut
 	GsKeyOmitFn omit;			/* NULL: every key is written */
 	GsRowKeepFn keep;
 	void	   *arg;
+
+	/*
+	 * The same answers where they can be given once for the sort (at its
+	 * begin), so that gs_tape_word, which runs twice a row (the row's bytes
+	 * are counted as it comes, then it is written), calls nothing: for tape
+	 * rows, omit_natts > 0 says that a tuple's key is left out exactly when
+	 * it has that many attributes or more (fixed-width keys: omit is not
+	 * called); for a variant's rows, omit_all that every key is left out,
+	 * and keep_len_mask != 0 that keep is the uint16 at keep_len_off in the
+	 * data, masked (an index tuple's t_info).
+	 */
+	uint16		omit_natts;
+	bool		omit_all;
+	uint16		keep_len_off;
+	uint16		keep_len_mask;
 } GsTapeOut;
 
 typedef struct GsSpillJob GsSpillJob;
@@ -486,11 +501,13 @@ gs_key_cmp_words(const char *a, const char *b, int from, int to)
 
 /*
  * A row's record: its word, returned, and the row's bytes written after
- * the word and the key (*body, *body_len)
+ * the word and the key (*body, *body_len).  Inlined: it runs twice a row,
+ * and its callers need only part of what it works out (gs_batch_note the
+ * bytes).
  */
-static inline uint32
-gs_tape_word(const GsTapeOut *o, MinimalTuple tup, bool lossy,
-			 const char **body, size_t *body_len)
+static pg_attribute_always_inline uint32
+gs_tape_word_of(const GsTapeOut *o, MinimalTuple tup, bool lossy,
+				const char **body, size_t *body_len, bool rows)
 {
 	uint32		word = lossy ? TAPE_LOSSY_BIT : 0;
 	const char *data;
@@ -500,39 +517,78 @@ gs_tape_word(const GsTapeOut *o, MinimalTuple tup, bool lossy,
 
 	/* rows are no larger than MaxAllocSize (gs_form_row) */
 	Assert(tup->t_len <= TAPE_LEN_MASK);
-	if (!o->tf.rows)
+	Assert(rows == o->tf.rows);
+	if (!rows)
 	{
-		uint32		hints;
+		int			hints;
 
 		*body = (const char *) tup + MINIMAL_TUPLE_DATA_OFFSET;
 		*body_len = tup->t_len - MINIMAL_TUPLE_DATA_OFFSET;
-		if (o->omit == NULL || !o->omit(o->arg, *body))
-			return word | tup->t_len;
-		/* the derivation tells the lossy ones: the top bit is free */
-		if (!gs_tape_std_header(&o->tf, tup, &hints))
-			return TAPE_NOKEY_BIT | tup->t_len;
+		if (o->omit_natts > 0)
+		{
+			/*
+			 * The standard header first: its natts, the descriptor's, are
+			 * enough for the key (the usual row then takes one test)
+			 */
+			Assert(o->tf.std_natts >= o->omit_natts);
+			hints = gs_tape_std_header(&o->tf, tup);
+			if (hints < 0)
+				return HeapTupleHeaderGetNatts(tup) < o->omit_natts ?
+					word | tup->t_len : TAPE_NOKEY_BIT | tup->t_len;
+		}
+		else
+		{
+			if (o->omit == NULL || !o->omit(o->arg, *body))
+				return word | tup->t_len;
+			/* the derivation tells the lossy ones: the top bit is free */
+			hints = gs_tape_std_header(&o->tf, tup);
+			if (hints < 0)
+				return TAPE_NOKEY_BIT | tup->t_len;
+		}
 		*body = (const char *) tup + o->tf.std_hoff - MINIMAL_TUPLE_OFFSET;
 		*body_len = tup->t_len - (o->tf.std_hoff - MINIMAL_TUPLE_OFFSET);
 		return TAPE_NOKEY_BIT | TAPE_NOHDR_BIT |
-			(hints << TAPE_HINTS_SHIFT) | tup->t_len;
+			((uint32) hints << TAPE_HINTS_SHIFT) | tup->t_len;
 	}
 
 	data = (const char *) tup + o->tf.data_off;
 	len = tup->t_len - o->tf.data_off;
 	/* (gs_sort_row_alloc keeps a variant's rows that small) */
 	Assert(len <= TAPE_ROW_MAX_LEN);
-	keep = o->keep ? o->keep(o->arg, data) : len;
+	if (o->keep_len_mask != 0)
+	{
+		uint16		v;
+
+		memcpy(&v, data + o->keep_len_off, sizeof(v));
+		keep = v & o->keep_len_mask;
+	}
+	else
+		keep = o->keep ? o->keep(o->arg, data) : len;
 	while (trim < TAPE_ROW_TRIM_MAX && len - trim > keep &&
 		   data[len - 1 - trim] == 0)
 		trim++;
 	word |= len | (trim << TAPE_ROW_TRIM_SHIFT) |
 		((uint32) *((const uint8 *) tup + o->tf.flags_off) <<
 		 TAPE_ROW_FLAGS_SHIFT);
-	if (o->omit != NULL && o->omit(o->arg, data))
+	if (o->omit_all || (o->omit != NULL && o->omit(o->arg, data)))
 		word |= TAPE_NOKEY_BIT;
 	*body = data;
 	*body_len = len - trim;
 	return word;
+}
+
+/*
+ * The same where the caller does not know which kind of rows the sort
+ * takes (gs_tape_word_of with rows constant: a caller that knows, or
+ * loops over a batch, has the test and the other kind's code left out)
+ */
+static pg_attribute_always_inline uint32
+gs_tape_word(const GsTapeOut *o, MinimalTuple tup, bool lossy,
+			 const char **body, size_t *body_len)
+{
+	if (o->tf.rows)
+		return gs_tape_word_of(o, tup, lossy, body, body_len, true);
+	return gs_tape_word_of(o, tup, lossy, body, body_len, false);
 }
 
 /* the bytes of a record's word and key */
@@ -542,15 +598,23 @@ gs_tape_head(const GsTapeOut *o, uint32 word)
 	return TAPE_ROW_HDR + ((word & TAPE_NOKEY_BIT) ? 0 : o->tf.key_bytes);
 }
 
-/* the bytes of a row on disk */
-static inline size_t
-gs_row_disk_bytes(const GsTapeOut *o, MinimalTuple tup)
+/* the bytes of a row on disk (inlined as gs_tape_word is: once a row) */
+static pg_attribute_always_inline size_t
+gs_row_disk_bytes_of(const GsTapeOut *o, MinimalTuple tup, bool rows)
 {
 	const char *body;
 	size_t		body_len;
-	uint32		word = gs_tape_word(o, tup, false, &body, &body_len);
+	uint32		word = gs_tape_word_of(o, tup, false, &body, &body_len, rows);
 
 	return gs_tape_head(o, word) + body_len;
+}
+
+static pg_attribute_always_inline size_t
+gs_row_disk_bytes(const GsTapeOut *o, MinimalTuple tup)
+{
+	if (o->tf.rows)
+		return gs_row_disk_bytes_of(o, tup, true);
+	return gs_row_disk_bytes_of(o, tup, false);
 }
 
 /* write a record's word and key (unless left out) at dst; their bytes */
@@ -568,10 +632,10 @@ gs_tape_put_head(const GsTapeOut *o, char *dst, uint32 word, const char *key)
  * Count a row put into the batch: its run's bytes are then known before
  * the run is written, and the write need not add them up first.
  */
-static inline void
-gs_batch_note(GsSortState *s, MinimalTuple tup)
+static pg_attribute_always_inline void
+gs_batch_note(GsSortState *s, MinimalTuple tup, bool rows)
 {
-	int64		b = gs_row_disk_bytes(&s->tape, tup);
+	int64		b = gs_row_disk_bytes_of(&s->tape, tup, rows);
 
 	s->batch_disk += b;
 	if (s->batch_noted++ == 0)
