@@ -87,6 +87,7 @@ extern bool gs_encode_key(GsKeyPlan *kp, const Datum *values,
  * PostgreSQL: threads call them.
  */
 extern bool gs_keyplan_derives(const GsKeyPlan *kp);
+extern bool gs_keyplan_derives_fast(const GsKeyPlan *kp);
 extern int	gs_keyplan_derivable_natts(const GsKeyPlan *kp);
 extern bool gs_key_derivable(const GsKeyPlan *kp, const char *body);
 extern bool gs_key_derive(GsKeyPlan *kp, const char *body, void *out);

@@ -193,6 +193,18 @@ gs_keyplan_derives(const GsKeyPlan *kp)
 	return kp->derive != GSD_NEVER;
 }
 
+/*
+ * Is a key made faster from a formed row's bytes than from its deformed
+ * values?  So for one fixed-width column at a fixed offset (the plan's
+ * inline case, derive_one): a row's load then skips deforming it, which
+ * cost more than encoding its key.
+ */
+bool
+gs_keyplan_derives_fast(const GsKeyPlan *kp)
+{
+	return kp->derive == GSD_FIXED && kp->derive_one;
+}
+
 /* (fixed-width columns only: gs_key_derivable checks nothing else) */
 int
 gs_keyplan_derivable_natts(const GsKeyPlan *kp)

@@ -307,6 +307,8 @@ struct GsSortState
 	GsRowCompareFn row_cmp;		/* a variant's comparison, or NULL */
 	void	   *row_cmp_arg;
 	bool		exact;			/* static part: every column fully encoded */
+	bool		load_derive;	/* gs_sort_put makes keys from the copied
+								 * rows (gs_keyplan_derives_fast) */
 	bool		any_lossy;		/* some row's encoding lost information */
 	uint64	   *lossy;			/* bit per batch row */
 	SortSupport ssup;			/* PostgreSQL's comparators, for ties */
