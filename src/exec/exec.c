@@ -136,13 +136,22 @@ gpusort_load(GpuSortState *gss)
 		/* a plain table scan's pages are read here, else the node runs */
 		GsHeapReader *hr = gs_heapread_begin(child);
 
-		for (;;)
+		if (gs_sort_takes_tuples(gss->sort, hr))
 		{
-			TupleTableSlot *slot = gs_input_next(hr, child);
+			/* the rows straight from the pages (see gs_sort_put_from) */
+			while (gs_sort_put_from(gss->sort, hr))
+				;
+		}
+		else
+		{
+			for (;;)
+			{
+				TupleTableSlot *slot = gs_input_next(hr, child);
 
-			if (TupIsNull(slot))
-				break;
-			gs_sort_put(gss->sort, slot);
+				if (TupIsNull(slot))
+					break;
+				gs_sort_put(gss->sort, slot);
+			}
 		}
 		if (hr)
 			gs_heapread_end(hr);

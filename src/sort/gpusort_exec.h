@@ -39,6 +39,9 @@ typedef struct GsHeapReader GsHeapReader;
 
 extern GsHeapReader *gs_heapread_begin(PlanState *child);
 extern TupleTableSlot *gs_heapread_next(GsHeapReader *r);
+extern HeapTuple gs_heapread_next_tuple(GsHeapReader *r);
+extern TupleTableSlot *gs_heapread_slot(GsHeapReader *r);
+extern bool gs_heapread_is_plain(GsHeapReader *r);
 extern bool gs_heapread_stop(GsHeapReader *r);
 
 /* load_budget.c: the room in /dev/shm of an in-memory parallel load */
@@ -120,6 +123,8 @@ extern GsSortState *gs_sort_begin(TupleDesc tupdesc, const GsSortDef *def,
 								  int work_mem_kb, bool random_access,
 								  double est_rows);
 extern void gs_sort_put(GsSortState *s, TupleTableSlot *slot);
+extern bool gs_sort_takes_tuples(GsSortState *s, GsHeapReader *r);
+extern bool gs_sort_put_from(GsSortState *s, GsHeapReader *r);
 extern int	gs_sort_key_bytes(GsSortState *s);
 extern size_t gs_sort_bulk_room(GsSortState *s, size_t n,
 								MinimalTuple **tuples, char **keys);

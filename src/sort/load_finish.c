@@ -379,21 +379,35 @@ gs_load_leader_read(GsLoadState *ls, GsSortState *sort)
 	EState	   *estate = ls->css.ss.ps.state;
 	GsHeapReader *hr;
 	double		rows = 0;
+	bool		tuples;
 
 	/* the query's DSA area, for nodes that share state through it */
 	estate->es_query_dsa = ls->pei ? ls->pei->area : NULL;
 	hr = gs_heapread_begin(child);
 	estate->es_query_dsa = NULL;
+	tuples = gs_sort_takes_tuples(sort, hr);
 	for (;;)
 	{
 		TupleTableSlot *slot;
 
 		estate->es_query_dsa = ls->pei ? ls->pei->area : NULL;
-		slot = gs_input_next(hr, child);
-		estate->es_query_dsa = NULL;
-		if (TupIsNull(slot))
-			break;
-		gs_sort_put(sort, slot);
+		if (tuples)
+		{
+			/* the rows straight from the pages (see gs_sort_put_from) */
+			bool		more = gs_sort_put_from(sort, hr);
+
+			estate->es_query_dsa = NULL;
+			if (!more)
+				break;
+		}
+		else
+		{
+			slot = gs_input_next(hr, child);
+			estate->es_query_dsa = NULL;
+			if (TupIsNull(slot))
+				break;
+			gs_sort_put(sort, slot);
+		}
 		rows += 1;
 		if (ls->mapped && ((uint64) rows % MAP_BLOCKS_ROWS) == 0)
 			gs_load_map_blocks(ls);

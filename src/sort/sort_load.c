@@ -338,10 +338,54 @@ gs_load_check(GsSortState *s)
 	s->check_at = at;
 }
 
+/*
+ * The key of row n, just copied to mt, made from its bytes (load_derive):
+ * as a run's reader derives it (keys_derive.c), rather than from the row
+ * deformed.  For an int8 key that was 180 instructions a row, this is
+ * about 20.  A row the derivation can't take (a NULL, fewer attributes)
+ * is deformed from its slot (the reader's, *slot NULL: asked for now).
+ */
+static inline void
+gs_derive_row_key(GsSortState *s, size_t n, MinimalTuple mt,
+				  GsHeapReader *r, TupleTableSlot *slot)
+{
+	const char *body = (const char *) mt + MINIMAL_TUPLE_DATA_OFFSET;
+	char	   *key = s->keys + n * s->key_bytes;
+	bool		lossy;
+
+	if (likely(gs_key_derivable(s->kp, body)))
+		lossy = gs_key_derive(s->kp, body, key);
+	else
+	{
+		if (slot == NULL)
+			slot = gs_heapread_slot(r);
+		slot_getsomeattrs(slot, s->def.maxattno);
+		lossy = gs_encode_key(s->kp, slot->tts_values, slot->tts_isnull,
+							  key);
+	}
+	if (lossy)
+	{
+		s->lossy[n / 64] |= UINT64CONST(1) << (n % 64);
+		s->any_lossy = true;
+	}
+}
+
+/* row n, at mt with its key made, counts in the batch */
+static inline void
+gs_row_taken(GsSortState *s, size_t n, MinimalTuple mt)
+{
+	s->tuples[n] = mt;
+	s->max_tuple_len = Max(s->max_tuple_len, mt->t_len);
+	gs_batch_note(s, mt, false);
+	s->nrows = n + 1;
+	s->total_rows += 1;
+}
+
 void
 gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 {
 	size_t		n;
+	MinimalTuple mt;
 
 	Assert(s->status == GS_LOADING);
 	if (unlikely(s->nrows >= s->check_at))
@@ -350,30 +394,8 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 	Assert(n < s->cap);
 	if (s->load_derive)
 	{
-		/*
-		 * The key from the copied row's bytes, as a run's reader derives
-		 * it (keys_derive.c), rather than from the row deformed: for an
-		 * int8 key that was 180 instructions a row, this is about 20.
-		 */
-		MinimalTuple mt = gs_copy_row(s, slot);
-		const char *body = (const char *) mt + MINIMAL_TUPLE_DATA_OFFSET;
-		char	   *key = s->keys + n * s->key_bytes;
-		bool		lossy;
-
-		s->tuples[n] = mt;
-		if (likely(gs_key_derivable(s->kp, body)))
-			lossy = gs_key_derive(s->kp, body, key);
-		else
-		{
-			slot_getsomeattrs(slot, s->def.maxattno);
-			lossy = gs_encode_key(s->kp, slot->tts_values, slot->tts_isnull,
-								  key);
-		}
-		if (lossy)
-		{
-			s->lossy[n / 64] |= UINT64CONST(1) << (n % 64);
-			s->any_lossy = true;
-		}
+		mt = gs_copy_row(s, slot);
+		gs_derive_row_key(s, n, mt, NULL, slot);
 	}
 	else
 	{
@@ -384,12 +406,52 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 			s->lossy[n / 64] |= UINT64CONST(1) << (n % 64);
 			s->any_lossy = true;
 		}
-		s->tuples[n] = gs_copy_row(s, slot);
+		mt = gs_copy_row(s, slot);
 	}
-	s->max_tuple_len = Max(s->max_tuple_len, s->tuples[n]->t_len);
-	gs_batch_note(s, s->tuples[n], false);
-	s->nrows = n + 1;
-	s->total_rows += 1;
+	gs_row_taken(s, n, mt);
+}
+
+/* may the rows of a plain table's reader go in by gs_sort_put_from? */
+bool
+gs_sort_takes_tuples(GsSortState *s, GsHeapReader *r)
+{
+	return s->load_derive && gs_heapread_is_plain(r);
+}
+
+/*
+ * The next row of r (gs_sort_takes_tuples) into the sort, copied from its
+ * page without a slot: the slot's store and fetch of a heap tuple were 75
+ * instructions a row.  False at the end.
+ */
+bool
+gs_sort_put_from(GsSortState *s, GsHeapReader *r)
+{
+	HeapTuple	ht = gs_heapread_next_tuple(r);
+	size_t		n;
+	Size		len;
+	MinimalTuple mt;
+
+	if (ht == NULL)
+		return false;
+	/* a tuple without the later columns is formed whole from its values */
+	if (unlikely(HeapTupleHeaderGetNatts(ht->t_data) < s->tupdesc->natts))
+	{
+		gs_sort_put(s, gs_heapread_slot(r));
+		return true;
+	}
+	Assert(s->status == GS_LOADING);
+	if (unlikely(s->nrows >= s->check_at))
+		gs_load_check(s);
+	n = s->nrows;
+	Assert(n < s->cap);
+	/* as gs_form_row copies a heap tuple */
+	len = ht->t_len - MINIMAL_TUPLE_OFFSET;
+	mt = (MinimalTuple) gs_arena_alloc(s, len);
+	memcpy(mt, (char *) ht->t_data + MINIMAL_TUPLE_OFFSET, len);
+	mt->t_len = len;
+	gs_derive_row_key(s, n, mt, r, NULL);
+	gs_row_taken(s, n, mt);
+	return true;
 }
 
 /*
