@@ -662,14 +662,23 @@ gs_load_worker_runs(GsLoadState *ls)
 			elog(ERROR, "gpusort: a parallel loader's key layout differs from the leader's");
 		gs_sort_attach_file(sort, &sh->file);
 		hr = gs_heapread_begin(child);
-		for (;;)
+		if (gs_sort_takes_tuples(sort, hr))
 		{
-			TupleTableSlot *ts = gs_input_next(hr, child);
+			/* the rows straight from the pages (see gs_sort_put_from) */
+			while (gs_sort_put_from(sort, hr))
+				nrows++;
+		}
+		else
+		{
+			for (;;)
+			{
+				TupleTableSlot *ts = gs_input_next(hr, child);
 
-			if (TupIsNull(ts))
-				break;
-			gs_sort_put(sort, ts);
-			nrows++;
+				if (TupIsNull(ts))
+					break;
+				gs_sort_put(sort, ts);
+				nrows++;
+			}
 		}
 		if (hr)
 			gs_heapread_end(hr);
