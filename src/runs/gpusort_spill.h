@@ -503,32 +503,14 @@ gs_stream_tuple_offset(int key_bytes)
 	return STREAM_KEY_OFFSET + MAXALIGN(key_bytes);
 }
 
-/*
- * Runs of other rows than the sort's (a btree build's): each row starts
- * with hdr bytes, then the key (key_bytes, exact: the keys alone order the
- * rows), and is row_len() bytes long in all, a multiple of
- * MAXIMUM_ALIGNOF.  Such a stream gives out the rows themselves as its
- * records.
- */
-typedef struct GsRowFormat
-{
-	size_t		hdr;
-	size_t		(*row_len) (const char *row, int key_bytes);
-} GsRowFormat;
-
 extern size_t gs_stream_block_size(int64 mem, int nstreams);
 extern GsStream *gs_stream_start(MemoryContext cxt, GsTempFile *f,
 								 const GsTapeFormat *tf, const GsRun *runs,
 								 int nruns, size_t block_size,
 								 size_t read_size);
-extern GsStream *gs_stream_start_rows(MemoryContext cxt, GsTempFile *f,
-									  const GsRowFormat *fmt, int key_bytes,
-									  const GsRun *runs, int nruns,
-									  size_t block_size, size_t read_size);
 extern GsStream *gs_stream_cascade(MemoryContext cxt, GsStream **inputs,
-								   int n, size_t block_size, bool byref);
+								   int n, size_t block_size);
 extern const char *gs_stream_next(GsStream *st);
-extern const char *gs_stream_next_block(GsStream *st, size_t *len);
 extern const char *const *gs_stream_next_refs(GsStream *st, size_t *n);
 extern double gs_stream_wait_ms(GsStream *st);
 extern void gs_stream_report(GsStream *st, StringInfo buf);

@@ -203,16 +203,11 @@ gs_stream_block_size(int64 mem, int nstreams)
 	return (size_t) TYPEALIGN_DOWN(MAXIMUM_ALIGNOF, b);
 }
 
-static GsStream *gs_stream_start_any(MemoryContext cxt, GsTempFile *f,
-									 const GsRowFormat *fmt,
-									 const GsTapeFormat *tf,
-									 const GsRun *runs, int nruns,
-									 size_t block_size, size_t read_size);
-
 /*
  * Start a thread merging runs[0 .. nruns-1] of f, records in format tf
- * (gpusort_spill.h), whose keys are exact (the keys alone order the rows).  Every row must fit in read_size bytes, and as
- * a record twice in block_size.  The stream's memory and thread belong to
+ * (gpusort_spill.h), whose keys are exact (the keys alone order the
+ * rows).  Every row must fit in read_size bytes, and as a record twice in
+ * block_size.  The stream's memory and thread belong to
  * cxt: its reset or deletion stops the thread first.  NULL if no thread can
  * be started (the caller merges another way).
  */
@@ -220,29 +215,6 @@ GsStream *
 gs_stream_start(MemoryContext cxt, GsTempFile *f, const GsTapeFormat *tf,
 				const GsRun *runs, int nruns, size_t block_size,
 				size_t read_size)
-{
-	return gs_stream_start_any(cxt, f, NULL, tf, runs, nruns, block_size,
-							   read_size);
-}
-
-/* the same for runs of rows in format fmt (NULL: the sort's tape rows) */
-GsStream *
-gs_stream_start_rows(MemoryContext cxt, GsTempFile *f, const GsRowFormat *fmt,
-					 int key_bytes, const GsRun *runs, int nruns,
-					 size_t block_size, size_t read_size)
-{
-	GsTapeFormat tf;
-
-	memset(&tf, 0, sizeof(tf));
-	tf.key_bytes = key_bytes;
-	return gs_stream_start_any(cxt, f, fmt, &tf, runs, nruns, block_size,
-							   read_size);
-}
-
-static GsStream *
-gs_stream_start_any(MemoryContext cxt, GsTempFile *f, const GsRowFormat *fmt,
-					const GsTapeFormat *tf, const GsRun *runs, int nruns,
-					size_t block_size, size_t read_size)
 {
 	GsStream   *st;
 	int			i;
@@ -252,8 +224,7 @@ gs_stream_start_any(MemoryContext cxt, GsTempFile *f, const GsRowFormat *fmt,
 		elog(ERROR, "gpusort: a merge stream needs at least one run");
 	st = MemoryContextAllocZero(cxt, sizeof(GsStream));
 	st->file = f;
-	st->fmt = fmt;
-	st->hdr = fmt ? fmt->hdr : TAPE_ROW_HDR;
+	st->hdr = TAPE_ROW_HDR;
 	st->key_bytes = tf->key_bytes;
 	st->tape = *tf;
 	st->nreaders = nruns;
@@ -275,52 +246,45 @@ gs_stream_start_any(MemoryContext cxt, GsTempFile *f, const GsRowFormat *fmt,
 }
 
 /*
- * Start a thread merging streams inputs[0 .. n-1] (all of the same rows:
- * the sort's tape rows or one row format, keys exact; not yet read) into
- * one, with blocks of block_size bytes, no smaller than the inputs'.  Its
- * records are the inputs' records, copied (an index build's rows); or,
- * byref (the sort's tape rows only), the inputs' records themselves, whose
- * addresses the reader walks.  From then on the inputs belong
- * to it: only the cascade is read, and stopping any of them stops it.
- * NULL if no thread can be started (the caller reads the inputs itself).
+ * Start a thread merging streams inputs[0 .. n-1] (keys exact; not yet
+ * read) into one, with blocks of block_size bytes, no smaller than the
+ * inputs'.  Its records are the inputs' records themselves, whose
+ * addresses the reader walks (see spill_stream_thread.c's cascades).  From
+ * then on the inputs belong to it: only the cascade is read, and stopping
+ * any of them stops it.  NULL if no thread can be started (the caller
+ * reads the inputs itself).
  */
 GsStream *
 gs_stream_cascade(MemoryContext cxt, GsStream **inputs, int n,
-				  size_t block_size, bool byref)
+				  size_t block_size)
 {
 	GsStream   *st = MemoryContextAllocZero(cxt, sizeof(GsStream));
 	int			i;
 
 	Assert(n >= 1);
-	Assert(!byref || inputs[0]->fmt == NULL);
 	st->file = inputs[0]->file;
-	st->fmt = inputs[0]->fmt;
 	st->hdr = inputs[0]->hdr;
-	st->keyoff = st->fmt ? st->fmt->hdr : STREAM_KEY_OFFSET;
+	st->keyoff = STREAM_KEY_OFFSET;
 	st->key_bytes = inputs[0]->key_bytes;
 	st->ninputs = n;
-	st->byref = byref;
+	st->byref = true;
 	st->inputs = MemoryContextAlloc(cxt, n * sizeof(GsStream *));
 	st->inrec = MemoryContextAllocZero(cxt, n * sizeof(char *));
 	st->ink0 = MemoryContextAllocZero(cxt, n * sizeof(uint64));
 	st->tree = MemoryContextAllocZero(cxt, n * sizeof(int));
 	st->tree_k0 = MemoryContextAllocZero(cxt, n * sizeof(uint64));
-	if (byref)
-	{
-		st->pend = MemoryContextAllocZero(cxt, n * sizeof(int));
-		st->rcur = MemoryContextAllocZero(cxt, n * sizeof(char *));
-		st->rlim = MemoryContextAllocZero(cxt, n * sizeof(char *));
-		for (i = 0; i < STREAM_BLOCKS; i++)
-			st->rel[i] = MemoryContextAllocZero(cxt, n * sizeof(int));
-	}
+	st->pend = MemoryContextAllocZero(cxt, n * sizeof(int));
+	st->rcur = MemoryContextAllocZero(cxt, n * sizeof(char *));
+	st->rlim = MemoryContextAllocZero(cxt, n * sizeof(char *));
+	for (i = 0; i < STREAM_BLOCKS; i++)
+		st->rel[i] = MemoryContextAllocZero(cxt, n * sizeof(int));
 	for (i = 0; i < n; i++)
 	{
-		Assert(inputs[i]->fmt == st->fmt && inputs[i]->owner == NULL);
+		Assert(inputs[i]->owner == NULL);
 		Assert(inputs[i]->block_size <= block_size);
 		st->inputs[i] = inputs[i];
 	}
-	if (!gs_stream_launch(cxt, st, block_size,
-						  byref ? gs_cascade_ref_thread : gs_cascade_thread))
+	if (!gs_stream_launch(cxt, st, block_size, gs_cascade_ref_thread))
 		return NULL;
 	for (i = 0; i < n; i++)
 		inputs[i]->owner = st;
@@ -429,31 +393,6 @@ gs_stream_next_refs(GsStream *st, size_t *n)
 	}
 }
 
-/*
- * The stream's next block of records, *len bytes of them, or NULL at its
- * end: for a caller that walks the records itself.  The block handed out
- * before is done with: it goes back to the thread.
- */
-const char *
-gs_stream_next_block(GsStream *st, size_t *len)
-{
-	Assert(st->owner == NULL);
-	if (st->byref)
-		elog(ERROR, "gpusort: blocks of a cascade by reference requested");
-	if (st->holding)
-	{
-		/* read through: taking past its end gives it back */
-		st->cpos = st->used[st->cblk];
-		(void) gs_stream_take(st);
-	}
-	if (!gs_stream_await(st))
-	{
-		*len = 0;
-		return NULL;
-	}
-	*len = st->used[st->cblk];
-	return st->blocks[st->cblk];
-}
 /*
  * Backend exit: stop the threads, before spill.c's exit callback closes
  * and removes the files they read.  This callback is registered when the

@@ -70,10 +70,9 @@ struct GsStream
 {
 	/* fixed at start */
 	GsTempFile *file;
-	const GsRowFormat *fmt;		/* NULL: the sort's tape rows */
 	size_t		hdr;			/* bytes before a row's key */
 	int			key_bytes;
-	GsTapeFormat tape;			/* of the runs read (fmt NULL) */
+	GsTapeFormat tape;			/* of the runs read */
 	int			nreaders;
 	GsReader   *readers;
 	int		   *tree;			/* loser tree: tree[0] winner */
@@ -171,10 +170,7 @@ gs_stream_take(GsStream *st)
 			 */
 			__builtin_prefetch(rec + STREAM_PREFETCH);
 			__builtin_prefetch(rec + STREAM_PREFETCH + 64);
-			if (st->fmt)
-				reclen = st->fmt->row_len(rec, st->key_bytes);
-			else
-				memcpy(&reclen, rec, sizeof(uint32));
+			memcpy(&reclen, rec, sizeof(uint32));
 			st->cpos += reclen;
 			return rec;
 		}
@@ -192,7 +188,6 @@ gs_cascade_ref_cap(size_t block_size)
 
 /* ---- spill_stream_thread.c: what a stream's thread runs ---- */
 extern void *gs_stream_thread(void *arg);
-extern void *gs_cascade_thread(void *arg);
 extern void *gs_cascade_ref_thread(void *arg);
 
 #endif							/* SPILL_STREAM_INT_H */

@@ -89,7 +89,7 @@ gs_reader_next(GsStream *st, GsReader *r)
 	}
 	r->left--;
 	/* a tape row's word says whether its key follows */
-	need = st->fmt ? headlen : TAPE_ROW_HDR;
+	need = TAPE_ROW_HDR;
 	for (pass = 0; pass < 2; pass++)
 	{
 		if (r->rlen - r->rpos < need)
@@ -119,23 +119,18 @@ gs_reader_next(GsStream *st, GsReader *r)
 		}
 		if (pass == 0)
 		{
-			if (st->fmt)
-				need = st->fmt->row_len(r->buf + r->rpos, st->key_bytes);
-			else
-			{
-				memcpy(&r->word, r->buf + r->rpos, sizeof(uint32));
-				gs_tape_decode(&st->tape, r->word, &r->rec);
-				headlen = r->rec.head;
-				need = headlen + r->rec.body_len;
-				if ((r->word & TAPE_NOKEY_BIT) && st->tape.derive == NULL)
-					return -1;
-			}
+			memcpy(&r->word, r->buf + r->rpos, sizeof(uint32));
+			gs_tape_decode(&st->tape, r->word, &r->rec);
+			headlen = r->rec.head;
+			need = headlen + r->rec.body_len;
+			if ((r->word & TAPE_NOKEY_BIT) && st->tape.derive == NULL)
+				return -1;
 			if (need > r->size || need < headlen)
 				return -1;
 		}
 	}
 	r->rowlen = need;
-	if (st->fmt || !(r->word & TAPE_NOKEY_BIT))
+	if (!(r->word & TAPE_NOKEY_BIT))
 		r->key = r->buf + r->rpos + st->hdr;
 	else
 	{
@@ -190,12 +185,6 @@ gs_stream_put(GsStream *st, GsReader *r, char *dst)
 	size_t		tupoff = gs_stream_tuple_offset(st->key_bytes);
 	char	   *tup = dst + tupoff;
 
-	if (st->fmt)
-	{
-		/* other rows are given out as they are */
-		memcpy(dst, row, r->rowlen);
-		return r->rowlen;
-	}
 	reclen = tupoff + MAXALIGN(r->rec.t_len);
 	memcpy(dst, &reclen, sizeof(uint32));
 	/* the key, whether read or derived */
@@ -308,10 +297,7 @@ gs_stream_thread(void *arg)
 				end = true;
 				break;
 			}
-			if (st->fmt)
-				rec = r->rowlen;
-			else
-				rec = tupoff + MAXALIGN(r->rec.t_len);
+			rec = tupoff + MAXALIGN(r->rec.t_len);
 			if (used + rec > st->block_size)
 			{
 				if (used == 0)
@@ -344,54 +330,33 @@ gs_stream_thread(void *arg)
 }
 
 /* ---------------------------------------------------------------------
- * Cascades: a thread merges streams into one
+ * Cascades: a thread merges streams into one, by reference
  *
  * The backend of a final merge over several streams would replay a loser
  * tree for every row it returns, on top of handing the row to the
  * executor; with 50M rows that doubled its time per row.  A cascade's
- * thread does that merge instead, copying the streams' records into
- * blocks of its own, so that the backend walks a single stream.  It costs
- * one more copy of every row, on a core that would otherwise be idle, and
- * STREAM_BLOCKS more blocks of memory.
+ * thread does that merge instead, so that the backend walks a single
+ * stream.  Copying the streams' records into blocks of its own made the
+ * cascade itself the bottleneck (on the H200 it moved 80-byte records for
+ * 50M rows at about 20 ns a row, and the backend waited for it a quarter
+ * of the time), so a cascade fills its blocks with pointers to its inputs'
+ * records instead, as an in-memory sort hands out pointers to its rows.  An
+ * input's block must then stay as it is until the backend has read every
+ * record of it: each published block carries the count, per input, of the
+ * inputs' blocks read through while it was filled, and the backend gives
+ * those back when it gives the block back.  Until then they are "held":
+ * full for the input's thread, and not for the cascade to read again.
+ *
+ * The cascade never waits for an input while it keeps records of its own
+ * unpublished: it publishes what it has first.  Every held block is then
+ * pointed at only by published blocks, which the backend reads and gives
+ * back without waiting for the cascade, so an input's thread always gets
+ * its blocks back.
  * ---------------------------------------------------------------------
  */
 
 /* an error code of a cascade's input that means "stopped", not a failure */
 #define CASCADE_STOPPED		(-2)
-
-/*
- * A cascade's thread (st) takes an input's next record: NULL at its end, or,
- * with *err set, on its failure or stop.
- */
-static const char *
-gs_cascade_input_next(GsStream *st, GsStream *in, int *err)
-{
-	for (;;)
-	{
-		const char *rec = gs_stream_take(in);
-
-		if (likely(rec != NULL))
-			return rec;
-		pthread_mutex_lock(&in->lock);
-		if (in->nfull == 0 && !in->done && !in->stop)
-		{
-			uint64		t0 = gs_stream_ns();
-
-			while (in->nfull == 0 && !in->done && !in->stop)
-				pthread_cond_wait(&in->cv, &in->lock);
-			st->t_inputs += gs_stream_ns() - t0;
-		}
-		if (in->stop)
-			*err = CASCADE_STOPPED;
-		else if (in->nfull > 0)
-			in->holding = true;
-		else
-			*err = in->err;
-		pthread_mutex_unlock(&in->lock);
-		if (!in->holding)
-			return NULL;
-	}
-}
 
 /* does input a's record come before input b's? (exact keys) */
 static inline bool
@@ -417,121 +382,6 @@ gs_cascade_before_cb(void *arg, int a, int b)
 {
 	return gs_cascade_before((GsStream *) arg, a, b);
 }
-
-/* move input i on to its next record; false on its failure or stop */
-static inline bool
-gs_cascade_advance(GsStream *st, int i)
-{
-	int			err = 0;
-	const char *rec = gs_stream_take(st->inputs[i]);
-
-	if (unlikely(rec == NULL))
-	{
-		rec = gs_cascade_input_next(st, st->inputs[i], &err);
-		if (err)
-		{
-			gs_stream_finish(st, err);
-			return false;
-		}
-	}
-	st->inrec[i] = rec;
-	st->ink0[i] = rec ? gs_key_word0(rec + st->keyoff, st->key_bytes) :
-		PG_UINT64_MAX;
-	return true;
-}
-
-/* input w moved on: replay its path to the root */
-static inline void
-gs_cascade_replay(GsStream *st, int w)
-{
-	(void) gs_loser_tree_replay(st->tree, st->tree_k0, st->ninputs, w,
-								st->ink0[w], gs_cascade_before_cb, st);
-}
-
-void *
-gs_cascade_thread(void *arg)
-{
-	GsStream   *st = (GsStream *) arg;
-	int			n = st->ninputs;
-	int			blk = 0;
-	int			i;
-
-	for (i = 0; i < n; i++)
-	{
-		if (!gs_cascade_advance(st, i))
-			return NULL;
-	}
-	st->tree[0] = gs_loser_tree_build(st->tree, n, gs_cascade_before_cb, st);
-	for (i = 1; i < n; i++)
-		st->tree_k0[i] = st->ink0[st->tree[i]];
-
-	for (;;)
-	{
-		char	   *b = st->blocks[blk];
-		size_t		used = 0;
-		bool		end = false;
-
-		if (!gs_stream_wait_free(st))
-			break;
-		for (;;)
-		{
-			int			w = st->tree[0];
-			const char *rec = st->inrec[w];
-			uint32		reclen;
-
-			if (rec == NULL)
-			{
-				end = true;
-				break;
-			}
-			if (st->fmt)
-				reclen = st->fmt->row_len(rec, st->key_bytes);
-			else
-				memcpy(&reclen, rec, sizeof(uint32));
-			if (used + reclen > st->block_size)
-			{
-				if (used == 0)
-				{
-					/* can't happen: the inputs' blocks are no larger */
-					gs_stream_finish(st, -1);
-					return NULL;
-				}
-				break;
-			}
-			memcpy(b + used, rec, reclen);
-			used += reclen;
-			if (!gs_cascade_advance(st, w))
-				return NULL;
-			gs_cascade_replay(st, w);
-		}
-		gs_stream_publish(st, &blk, used, end);
-		if (end)
-			break;
-	}
-	return NULL;
-}
-
-/* ---------------------------------------------------------------------
- * Cascades by reference
- *
- * A cascade that copies is itself the bottleneck of a large final merge:
- * on the H200 it moved 80-byte records for 50M rows at about 20 ns a row,
- * and the backend waited for it a quarter of the time.  A cascade by
- * reference fills its blocks with pointers to its inputs' records
- * instead, as an in-memory sort hands out pointers to its rows.  An
- * input's block must then stay as it is until the backend has read every
- * record of it: each published block carries the count, per input, of the
- * inputs' blocks read through while it was filled, and the backend gives
- * those back when it gives the block back.  Until then they are "held":
- * full for the input's thread, and not for the cascade to read again.
- *
- * The cascade never waits for an input while it keeps records of its own
- * unpublished: it publishes what it has first.  Every held block is then
- * pointed at only by published blocks, which the backend reads and gives
- * back without waiting for the cascade, so an input's thread always gets
- * its blocks back.
- * ---------------------------------------------------------------------
- */
 
 /*
  * Input i of a byref cascade as its thread walks it: its next record and

@@ -669,8 +669,7 @@ gs_merge_streams(GsSortState *s, bool mapped)
 	 * streams' blocks, which the backend walks.  Without that thread, the
 	 * backend merges the streams.
 	 */
-	cascade = gs_stream_cascade(s->mergecxt, streams, nstreams, block,
-								true);
+	cascade = gs_stream_cascade(s->mergecxt, streams, nstreams, block);
 	if (cascade != NULL)
 	{
 		/* no tree: gs_merge_next takes the cascade's records as they come */
