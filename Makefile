@@ -36,6 +36,7 @@ OBJS = \
 	src/sort/sort_parallel.o \
 	src/sort/load_budget.o \
 	src/sort/load_finish.o \
+	src/sort/load_blocks.o \
 	src/sort/sort_heapread.o \
 	src/runs/spill.o \
 	src/runs/spill_stream.o \

@@ -73,6 +73,7 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "gpusort_blocks.h"
 #include "gpusort_exec.h"
 #include "gpusort_spill.h"
 #include "index_int.h"
@@ -152,21 +153,14 @@ typedef struct GsIdxWorker
 {
 	GsIdxBuild	b;				/* rows in memory: b.n; runs: b.runs */
 	GsIdxShared *sh;
-	dsa_area   *area;
+	GsBlockWriter bw;			/* writes its rows into blocks */
 	dsa_pointer first;			/* the chain of blocks */
-	dsa_pointer curdp;
-	GsRowBlock *cur;			/* block being filled, NULL before the first */
-	Size		tup_end;		/* next free byte for a tuple */
-	Size		ent_start;		/* lowest entry */
-	Size		esz;			/* entry size */
 	uint64	   *keybuf;			/* a row's key, before its entry */
 	Size		block_size;
 	Size		mem_blocks;		/* bytes of blocks taken */
 	size_t		nrows;			/* rows in the blocks */
 	bool		anylossy;		/* of those */
 	uint32		max_len;		/* longest row envelope in the blocks */
-	GsTask	   *prefault_task;	/* populating the block taken ahead */
-	GsPrefault	prefault;
 } GsIdxWorker;
 
 PGDLLEXPORT void gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc);
@@ -487,16 +481,16 @@ static void
 gs_pidx_worker_to_sort(GsIdxWorker *w)
 {
 	GsIdxBuild *b = &w->b;
-	size_t		esz = w->esz;
+	size_t		esz = w->bw.esz;
 	dsa_pointer dp;
 
-	gs_populate_wait(&w->prefault_task);
+	gs_blocks_wait(&w->bw);
 	gs_idx_sort_begin(b, w->sh->share,
 					  (double) w->sh->share / (GS_IDX_ROW_BYTES(b) + 16));
 	gs_sort_attach_file(b->sort, &w->sh->runfile);
 	for (dp = w->first; DsaPointerIsValid(dp);)
 	{
-		GsRowBlock *blk = (GsRowBlock *) dsa_get_address(w->area, dp);
+		GsRowBlock *blk = (GsRowBlock *) dsa_get_address(w->bw.area, dp);
 		char	   *end = (char *) blk + blk->size;
 		dsa_pointer next = blk->next;
 		size_t		r;
@@ -520,52 +514,42 @@ gs_pidx_worker_to_sort(GsIdxWorker *w)
 			if (word & GS_BLOCK_LOSSY_BIT)
 				gs_sort_row_lossy(b->sort);
 		}
-		dsa_free(w->area, dp);
+		dsa_free(w->bw.area, dp);
 		dp = next;
 	}
 	w->first = InvalidDsaPointer;
-	w->cur = NULL;
-	w->curdp = InvalidDsaPointer;
+	w->bw.cur = NULL;
 	w->mem_blocks = 0;
 	w->nrows = 0;
 }
 
 /*
  * Take the next block ahead, after the current one (the last of the chain),
- * and have a thread populate it while the current one fills: the first
- * touch of each page of shared memory is a page fault, and in a profile
- * those were a third of a worker's scan.  Only when the share would allow
- * taking it when the current block is full, whatever that block's rows.
+ * and have a thread populate it while the current one fills.  Only when
+ * the share would allow taking it when the current block is full,
+ * whatever that block's rows.
  */
 static void
 gs_pidx_worker_ahead(GsIdxWorker *w)
 {
 	GsIdxBuild *b = &w->b;
 	Size		bsize = w->block_size;
-	size_t		rows_max = bsize / (MAXALIGN(sizeof(IndexTupleData) + 1) + w->esz);
+	size_t		rows_max = bsize / (MAXALIGN(sizeof(IndexTupleData) + 1) +
+									w->bw.esz);
 	dsa_pointer dp;
 	GsRowBlock *blk;
 
+	Assert(w->bw.cur != NULL && !DsaPointerIsValid(w->bw.cur->next));
 	if (w->mem_blocks + bsize + (w->nrows + rows_max + 1) * GS_IDX_ROW_BYTES(b) >
 		w->sh->share)
 		return;
-	dp = dsa_allocate_extended(w->area, bsize,
-							   DSA_ALLOC_HUGE | DSA_ALLOC_NO_OOM);
+	dp = gs_blocks_alloc(&w->bw, bsize);
 	/* no room now: the block is asked for again when needed */
 	if (!DsaPointerIsValid(dp))
 		return;
-	blk = (GsRowBlock *) dsa_get_address(w->area, dp);
-	blk->size = bsize;
-	blk->nrows = 0;
-	blk->next = InvalidDsaPointer;
-	w->cur->next = dp;
+	blk = gs_blocks_link(&w->bw, dp);
 	w->mem_blocks += bsize;
-
-	gs_populate_wait(&w->prefault_task);
-	memset(&w->prefault, 0, sizeof(GsPrefault));
-	w->prefault.start[0] = (char *) blk;
-	w->prefault.len[0] = bsize;
-	gs_populate_start(b->cxt, &w->prefault_task, &w->prefault);
+	gs_blocks_populate(&w->bw, b->cxt, blk, NULL);
 }
 
 /*
@@ -576,68 +560,42 @@ static bool
 gs_pidx_worker_block(GsIdxWorker *w, Size size)
 {
 	GsIdxBuild *b = &w->b;
-	dsa_pointer next;
-	Size		need = GS_BLOCK_HDR + size + w->esz;
-	Size		bsize;
-	GsRowBlock *blk;
+	GsBlockWriter *bw = &w->bw;
+	Size		need = GS_BLOCK_HDR + size + bw->esz;
+	dsa_pointer next = gs_blocks_next(bw);
+	GsRowBlock *blk = NULL;
 
-	for (;;)
+	/* the block taken ahead, if the row fits it */
+	if (DsaPointerIsValid(next))
+		blk = (GsRowBlock *) dsa_get_address(bw->area, next);
+	if (blk == NULL || blk->size < need)
 	{
-		/* the next block of the chain, kept from before the last run */
-		next = w->cur ? w->cur->next : w->first;
-		if (DsaPointerIsValid(next))
-		{
-			blk = (GsRowBlock *) dsa_get_address(w->area, next);
-			if (blk->size >= need)
-				break;
-		}
-
 		/*
 		 * A new block, if the share has room for it and for the arrays of
 		 * the rows a run will sort; else the rows go to a run first.
 		 */
-		bsize = Max(w->block_size, need);
-		if (w->nrows == 0 ||
-			w->mem_blocks + bsize + (w->nrows + 1) * GS_IDX_ROW_BYTES(b) <= w->sh->share)
-		{
-			dsa_pointer dp;
+		Size		bsize = Max(w->block_size, need);
 
-			dp = dsa_allocate_extended(w->area, bsize,
-									   DSA_ALLOC_HUGE | DSA_ALLOC_NO_OOM);
-			if (!DsaPointerIsValid(dp))
-				ereport(ERROR,
-						(errcode(ERRCODE_OUT_OF_MEMORY),
-						 errmsg("out of shared memory for a parallel index build"),
-						 errdetail("A block of %zu bytes could not be allocated.",
-								   bsize),
-						 errhint("Free space in /dev/shm, lower maintenance_work_mem, or lower max_parallel_maintenance_workers.")));
-			blk = (GsRowBlock *) dsa_get_address(w->area, dp);
-			blk->size = bsize;
-			blk->nrows = 0;
-			/* inserted after the current block: the chain stays in order */
-			if (w->cur)
-			{
-				blk->next = w->cur->next;
-				w->cur->next = dp;
-			}
-			else
-			{
-				blk->next = w->first;
-				w->first = dp;
-			}
-			w->mem_blocks += bsize;
-			next = dp;
-			break;
+		if (w->nrows > 0 &&
+			w->mem_blocks + bsize + (w->nrows + 1) * GS_IDX_ROW_BYTES(b) > w->sh->share)
+		{
+			gs_pidx_worker_to_sort(w);
+			return false;
 		}
-		gs_pidx_worker_to_sort(w);
-		return false;
+		next = gs_blocks_alloc(bw, bsize);
+		if (!DsaPointerIsValid(next))
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of shared memory for a parallel index build"),
+					 errdetail("A block of %zu bytes could not be allocated.",
+							   bsize),
+					 errhint("Free space in /dev/shm, lower maintenance_work_mem, or lower max_parallel_maintenance_workers.")));
+		/* after the current block, before the one taken ahead */
+		blk = gs_blocks_link(bw, next);
+		w->mem_blocks += bsize;
 	}
 
-	w->cur = blk;
-	w->curdp = next;
-	w->cur->nrows = 0;
-	w->tup_end = GS_BLOCK_HDR;
-	w->ent_start = blk->size;
+	gs_blocks_fill(bw, blk);
 	if (!DsaPointerIsValid(blk->next))
 		gs_pidx_worker_ahead(w);
 	return true;
@@ -645,13 +603,13 @@ gs_pidx_worker_block(GsIdxWorker *w, Size size)
 
 /*
  * Room in the block being filled for a row of size bytes (its envelope
- * included), at w->tup_end; false when the rows go to the worker's sort
- * from now on.
+ * included), at gs_blocks_free; false when the rows go to the worker's
+ * sort from now on.
  */
 static inline bool
 gs_pidx_worker_room(GsIdxWorker *w, Size size)
 {
-	if (w->cur == NULL || w->tup_end + size + w->esz > w->ent_start)
+	if (!gs_blocks_fits(&w->bw, size))
 		return gs_pidx_worker_block(w, size);
 	return true;
 }
@@ -666,27 +624,20 @@ gs_pidx_worker_entry(GsIdxWorker *w, Size size, Size len, Datum *values,
 					 bool *isnull, ItemPointer tid, bool alive)
 {
 	GsIdxBuild *b = &w->b;
-	MinimalTuple mt = (MinimalTuple) ((char *) w->cur + w->tup_end);
-	uint32		word = (uint32) w->tup_end;
 	char	   *ent;
+	MinimalTuple mt = (MinimalTuple) gs_blocks_take(&w->bw, size, &ent);
 	bool		lossy;
 
 	memset(mt, 0, GS_ROW_DATA_OFF);
 	mt->t_len = GS_ROW_DATA_OFF + len;
 	*gs_row_flags((char *) mt + GS_ROW_DATA_OFF) = alive ? GS_ROW_ALIVE : 0;
 	w->max_len = Max(w->max_len, mt->t_len);
-	w->tup_end += size;
-	w->ent_start -= w->esz;
-	ent = (char *) w->cur + w->ent_start;
 
 	/* entries are 4-byte aligned: the key is made aside, then copied */
 	lossy = gs_idx_encode(b, values, isnull, tid, w->keybuf);
-	if (lossy)
-		word |= GS_BLOCK_LOSSY_BIT;
 	memcpy(ent, w->keybuf, b->keybytes);
-	memcpy(ent + b->keybytes, &word, sizeof(uint32));
+	gs_blocks_entry_done(&w->bw, ent, (char *) mt, lossy);
 	w->anylossy |= lossy;
-	w->cur->nrows++;
 	w->nrows++;
 }
 
@@ -708,7 +659,7 @@ gs_pidx_worker_collect(Relation index, ItemPointer tid, Datum *values,
 		size = gs_idx_fixed_size(b, values, isnull, &hasnull);
 		if (gs_pidx_worker_room(w, GS_ROW_DATA_OFF + size))
 		{
-			itup = (IndexTuple) ((char *) w->cur + w->tup_end + GS_ROW_DATA_OFF);
+			itup = (IndexTuple) (gs_blocks_free(&w->bw) + GS_ROW_DATA_OFF);
 			gs_idx_form_fixed(b, values, isnull, hasnull, size, itup);
 			itup->t_tid = *tid;
 			b->indtuples += 1;
@@ -732,7 +683,7 @@ gs_pidx_worker_collect(Relation index, ItemPointer tid, Datum *values,
 		}
 		if (gs_pidx_worker_room(w, GS_ROW_DATA_OFF + size))
 		{
-			char	   *dst = (char *) w->cur + w->tup_end + GS_ROW_DATA_OFF;
+			char	   *dst = gs_blocks_free(&w->bw) + GS_ROW_DATA_OFF;
 
 			memcpy(dst, itup, isize);
 			memset(dst + isize, 0, size - isize);
@@ -777,7 +728,7 @@ gs_pidx_worker_collect_payload(void *arg, ItemPointer tid, Datum *values,
 		}
 		if (gs_pidx_worker_room(w, MAXALIGN(GS_ROW_DATA_OFF + rowlen)))
 		{
-			char	   *dst = (char *) w->cur + w->tup_end + GS_ROW_DATA_OFF;
+			char	   *dst = gs_blocks_free(&w->bw) + GS_ROW_DATA_OFF;
 
 			memset(dst, 0, isize);
 			memcpy(dst, itup, IndexTupleSize(itup));
@@ -847,10 +798,8 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 									   "gpusort index tuple scratch",
 									   ALLOCSET_DEFAULT_SIZES);
 	w->sh = sh;
-	w->area = dsa_attach(sh->area);
 	w->first = InvalidDsaPointer;
-	w->curdp = InvalidDsaPointer;
-	w->esz = gs_block_entry_size(b->keybytes);
+	gs_blocks_init(&w->bw, dsa_attach(sh->area), &w->first, b->keybytes);
 	w->keybuf = palloc(b->keybytes);
 	w->block_size = MAXALIGN(Min(GS_PIDX_MAX_BLOCK,
 								Max(sh->share / 16, GS_PIDX_MIN_BLOCK)));
@@ -871,7 +820,7 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 		reltuples = gs_idx_heap_scan(heap, index, indexInfo, false,
 									 gs_pidx_worker_collect, w,
 									 GsIdxSharedScan(sh));
-	gs_populate_wait(&w->prefault_task);
+	gs_blocks_wait(&w->bw);
 
 	/*
 	 * Once it sorted in runs, its last rows are one too, and it merges its
@@ -895,8 +844,8 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 		runs = gs_sort_finish_runs(b->sort, sh->nslots +
 								   (parallel_leader_participation ? 1 : 0),
 								   &n, &lossy, &maxlen);
-		dp = dsa_allocate(w->area, Max(n, 1) * sizeof(GsRun));
-		memcpy(dsa_get_address(w->area, dp), runs, n * sizeof(GsRun));
+		dp = dsa_allocate(w->bw.area, Max(n, 1) * sizeof(GsRun));
+		memcpy(dsa_get_address(w->bw.area, dp), runs, n * sizeof(GsRun));
 		slot->runs = dp;
 		slot->nruns = n;
 		slot->nwritten = gs_sort_runs_spilled(b->sort);
@@ -929,7 +878,7 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 	SpinLockRelease(&sh->mutex);
 
 	/* the area's segments stay while the leader is attached */
-	dsa_detach(w->area);
+	dsa_detach(w->bw.area);
 	index_close(index, RowExclusiveLock);
 	table_close(heap, ShareLock);
 }

@@ -74,7 +74,7 @@ gs_load_map_blocks(GsLoadState *ls)
 
 			/*
 			 * The worker wrote the new block's header before the link to it
-			 * (pg_write_barrier in gs_load_new_block): read it after the
+			 * (pg_write_barrier in gs_blocks_link): read it after the
 			 * link, as the first block's is read after slot->first.
 			 */
 			pg_read_barrier();

@@ -83,6 +83,7 @@
 #include "utils/resowner.h"
 #include "utils/wait_event.h"
 
+#include "gpusort_blocks.h"
 #include "gpusort_exec.h"
 #include "gpusort_int.h"
 #include "gpusort_keys.h"
@@ -93,20 +94,14 @@
 /* a worker writing rows into its blocks */
 typedef struct GsLoadWriter
 {
-	dsa_area   *area;
+	GsBlockWriter bw;			/* its blocks, their chain at slot->first */
 	GsLoaderSlot *slot;
-	GsRowBlock *blk;			/* current block */
-	size_t		tup_end;		/* next free byte for a tuple */
-	size_t		ent_start;		/* lowest entry */
-	size_t		esz;			/* entry size */
 	size_t		next_size;
 	size_t		limit;			/* the area's size limit (see
 								 * gs_load_new_block); 0: none set */
 	GsLoadShared *shared;
 	bool		over;			/* the load's budget is spent */
 	char	   *entry;			/* entry of the row being added */
-	GsTask	   *populate;		/* faulting in the current block's pages */
-	GsPrefault	pf;
 } GsLoadWriter;
 
 static Node *gs_load_create_state(CustomScan *cscan);
@@ -447,10 +442,11 @@ gs_load_init_worker(CustomScanState *node, shm_toc *toc, void *coordinate)
 static void
 gs_load_new_block(GsLoadWriter *w, size_t len)
 {
-	size_t		size = Max(w->next_size, GS_BLOCK_HDR + len + w->esz);
+	GsBlockWriter *bw = &w->bw;
+	size_t		size = Max(w->next_size, GS_BLOCK_HDR + len + bw->esz);
 	dsa_pointer dp;
 	GsRowBlock *b;
-	GsRowBlock *filled = w->blk;
+	GsRowBlock *filled = bw->cur;
 
 	/*
 	 * An area makes each new segment about as large as all its segments
@@ -463,14 +459,13 @@ gs_load_new_block(GsLoadWriter *w, size_t len)
 	 * loaded, so that an area's 1024 segments still hold TBs.  (A failure
 	 * with the limit raised is the area's own: out of segments.)
 	 */
-	dp = dsa_allocate_extended(w->area, size, DSA_ALLOC_HUGE | DSA_ALLOC_NO_OOM);
+	dp = gs_blocks_alloc(bw, size);
 	if (!DsaPointerIsValid(dp) && w->limit > 0)
 	{
 		w->limit += Max(size, w->slot->bytes / LOAD_SEGMENT_GROWTH) +
 			LOAD_SEGMENT_SLACK;
-		dsa_set_size_limit(w->area, w->limit);
-		dp = dsa_allocate_extended(w->area, size,
-								   DSA_ALLOC_HUGE | DSA_ALLOC_NO_OOM);
+		dsa_set_size_limit(bw->area, w->limit);
+		dp = gs_blocks_alloc(bw, size);
 	}
 	if (!DsaPointerIsValid(dp))
 		ereport(ERROR,
@@ -478,42 +473,24 @@ gs_load_new_block(GsLoadWriter *w, size_t len)
 				 errmsg("out of shared memory for a parallel sort load"),
 				 errdetail("A block of %zu bytes could not be allocated.", size),
 				 errhint("Free space in /dev/shm, or turn gpusort.parallel_load off.")));
-	b = (GsRowBlock *) dsa_get_address(w->area, dp);
-	b->next = InvalidDsaPointer;
-	b->size = size;
-	b->nrows = 0;
-	/* the leader reads the new block's size once it sees the link */
-	pg_write_barrier();
-	if (w->blk)
-		w->blk->next = dp;
-	else
-		w->slot->first = dp;
+	/* at the chain's end: the leader follows it meanwhile */
+	b = gs_blocks_link(bw, dp);
 	w->slot->bytes += size;
 	if (w->shared->budget > 0 &&
 		pg_atomic_fetch_add_u64(&w->shared->used, size) + size > w->shared->budget)
 		w->over = true;
-	w->blk = b;
-	w->tup_end = GS_BLOCK_HDR;
-	w->ent_start = size;
+	gs_blocks_fill(bw, b);
 	if (w->next_size < LOAD_MAX_BLOCK)
 		w->next_size *= 2;
 
 	/*
 	 * The block's pages are faulted in (and zeroed by the kernel) by a
 	 * thread while the worker fills it, as the backend's own arena blocks
-	 * are (sort_load.c).
+	 * are (sort_load.c).  A worker is done with the block it filled: its
+	 * exit is then quick.
 	 */
-	gs_populate_wait(&w->populate);
-	memset(&w->pf, 0, sizeof(GsPrefault));
-	w->pf.start[0] = (char *) b;
-	w->pf.len[0] = size;
-	/* a worker is done with the block it filled: its exit is then quick */
-	if (filled != NULL && IsParallelWorker())
-	{
-		w->pf.drop = (char *) filled;
-		w->pf.drop_len = filled->size;
-	}
-	gs_populate_start(CurrentMemoryContext, &w->populate, &w->pf);
+	gs_blocks_populate(bw, CurrentMemoryContext, b,
+					   IsParallelWorker() ? filled : NULL);
 }
 
 /* room for a tuple of len bytes and its entry (gs_form_row's allocator) */
@@ -521,16 +498,11 @@ static char *
 gs_load_alloc(void *arg, Size len)
 {
 	GsLoadWriter *w = (GsLoadWriter *) arg;
-	char	   *p;
 
 	len = MAXALIGN(len);
-	if (w->blk == NULL || w->tup_end + len + w->esz > w->ent_start)
+	if (!gs_blocks_fits(&w->bw, len))
 		gs_load_new_block(w, len);
-	p = (char *) w->blk + w->tup_end;
-	w->tup_end += len;
-	w->ent_start -= w->esz;
-	w->entry = (char *) w->blk + w->ent_start;
-	return p;
+	return gs_blocks_take(&w->bw, len, &w->entry);
 }
 
 /* a worker's share of the load: every row its partial scan gives */
@@ -558,18 +530,17 @@ gs_load_worker(GsLoadState *ls)
 	if (kp == NULL || gs_keyplan_key_bytes(kp) != sh->key_bytes)
 		elog(ERROR, "gpusort: a parallel loader's key layout differs from the leader's");
 
-	/* not on the stack, as its block's populating thread reads it */
 	w = palloc0(sizeof(GsLoadWriter));
-	w->area = dsa_attach(slot->area);
+	gs_blocks_init(&w->bw, dsa_attach(slot->area), &slot->first,
+				   sh->key_bytes);
 	if (slot->area != sh->area)
 	{
 		/* an area of its own: its segments are kept small */
 		w->limit = LOAD_SEGMENT_SLACK + DSA_INITIAL_SEGMENT_BYTES;
-		dsa_set_size_limit(w->area, w->limit);
+		dsa_set_size_limit(w->bw.area, w->limit);
 	}
 	w->slot = slot;
 	w->shared = sh;
-	w->esz = sh->key_bytes + sizeof(uint32);
 	w->next_size = LOAD_FIRST_BLOCK;
 	hr = gs_heapread_begin(child);
 
@@ -577,21 +548,17 @@ gs_load_worker(GsLoadState *ls)
 	{
 		TupleTableSlot *ts = gs_input_next(hr, child);
 		MinimalTuple tup;
-		uint32		word;
+		bool		lossy;
 
 		if (TupIsNull(ts))
 			break;
 		slot_getsomeattrs(ts, ls->def.maxattno);
 		tup = gs_form_row(ts, desc->natts, gs_load_alloc, w);
-		word = (uint32) ((char *) tup - (char *) w->blk);
-		if (gs_encode_key(kp, ts->tts_values, ts->tts_isnull, w->entry))
-		{
-			word |= GS_BLOCK_LOSSY_BIT;
+		lossy = gs_encode_key(kp, ts->tts_values, ts->tts_isnull, w->entry);
+		if (lossy)
 			nlossy++;
-		}
 		max_tuple_len = Max(max_tuple_len, tup->t_len);
-		memcpy(w->entry + sh->key_bytes, &word, sizeof(uint32));
-		w->blk->nrows++;
+		gs_blocks_entry_done(&w->bw, w->entry, (char *) tup, lossy);
 		nrows++;
 
 		/*
@@ -608,7 +575,7 @@ gs_load_worker(GsLoadState *ls)
 
 	if (hr)
 		gs_heapread_end(hr);
-	gs_populate_wait(&w->populate);
+	gs_blocks_wait(&w->bw);
 	slot->nrows = nrows;
 	slot->nlossy = nlossy;
 	slot->max_tuple_len = max_tuple_len;
@@ -616,7 +583,7 @@ gs_load_worker(GsLoadState *ls)
 	pg_write_barrier();
 	slot->done = true;
 	/* the area's segments stay pinned until the leader lets them go */
-	dsa_detach(w->area);
+	dsa_detach(w->bw.area);
 
 	/* the node's row count, as its instrumentation shows it */
 	if (ls->css.ss.ps.instrument)
