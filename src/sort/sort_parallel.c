@@ -520,6 +520,8 @@ gs_load_worker(GsLoadState *ls)
 	uint64		nrows = 0;
 	uint64		nlossy = 0;
 	uint32		max_tuple_len = 0;
+	bool		derive;
+	bool		tuples;
 
 	Assert(ParallelWorkerNumber >= 0 && ParallelWorkerNumber < sh->nslots);
 	INSTR_TIME_SET_CURRENT(t0);
@@ -544,17 +546,62 @@ gs_load_worker(GsLoadState *ls)
 	w->next_size = LOAD_FIRST_BLOCK;
 	hr = gs_heapread_begin(child);
 
+	/*
+	 * A key of one fixed-width column is made from the copied row's bytes,
+	 * and a plain table's rows are copied from their pages without a slot,
+	 * as the sort state's own load does (gs_sort_put_from).
+	 */
+	derive = gs_keyplan_derives_fast(kp);
+	tuples = derive && gs_heapread_is_plain(hr);
 	for (;;)
 	{
-		TupleTableSlot *ts = gs_input_next(hr, child);
+		TupleTableSlot *ts = NULL;
 		MinimalTuple tup;
 		bool		lossy;
 
-		if (TupIsNull(ts))
-			break;
-		slot_getsomeattrs(ts, ls->def.maxattno);
-		tup = gs_form_row(ts, desc->natts, gs_load_alloc, w);
-		lossy = gs_encode_key(kp, ts->tts_values, ts->tts_isnull, w->entry);
+		if (tuples)
+		{
+			HeapTuple	ht = gs_heapread_next_tuple(hr);
+
+			if (ht == NULL)
+				break;
+			if (HeapTupleHeaderGetNatts(ht->t_data) >= desc->natts)
+			{
+				/* as gs_form_row copies a heap tuple */
+				Size		len = ht->t_len - MINIMAL_TUPLE_OFFSET;
+
+				tup = (MinimalTuple) gs_load_alloc(w, len);
+				memcpy(tup, (char *) ht->t_data + MINIMAL_TUPLE_OFFSET, len);
+				tup->t_len = len;
+			}
+			else
+			{
+				ts = gs_heapread_slot(hr);
+				tup = gs_form_row(ts, desc->natts, gs_load_alloc, w);
+			}
+		}
+		else
+		{
+			ts = gs_input_next(hr, child);
+			if (TupIsNull(ts))
+				break;
+			if (!derive)
+				slot_getsomeattrs(ts, ls->def.maxattno);
+			tup = gs_form_row(ts, desc->natts, gs_load_alloc, w);
+		}
+		if (derive &&
+			gs_key_derivable(kp, (const char *) tup + MINIMAL_TUPLE_DATA_OFFSET))
+			lossy = gs_key_derive(kp,
+								  (const char *) tup + MINIMAL_TUPLE_DATA_OFFSET,
+								  w->entry);
+		else
+		{
+			if (ts == NULL)
+				ts = gs_heapread_slot(hr);
+			slot_getsomeattrs(ts, ls->def.maxattno);
+			lossy = gs_encode_key(kp, ts->tts_values, ts->tts_isnull,
+								  w->entry);
+		}
 		if (lossy)
 			nlossy++;
 		max_tuple_len = Max(max_tuple_len, tup->t_len);
