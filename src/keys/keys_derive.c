@@ -394,18 +394,9 @@ derive_one_key(GsKeyPlan *kp, const char *p, void *out)
 		uint64		code = load_unsigned(p, kp->derive_one_len) ^
 			kp->derive_int_xor;
 		bool		lossy;
-		uint64		v;
 
 		lossy = kp->derive_int_extreme && code == kp->derive_int_null;
-		v = code << kp->fast_shift;
-		if (kp->key_bytes == 4)
-		{
-			uint32		w = (uint32) v;
-
-			memcpy(out, &w, 4);
-		}
-		else
-			memcpy(out, &v, 8);
+		gs_fast_key_put(kp, code, out);
 		return lossy || !kp->exact;
 	}
 	return gs_encode_fast_value(kp,

@@ -393,7 +393,6 @@ gs_encode_key(GsKeyPlan *kp, const Datum *values, const bool *isnull,
 	{
 		const GsKeyCol *col = &kp->cols[0];
 		uint64		code;
-		uint64		v;
 
 		if (!isnull[col->attidx])
 			return gs_encode_fast_value(kp, values[col->attidx], out);
@@ -406,15 +405,7 @@ gs_encode_key(GsKeyPlan *kp, const Datum *values, const bool *isnull,
 		code = col->nulls_first ? 0 : col->code_mask;
 		if (col->nullmode == GSN_BYTE)
 			code = col->nulls_first ? 0 : (uint64) 1 << (8 * col->vbytes);
-		v = code << kp->fast_shift;
-		if (kp->key_bytes == 4)
-		{
-			uint32		w = (uint32) v;
-
-			memcpy(out, &w, 4);
-		}
-		else
-			memcpy(out, &v, 8);
+		gs_fast_key_put(kp, code, out);
 		return lossy || !kp->exact;
 	}
 

@@ -256,6 +256,22 @@ fixed_code(GsKind kind, Datum d)
 	}
 }
 
+/* a fast plan's key from its column's code, stored at out (any alignment) */
+static pg_attribute_always_inline void
+gs_fast_key_put(const GsKeyPlan *kp, uint64 code, void *out)
+{
+	uint64		v = code << kp->fast_shift;
+
+	if (kp->key_bytes == 4)
+	{
+		uint32		w = (uint32) v;
+
+		memcpy(out, &w, 4);
+	}
+	else
+		memcpy(out, &v, 8);
+}
+
 /*
  * The key of a fast plan (one fixed column of <= 8 bytes) whose value is
  * not NULL: gs_encode_key's, and keys_derive.c's for a key derived again,
@@ -268,7 +284,6 @@ gs_encode_fast_value(const GsKeyPlan *kp, Datum value, void *out)
 	const GsKeyCol *col = &kp->cols[0];
 	bool		lossy = false;
 	uint64		code;
-	uint64		v;
 
 	code = fixed_code(col->kind, value);
 	if (col->desc)
@@ -277,15 +292,7 @@ gs_encode_fast_value(const GsKeyPlan *kp, Datum value, void *out)
 		lossy = (code == (col->nulls_first ? 0 : col->code_mask));
 	else if (col->nullmode == GSN_BYTE && col->nulls_first)
 		code |= (uint64) 1 << (8 * col->vbytes);
-	v = code << kp->fast_shift;
-	if (kp->key_bytes == 4)
-	{
-		uint32		w = (uint32) v;
-
-		memcpy(out, &w, 4);
-	}
-	else
-		memcpy(out, &v, 8);
+	gs_fast_key_put(kp, code, out);
 	return lossy || !kp->exact;
 }
 
