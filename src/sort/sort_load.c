@@ -428,7 +428,6 @@ gs_sort_put_from(GsSortState *s, GsHeapReader *r)
 {
 	HeapTuple	ht = gs_heapread_next_tuple(r);
 	size_t		n;
-	Size		len;
 	MinimalTuple mt;
 
 	if (ht == NULL)
@@ -444,11 +443,7 @@ gs_sort_put_from(GsSortState *s, GsHeapReader *r)
 		gs_load_check(s);
 	n = s->nrows;
 	Assert(n < s->cap);
-	/* as gs_form_row copies a heap tuple */
-	len = ht->t_len - MINIMAL_TUPLE_OFFSET;
-	mt = (MinimalTuple) gs_arena_alloc(s, len);
-	memcpy(mt, (char *) ht->t_data + MINIMAL_TUPLE_OFFSET, len);
-	mt->t_len = len;
+	mt = gs_heap_to_row(ht, gs_arena_alloc_cb, s);
 	gs_derive_row_key(s, n, mt, r, NULL);
 	gs_row_taken(s, n, mt);
 	return true;

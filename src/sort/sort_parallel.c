@@ -566,14 +566,7 @@ gs_load_worker(GsLoadState *ls)
 			if (ht == NULL)
 				break;
 			if (HeapTupleHeaderGetNatts(ht->t_data) >= desc->natts)
-			{
-				/* as gs_form_row copies a heap tuple */
-				Size		len = ht->t_len - MINIMAL_TUPLE_OFFSET;
-
-				tup = (MinimalTuple) gs_load_alloc(w, len);
-				memcpy(tup, (char *) ht->t_data + MINIMAL_TUPLE_OFFSET, len);
-				tup->t_len = len;
-			}
+				tup = gs_heap_to_row(ht, gs_load_alloc, w);
 			else
 			{
 				ts = gs_heapread_slot(hr);

@@ -653,6 +653,22 @@ gs_batch_note(GsSortState *s, MinimalTuple tup, bool rows)
  */
 typedef char *(*GsRowAllocFn) (void *arg, Size len);
 
+/*
+ * A heap tuple that has every attribute of the rows (natts) as a
+ * MinimalTuple: its bytes from the MinimalTuple's start copied as they
+ * are (gs_form_row, and the loads that read a table's pages themselves)
+ */
+static inline MinimalTuple
+gs_heap_to_row(HeapTuple ht, GsRowAllocFn alloc, void *arg)
+{
+	Size		len = ht->t_len - MINIMAL_TUPLE_OFFSET;
+	MinimalTuple mt = (MinimalTuple) alloc(arg, len);
+
+	memcpy(mt, (char *) ht->t_data + MINIMAL_TUPLE_OFFSET, len);
+	mt->t_len = len;
+	return mt;
+}
+
 static inline MinimalTuple
 gs_form_row(TupleTableSlot *slot, int natts, GsRowAllocFn alloc, void *arg)
 {
@@ -681,11 +697,7 @@ gs_form_row(TupleTableSlot *slot, int natts, GsRowAllocFn alloc, void *arg)
 		 */
 		if (HeapTupleHeaderGetNatts(ht->t_data) >= natts)
 		{
-			Size		len = ht->t_len - MINIMAL_TUPLE_OFFSET;
-
-			mt = (MinimalTuple) alloc(arg, len);
-			memcpy(mt, (char *) ht->t_data + MINIMAL_TUPLE_OFFSET, len);
-			mt->t_len = len;
+			mt = gs_heap_to_row(ht, alloc, arg);
 			if (should_free)
 				heap_freetuple(ht);
 			return mt;
