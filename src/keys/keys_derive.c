@@ -195,14 +195,14 @@ gs_keyplan_derives(const GsKeyPlan *kp)
 
 /*
  * Is a key made faster from a formed row's bytes than from its deformed
- * values?  So for one fixed-width column at a fixed offset (the plan's
- * inline case, derive_one): a row's load then skips deforming it, which
- * cost more than encoding its key.
+ * values?  So for fixed-width columns at fixed offsets (derive_fixed; one
+ * of them is the plan's inline case, derive_one): a row's load then skips
+ * PostgreSQL's deforming of it, which cost more than encoding its key.
  */
 bool
 gs_keyplan_derives_fast(const GsKeyPlan *kp)
 {
-	return kp->derive == GSD_FIXED && kp->derive_one;
+	return kp->derive == GSD_FIXED && kp->derive_fixed;
 }
 
 /* (fixed-width columns only: gs_key_derivable checks nothing else) */
