@@ -81,6 +81,8 @@ extern bool gs_encode_key(GsKeyPlan *kp, const Datum *values,
  * gs_keyplan_derivable_natts: if not 0, a row's key may be derived
  * exactly when its tuple has at least that many attributes (an index tuple
  * always), so that callers need not ask gs_key_derivable per row.
+ * gs_keyplan_derives_one: the key is one fixed-width column by value,
+ * derived more cheaply than encoded.
  * gs_key_derive: write this row's key (key_bytes at out), as gs_encode_key
  * did, returning what it returned; gs_key_derive_data: the same from the
  * data of a tuple without NULLs.  The last three call nothing of
@@ -88,6 +90,7 @@ extern bool gs_encode_key(GsKeyPlan *kp, const Datum *values,
  */
 extern bool gs_keyplan_derives(const GsKeyPlan *kp);
 extern bool gs_keyplan_derives_fast(const GsKeyPlan *kp);
+extern bool gs_keyplan_derives_one(const GsKeyPlan *kp);
 extern int	gs_keyplan_derivable_natts(const GsKeyPlan *kp);
 extern bool gs_key_derivable(const GsKeyPlan *kp, const char *body);
 extern bool gs_key_derive(GsKeyPlan *kp, const char *body, void *out);

@@ -205,6 +205,18 @@ gs_keyplan_derives_fast(const GsKeyPlan *kp)
 	return kp->derive == GSD_FIXED && kp->derive_fixed;
 }
 
+/*
+ * Is the key one fixed-width column passed by value, whose derivation from
+ * a row without NULLs is a load and a few operations (derive_one)?  Less
+ * than encoding the column's value: an index build's rows, formed in
+ * place, get their keys so.
+ */
+bool
+gs_keyplan_derives_one(const GsKeyPlan *kp)
+{
+	return kp->derive == GSD_FIXED && kp->derive_one;
+}
+
 /* (fixed-width columns only: gs_key_derivable checks nothing else) */
 int
 gs_keyplan_derivable_natts(const GsKeyPlan *kp)

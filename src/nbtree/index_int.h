@@ -76,8 +76,17 @@ typedef struct GsIdxBuild
 	 * fixed_off.
 	 */
 	bool		fixed;
+	int			fixed_natts;	/* the index tuple's attributes */
 	Size		fixed_size;
 	uint16		fixed_off[INDEX_MAX_KEYS];
+	int16		fixed_len[INDEX_MAX_KEYS];	/* attlen; negated by reference */
+
+	/*
+	 * A row's key is derived from its index tuple formed in place without
+	 * NULLs (gs_idx_key_derive, as a run's reader does), which costs less
+	 * than encoding its values: for a key plan of one fixed-width column.
+	 */
+	bool		derive_key;
 
 	MemoryContext cxt;			/* the build's memory */
 	MemoryContext scratch;		/* index_form_tuple's output, reset often */
@@ -133,33 +142,75 @@ static inline Size
 gs_idx_fixed_size(const GsIdxBuild *b, Datum *values, bool *isnull,
 				  bool *hasnull)
 {
+	int			natts = b->fixed_natts;
 	int			i;
 
-	for (i = 0; i < b->itupdesc->natts; i++)
+	/* one column, the usual index, without a loop */
+	if (likely(natts == 1))
+		*hasnull = isnull[0];
+	else
 	{
-		if (unlikely(isnull[i]))
-		{
-			*hasnull = true;
-			return MAXALIGN(IndexInfoFindDataOffset(INDEX_NULL_MASK) +
-							heap_compute_data_size(b->itupdesc, values, isnull));
-		}
+		*hasnull = false;
+		for (i = 0; i < natts; i++)
+			*hasnull |= isnull[i];
 	}
-	*hasnull = false;
-	return b->fixed_size;
+	if (likely(!*hasnull))
+		return b->fixed_size;
+	return MAXALIGN(IndexInfoFindDataOffset(INDEX_NULL_MASK) +
+					heap_compute_data_size(b->itupdesc, values, isnull));
+}
+
+/* index_rows.c: the same as gs_idx_form_fixed for a row with a NULL */
+extern void gs_idx_form_fixed_nulls(const GsIdxBuild *b, Datum *values,
+									bool *isnull, Size size, IndexTuple dst);
+
+/* column i's value into the index tuple at dst, formed in place */
+static pg_attribute_always_inline void
+gs_idx_store_col(const GsIdxBuild *b, int i, Datum value, IndexTuple dst)
+{
+	char	   *p = (char *) dst + b->fixed_off[i];
+
+	switch (b->fixed_len[i])
+	{
+		case 8:
+			*(int64 *) p = DatumGetInt64(value);
+			break;
+		case 4:
+			*(int32 *) p = DatumGetInt32(value);
+			break;
+		case 2:
+			*(int16 *) p = DatumGetInt16(value);
+			break;
+		case 1:
+			*(char *) p = DatumGetChar(value);
+			break;
+		default:
+			Assert(b->fixed_len[i] < 0);
+			memcpy(p, DatumGetPointer(value), -b->fixed_len[i]);
+			break;
+	}
 }
 
 /*
  * Form the index tuple of values (b->fixed) at dst, size bytes (from
  * gs_idx_fixed_size), byte for byte as index_form_tuple would, padding
- * zeroed; t_tid is left to the caller.
+ * zeroed; t_tid is left to the caller.  Inline into the scan's callbacks,
+ * which call it for every row of the table; a row with a NULL takes
+ * gs_idx_form_fixed_nulls.
  */
-static inline void
+static pg_attribute_always_inline void
 gs_idx_form_fixed(const GsIdxBuild *b, Datum *values, bool *isnull,
 				  bool hasnull, Size size, IndexTuple dst)
 {
-	TupleDesc	desc = b->itupdesc;
 	uint64	   *w = (uint64 *) dst;
-	Size		i;
+	int			natts = b->fixed_natts;
+	int			i;
+
+	if (unlikely(hasnull))
+	{
+		gs_idx_form_fixed_nulls(b, values, isnull, size, dst);
+		return;
+	}
 
 	/*
 	 * Zero the padding: by word stores for the usual sizes (gcc turns a loop
@@ -181,27 +232,12 @@ gs_idx_form_fixed(const GsIdxBuild *b, Datum *values, bool *isnull,
 			memset(dst, 0, size);
 			break;
 	}
-	if (unlikely(hasnull))
-	{
-		Size		hoff = IndexInfoFindDataOffset(INDEX_NULL_MASK);
-		uint16		tupmask = 0;
-
-		heap_fill_tuple(desc, values, isnull, (char *) dst + hoff,
-						heap_compute_data_size(desc, values, isnull),
-						&tupmask, (bits8 *) dst + sizeof(IndexTupleData));
-		dst->t_info = (unsigned short) (size | INDEX_NULL_MASK);
-		return;
-	}
-	for (i = 0; i < (Size) desc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-		char	   *p = (char *) dst + b->fixed_off[i];
-
-		if (att->attbyval)
-			store_att_byval(p, values[i], att->attlen);
-		else
-			memcpy(p, DatumGetPointer(values[i]), att->attlen);
-	}
+	/* store_att_byval's stores, from the lengths kept at the start */
+	if (likely(natts == 1))
+		gs_idx_store_col(b, 0, values[0], dst);
+	else
+		for (i = 0; i < natts; i++)
+			gs_idx_store_col(b, i, values[i], dst);
 	dst->t_info = (unsigned short) size;
 }
 

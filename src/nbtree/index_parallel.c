@@ -500,17 +500,15 @@ gs_pidx_worker_to_sort(GsIdxWorker *w)
 			const char *ent = end - (r + 1) * esz;
 			MinimalTuple mt;
 			uint32		word;
-			char	   *key;
-			char	   *row;
+			GsRowRoom	room;
 
 			memcpy(&word, ent + b->keybytes, sizeof(uint32));
 			mt = (MinimalTuple) ((char *) blk + (word & ~GS_BLOCK_LOSSY_BIT));
-			row = gs_sort_row_add(b->sort, mt->t_len - GS_ROW_DATA_OFF,
-								  &key);
-			memcpy(row - GS_ROW_DATA_OFF + GS_ROW_FLAGS_OFF,
+			room = gs_sort_row_add(b->sort, mt->t_len - GS_ROW_DATA_OFF);
+			memcpy(room.row - GS_ROW_DATA_OFF + GS_ROW_FLAGS_OFF,
 				   (char *) mt + GS_ROW_FLAGS_OFF,
 				   mt->t_len - GS_ROW_FLAGS_OFF);
-			memcpy(key, ent, b->keybytes);
+			memcpy(room.key, ent, b->keybytes);
 			if (word & GS_BLOCK_LOSSY_BIT)
 				gs_sort_row_lossy(b->sort);
 		}
@@ -617,7 +615,8 @@ gs_pidx_worker_room(GsIdxWorker *w, Size size)
 /*
  * The row whose envelope (size bytes, its data len bytes) was just filled
  * in at the block's free space: its header, and its entry below the
- * block's other entries, with the key encoded.
+ * block's other entries, with the key encoded from values, or derived from
+ * the index tuple where values is NULL (b->derive_key).
  */
 static void
 gs_pidx_worker_entry(GsIdxWorker *w, Size size, Size len, Datum *values,
@@ -634,7 +633,11 @@ gs_pidx_worker_entry(GsIdxWorker *w, Size size, Size len, Datum *values,
 	w->max_len = Max(w->max_len, mt->t_len);
 
 	/* entries are 4-byte aligned: the key is made aside, then copied */
-	lossy = gs_idx_encode(b, values, isnull, tid, w->keybuf);
+	if (values == NULL)
+		lossy = gs_idx_key_derive(b, (char *) mt + GS_ROW_DATA_OFF, 0,
+								  (char *) w->keybuf);
+	else
+		lossy = gs_idx_encode(b, values, isnull, tid, w->keybuf);
 	memcpy(ent, w->keybuf, b->keybytes);
 	gs_blocks_entry_done(&w->bw, ent, (char *) mt, lossy);
 	w->anylossy |= lossy;
@@ -663,7 +666,8 @@ gs_pidx_worker_collect(Relation index, ItemPointer tid, Datum *values,
 			gs_idx_form_fixed(b, values, isnull, hasnull, size, itup);
 			itup->t_tid = *tid;
 			b->indtuples += 1;
-			gs_pidx_worker_entry(w, GS_ROW_DATA_OFF + size, size, values,
+			gs_pidx_worker_entry(w, GS_ROW_DATA_OFF + size, size,
+								 b->derive_key && !hasnull ? NULL : values,
 								 isnull, tid, tupleIsAlive);
 			return;
 		}

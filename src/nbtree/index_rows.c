@@ -112,10 +112,32 @@ gs_idx_init_fixed(GsIdxBuild *b)
 			return;
 		off = att_align_nominal(off, att->attalign);
 		b->fixed_off[i] = (uint16) (IndexInfoFindDataOffset(0) + off);
+		b->fixed_len[i] = att->attbyval ? att->attlen : -att->attlen;
 		off += att->attlen;
 	}
+	b->fixed_natts = b->itupdesc->natts;
 	b->fixed_size = MAXALIGN(IndexInfoFindDataOffset(0) + off);
 	b->fixed = b->fixed_size + MAXIMUM_ALIGNOF <= INDEX_SIZE_MASK;
+}
+
+/*
+ * gs_idx_form_fixed's tuple of values with a NULL among them: a NULL
+ * bitmap, and the others' values packed after it, as heap_fill_tuple puts
+ * them
+ */
+void
+gs_idx_form_fixed_nulls(const GsIdxBuild *b, Datum *values, bool *isnull,
+						Size size, IndexTuple dst)
+{
+	TupleDesc	desc = b->itupdesc;
+	Size		hoff = IndexInfoFindDataOffset(INDEX_NULL_MASK);
+	uint16		tupmask = 0;
+
+	memset(dst, 0, size);
+	heap_fill_tuple(desc, values, isnull, (char *) dst + hoff,
+					heap_compute_data_size(desc, values, isnull),
+					&tupmask, (bits8 *) dst + sizeof(IndexTupleData));
+	dst->t_info = (unsigned short) (size | INDEX_NULL_MASK);
 }
 
 /*
@@ -149,6 +171,7 @@ gs_idx_init(GsIdxBuild *b, Relation heap, Relation index,
 		gs_keyplan_ncols_encoded(b->kp) == b->nkeyatts &&
 		gs_keyplan_exact(b->kp);
 	gs_idx_init_fixed(b);
+	b->derive_key = b->fixed && gs_keyplan_derives_one(b->kp);
 	return true;
 }
 

@@ -110,7 +110,7 @@ gs_idx_sort_put_inline(GsIdxBuild *b, ItemPointer tid, Datum *values,
 	Size		isize;
 	Size		size;
 	bool		hasnull = false;
-	char	   *key;
+	GsRowRoom	room;
 	char	   *row;
 	int			runs = 0;
 
@@ -128,7 +128,8 @@ gs_idx_sort_put_inline(GsIdxBuild *b, ItemPointer tid, Datum *values,
 
 	if (unlikely(gs_index_fault == GS_INDEX_FAULT_CANCEL_IN_RUN))
 		runs = gs_sort_runs_spilled(b->sort);
-	row = gs_sort_row_add(b->sort, size, &key);
+	room = gs_sort_row_add(b->sort, size);
+	row = room.row;
 	itup = (IndexTuple) row;
 	if (formed == NULL)
 		gs_idx_form_fixed(b, values, isnull, hasnull, isize, itup);
@@ -149,7 +150,9 @@ gs_idx_sort_put_inline(GsIdxBuild *b, ItemPointer tid, Datum *values,
 		memcpy(row + MAXALIGN(isize) + 8, payload, len);
 	}
 	*gs_row_flags(row) = alive ? GS_ROW_ALIVE : 0;
-	if (gs_idx_encode(b, values, isnull, tid, (uint64 *) key))
+	if (b->derive_key && formed == NULL && !hasnull ?
+		gs_idx_key_derive(b, row, 0, room.key) :
+		gs_idx_encode(b, values, isnull, tid, (uint64 *) room.key))
 		gs_sort_row_lossy(b->sort);
 	b->indtuples += 1;
 

@@ -451,7 +451,7 @@ gs_sort_put_from(GsSortState *s, GsHeapReader *r)
 
 /*
  * Room for a variant's row (gs_sort_row_add): room for its len bytes and
- * its key, which the caller fills in before its next call, as gs_sort_put
+ * its key (GsRowRoom), which the caller fills in before its next call, as gs_sort_put
  * takes a slot's row.  The row counts from now on; a lossy key is marked
  * with gs_sort_row_lossy.  Its run's bytes depend on what the caller
  * writes, so a row is noted for its run (gs_batch_note) at the next call,
@@ -461,9 +461,10 @@ gs_sort_put_from(GsSortState *s, GsHeapReader *r)
  * case, room in the arrays and in the current arena block and no check
  * due, is kept to a few instructions.
  */
-char *
-gs_sort_row_add(GsSortState *s, Size len, char **key)
+GsRowRoom
+gs_sort_row_add(GsSortState *s, Size len)
 {
+	GsRowRoom	room;
 	MinimalTuple mt;
 	Size		need = GS_ROW_DATA_OFF + len;
 	size_t		n;
@@ -487,8 +488,9 @@ gs_sort_row_add(GsSortState *s, Size len, char **key)
 	s->max_tuple_len = Max(s->max_tuple_len, (uint32) need);
 	s->nrows = n + 1;
 	s->total_rows += 1;
-	*key = s->keys + n * s->key_bytes;
-	return (char *) mt + GS_ROW_DATA_OFF;
+	room.row = (char *) mt + GS_ROW_DATA_OFF;
+	room.key = s->keys + n * s->key_bytes;
+	return room;
 }
 
 /* the key of the row gs_sort_row_add gave last is lossy */
