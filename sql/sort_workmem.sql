@@ -304,6 +304,16 @@ SELECT * FROM gs_check('SELECT * FROM gs_derive ORDER BY t DESC NULLS LAST, id')
 SELECT * FROM gs_check('SELECT id, b, i2, f4 FROM gs_derive ORDER BY b NULLS FIRST, i2 DESC, f4, id');
 SELECT * FROM gs_check('SELECT id, d, bp, n FROM gs_derive ORDER BY d DESC, bp, n NULLS FIRST, id');
 SELECT * FROM gs_check('SELECT id, late, i4 FROM gs_derive ORDER BY late, i4 DESC, id');
+-- a projection's rows of fixed-width columns only, formed by their layout
+-- (by value and by reference, every alignment), NULLs among them or not
+SELECT * FROM gs_check('SELECT id, i2, nm, b, u, f4, iv, i8, d FROM gs_derive ORDER BY i2, u, id');
+SELECT * FROM gs_check('SELECT nm, i2, ts, b, f8, id FROM gs_derive WHERE nm IS NOT NULL ORDER BY nm DESC, id');
+SELECT * FROM gs_check($q$SELECT g % 97 AS k, g, g::int2 AS a, (g % 200 - 100)::"char" AS c,
+	'00:00+01'::timetz + g * interval '1 min' AS tz,
+	('08:00:2b:01:02:' || lpad(to_hex(g % 256), 2, '0'))::macaddr AS m,
+	point(g, -g) AS p, ('(' || g || ',' || g % 7 || ')')::tid AS t,
+	g * 1.5::float4 AS f, (g * 100)::money AS mo
+	FROM generate_series(1, 20000) g ORDER BY k, g DESC$q$);
 SELECT * FROM gs_check('SELECT DISTINCT i8 FROM gs_derive');
 SELECT * FROM gs_check('SELECT id, t, row_number() OVER (ORDER BY t, id) FROM gs_derive');
 SET gpusort.cpu_threads = 1;

@@ -295,7 +295,8 @@ gs_arena_alloc_cb(void *arg, Size len)
 static MinimalTuple
 gs_copy_row(GsSortState *s, TupleTableSlot *slot)
 {
-	return gs_form_row(slot, s->tupdesc->natts, gs_arena_alloc_cb, s);
+	return gs_form_row(slot, s->tupdesc->natts, &s->layout,
+					   gs_arena_alloc_cb, s);
 }
 
 /*

@@ -516,6 +516,7 @@ gs_load_worker(GsLoadState *ls)
 	GsKeyPlan  *kp;
 	GsLoadWriter *w;
 	GsHeapReader *hr;
+	GsRowLayout layout;
 	instr_time	t0;
 	uint64		nrows = 0;
 	uint64		nlossy = 0;
@@ -524,6 +525,7 @@ gs_load_worker(GsLoadState *ls)
 	bool		tuples;
 
 	Assert(ParallelWorkerNumber >= 0 && ParallelWorkerNumber < sh->nslots);
+	gs_row_layout_init(&layout, desc);
 	INSTR_TIME_SET_CURRENT(t0);
 	slot = &sh->slots[ParallelWorkerNumber].slot;
 	kp = gs_keyplan_create(ls->def.nkeys, ls->def.attnums, ls->def.sortops,
@@ -570,7 +572,7 @@ gs_load_worker(GsLoadState *ls)
 			else
 			{
 				ts = gs_heapread_slot(hr);
-				tup = gs_form_row(ts, desc->natts, gs_load_alloc, w);
+				tup = gs_form_row(ts, desc->natts, &layout, gs_load_alloc, w);
 			}
 		}
 		else
@@ -580,7 +582,7 @@ gs_load_worker(GsLoadState *ls)
 				break;
 			if (!derive)
 				slot_getsomeattrs(ts, ls->def.maxattno);
-			tup = gs_form_row(ts, desc->natts, gs_load_alloc, w);
+			tup = gs_form_row(ts, desc->natts, &layout, gs_load_alloc, w);
 		}
 		if (derive &&
 			gs_key_derivable(kp, (const char *) tup + MINIMAL_TUPLE_DATA_OFFSET))

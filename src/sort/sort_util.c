@@ -3,7 +3,8 @@
  * sort_util.c
  *	  Primitives that every phase of the sort state shares: its memory
  *	  accounting (gs_mem_used, gs_note_mem), huge pages for fresh memory,
- *	  and PostgreSQL's order of two rows (gs_cmp_tuples, gs_cmp_rows).
+ *	  PostgreSQL's order of two rows (gs_cmp_tuples, gs_cmp_rows) and the
+ *	  layout of rows of fixed-width attributes (gs_row_layout_init).
  *
  * A bottom-layer file of the sort state: sortstate.c and the phase files
  * (sort_load.c, sort_chunks.c, sort_runs.c, sort_merge.c, sort_emit.c) call
@@ -96,4 +97,37 @@ gs_cmp_rows(const void *a, const void *b, void *arg)
 
 	return gs_cmp_tuples(s, s->tuples[*(const uint32 *) a],
 						 s->tuples[*(const uint32 *) b]);
+}
+
+/*
+ * The layout of desc's rows for gs_form_row: the offsets heap_fill_tuple
+ * gives fixed-width attributes in a tuple without NULLs, or natts 0 where
+ * an attribute is of variable width (or there are too many).
+ */
+void
+gs_row_layout_init(GsRowLayout *l, TupleDesc desc)
+{
+	Size		hoff = MAXALIGN(SizeofMinimalTupleHeader);
+	Size		off = 0;
+	int			i;
+
+	memset(l, 0, sizeof(*l));
+	if (desc->natts > GS_LAYOUT_MAX_ATTS)
+		return;
+	for (i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (att->attlen <= 0)
+			return;
+		off = att_align_nominal(off, att->attalign);
+		l->off[i] = (uint16) (hoff + off);
+		l->attlen[i] = att->attbyval ? att->attlen : -att->attlen;
+		off += att->attlen;
+	}
+	if (hoff + off > PG_UINT16_MAX)
+		return;
+	l->len = (uint32) (hoff + off);
+	l->hoff = (uint8) (hoff + MINIMAL_TUPLE_OFFSET);
+	l->natts = desc->natts;
 }

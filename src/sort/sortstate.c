@@ -223,6 +223,7 @@ gs_sort_begin(TupleDesc tupdesc, const GsSortDef *def, int work_mem_kb,
 	s->key_bytes = gs_keyplan_key_bytes(s->kp);
 	s->exact = gs_keyplan_exact(s->kp);
 	s->load_derive = gs_keyplan_derives_fast(s->kp);
+	gs_row_layout_init(&s->layout, tupdesc);
 	/* runs leave out the keys they can derive again (keys_derive.c) */
 	s->tape.tf.key_bytes = s->key_bytes;
 	if (gs_keyplan_derives(s->kp))

@@ -283,6 +283,28 @@ typedef struct GsTapeOut
 	uint16		keep_len_mask;
 } GsTapeOut;
 
+/*
+ * The layout of the rows when every attribute is fixed-width and there
+ * are at most GS_LAYOUT_MAX_ATTS of them (gs_row_layout_init; natts 0
+ * otherwise): a row without NULLs is then formed from a slot's values by
+ * stores at known offsets, where heap_fill_tuple would have placed them
+ * (len 0: no layout).
+ * Rows that a scan projects (a sort of some of a table's columns, the
+ * input of most window functions, aggregates and joins) come so.
+ */
+#define GS_LAYOUT_MAX_ATTS	32
+
+typedef struct GsRowLayout
+{
+	int			natts;
+	uint32		len;			/* the MinimalTuple's t_len */
+	uint8		hoff;			/* its t_hoff */
+	uint16		off[GS_LAYOUT_MAX_ATTS];	/* from the MinimalTuple */
+	int16		attlen[GS_LAYOUT_MAX_ATTS]; /* negated by reference */
+} GsRowLayout;
+
+extern void gs_row_layout_init(GsRowLayout *l, TupleDesc desc);
+
 typedef struct GsSpillJob GsSpillJob;
 
 struct GsSortState
@@ -294,6 +316,7 @@ struct GsSortState
 
 	/* sort definition */
 	TupleDesc	tupdesc;
+	GsRowLayout layout;			/* of tupdesc's rows (gs_form_row) */
 	GsSortDef	def;
 	int			work_mem_kb;
 	bool		random_access;
@@ -649,7 +672,8 @@ gs_batch_note(GsSortState *s, MinimalTuple tup, bool rows)
 /*
  * Copy the slot's row as a MinimalTuple into memory that alloc(arg, len)
  * gives (the arena of sort_load.c, or shared memory for a parallel load,
- * sort_parallel.c).  natts is the descriptor's number of attributes.
+ * sort_parallel.c: MAXALIGN'd, MAXALIGN(len) bytes).  natts is the
+ * descriptor's number of attributes, layout its GsRowLayout.
  */
 typedef char *(*GsRowAllocFn) (void *arg, Size len);
 
@@ -669,11 +693,79 @@ gs_heap_to_row(HeapTuple ht, GsRowAllocFn alloc, void *arg)
 	return mt;
 }
 
+/* a row of values without NULLs, formed by layout l (natts > 0) */
 static inline MinimalTuple
-gs_form_row(TupleTableSlot *slot, int natts, GsRowAllocFn alloc, void *arg)
+gs_form_fixed_row(const GsRowLayout *l, const Datum *values,
+				  GsRowAllocFn alloc, void *arg)
+{
+	MinimalTuple mt = (MinimalTuple) alloc(arg, l->len);
+	uint64	   *w = (uint64 *) mt;
+	int			i;
+
+	/* zeroed by word stores: the room is MAXALIGN'd (see GsRowAllocFn) */
+	switch (MAXALIGN(l->len) / sizeof(uint64))
+	{
+		case 4:
+			w[3] = 0;
+			/* FALLTHROUGH */
+		case 3:
+			w[2] = 0;
+			w[1] = 0;
+			w[0] = 0;
+			break;
+		default:
+			memset(mt, 0, l->len);
+			break;
+	}
+	mt->t_len = l->len;
+	HeapTupleHeaderSetNatts(mt, l->natts);
+	mt->t_hoff = l->hoff;
+	for (i = 0; i < l->natts; i++)
+	{
+		char	   *p = (char *) mt + l->off[i];
+
+		switch (l->attlen[i])
+		{
+			case 8:
+				*(int64 *) p = DatumGetInt64(values[i]);
+				break;
+			case 4:
+				*(int32 *) p = DatumGetInt32(values[i]);
+				break;
+			case 2:
+				*(int16 *) p = DatumGetInt16(values[i]);
+				break;
+			case 1:
+				*(char *) p = DatumGetChar(values[i]);
+				break;
+			default:
+				Assert(l->attlen[i] < 0);
+				memcpy(p, DatumGetPointer(values[i]), -l->attlen[i]);
+				break;
+		}
+	}
+	return mt;
+}
+
+static inline MinimalTuple
+gs_form_row(TupleTableSlot *slot, int natts, const GsRowLayout *layout,
+			GsRowAllocFn alloc, void *arg)
 {
 	MinimalTuple mt;
 	bool		should_free;
+
+	/* a projection's row of fixed-width values without NULLs */
+	if (layout->len != 0 && layout->natts == natts && TTS_IS_VIRTUAL(slot))
+	{
+		int			i;
+
+		slot_getallattrs(slot);
+		for (i = 0; i < natts; i++)
+			if (slot->tts_isnull[i])
+				break;
+		if (i == natts)
+			return gs_form_fixed_row(layout, slot->tts_values, alloc, arg);
+	}
 
 	if (TTS_IS_MINIMALTUPLE(slot))
 	{
@@ -724,6 +816,8 @@ gs_form_row(TupleTableSlot *slot, int natts, GsRowAllocFn alloc, void *arg)
 				break;
 			}
 		}
+		if (!hasnull && layout->len != 0 && layout->natts == ndesc)
+			return gs_form_fixed_row(layout, slot->tts_values, alloc, arg);	/* a short heap tuple */
 		hoff = SizeofMinimalTupleHeader;
 		if (hasnull)
 			hoff += BITMAPLEN(ndesc);
