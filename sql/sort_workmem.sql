@@ -314,6 +314,32 @@ SELECT * FROM gs_check($q$SELECT g % 97 AS k, g, g::int2 AS a, (g % 200 - 100)::
 	point(g, -g) AS p, ('(' || g || ',' || g % 7 || ')')::tid AS t,
 	g * 1.5::float4 AS f, (g * 100)::money AS mo
 	FROM generate_series(1, 20000) g ORDER BY k, g DESC$q$);
+-- keys of one text column in C order after fixed-width columns, derived
+-- from the rows in place: empty strings, prefixes around the key's width,
+-- compressed and out-of-line values (those keep their keys), NULLs in the
+-- key and beside it; from the table's rows and from a projection's, both
+-- directions, and with an 8-byte key
+CREATE TABLE gs_dtext (id int4, n int8, t text COLLATE "C");
+ALTER TABLE gs_dtext ALTER COLUMN t SET STORAGE EXTENDED;
+INSERT INTO gs_dtext
+SELECT g, CASE WHEN g % 13 = 0 THEN NULL ELSE g * 7 END,
+	   CASE WHEN g % 101 = 0 THEN NULL WHEN g % 103 = 0 THEN ''
+			WHEN g % 997 = 0 THEN repeat(md5(g::text), 300)
+			WHEN g % 991 = 0 THEN (SELECT string_agg(md5((g * 100 + i)::text), '') FROM generate_series(1, 150) i)
+			WHEN g % 7 = 0 THEN repeat('x', g % 41) || (g % 10)::text
+			WHEN g % 11 = 0 THEN repeat('~', g % 37)
+			ELSE md5((g % 5000)::text) END
+FROM generate_series(1, 30000) g;
+ANALYZE gs_dtext;
+SELECT * FROM gs_check('SELECT * FROM gs_dtext ORDER BY t, id');
+SELECT * FROM gs_check('SELECT * FROM gs_dtext ORDER BY t DESC NULLS LAST, id');
+SELECT * FROM gs_check('SELECT t, id FROM gs_dtext ORDER BY t NULLS FIRST, id DESC');
+SELECT * FROM gs_check('SELECT n, t FROM gs_dtext ORDER BY t DESC, n');
+SET gpusort.max_key_bytes = 8;
+SELECT * FROM gs_check('SELECT * FROM gs_dtext ORDER BY t, id');
+SELECT * FROM gs_check('SELECT t, id FROM gs_dtext ORDER BY t DESC, id');
+RESET gpusort.max_key_bytes;
+DROP TABLE gs_dtext;
 SELECT * FROM gs_check('SELECT DISTINCT i8 FROM gs_derive');
 SELECT * FROM gs_check('SELECT id, t, row_number() OVER (ORDER BY t, id) FROM gs_derive');
 SET gpusort.cpu_threads = 1;

@@ -540,6 +540,7 @@ gs_keyplan_create(int ncols, const AttrNumber *attnos, const Oid *sortops,
 		kp->fast = true;
 		kp->fast_shift = 8 * (kp->key_bytes - kp->cols[0].width);
 	}
+	kp->text_one = kp->nenc == 1 && kp->cols[0].kind == GSK_TEXT_C;
 	gs_keyplan_derive_init(kp, tupdesc);
 	return kp;
 }

@@ -78,6 +78,7 @@ gs_keyplan_derive_init(GsKeyPlan *kp, TupleDesc tupdesc)
 	kp->derive = GSD_NEVER;
 	kp->derive_one = false;
 	kp->derive_int = false;
+	kp->derive_text = false;
 	for (i = 0; i < kp->nenc; i++)
 	{
 		const GsKeyCol *col = &kp->cols[i];
@@ -134,6 +135,8 @@ gs_keyplan_derive_init(GsKeyPlan *kp, TupleDesc tupdesc)
 		if (kp->datt[kp->cols[i].attidx].fixoff < 0)
 			kp->derive_fixed = false;
 	kp->derive = varlena ? GSD_CHECK : GSD_FIXED;
+	/* one text column in C order at a known place: derive_text_at */
+	kp->derive_text = kp->text_one && kp->derive_fixed;
 
 	/*
 	 * The plan's fast path (gs_encode_key's: one fixed-width column of at
@@ -417,6 +420,45 @@ derive_one_key(GsKeyPlan *kp, const char *p, void *out)
 }
 
 /*
+ * Where the text value of a derive_text plan lies in the data of a row
+ * without NULLs that has the column: at its offset, aligned unless its
+ * header is a short one (as derive_values finds it)
+ */
+static inline const char *
+derive_text_at(const GsKeyPlan *kp, const char *data)
+{
+	const GsDeriveAtt *da = &kp->datt[kp->cols[0].attidx];
+
+	return data + att_align_pointer(da->fixoff, da->align, -1,
+									data + da->fixoff);
+}
+
+/* may the key be derived from that value: is it inline, uncompressed? */
+static inline bool
+derive_text_ok(const char *p)
+{
+	return !VARATT_IS_EXTERNAL(p) && !VARATT_IS_COMPRESSED(p);
+}
+
+/* its key, as gs_encode_key made it (gs_encode_text_c) */
+static inline bool
+derive_text_key(const GsKeyPlan *kp, const char *p, void *out)
+{
+	return gs_encode_text_c(kp, VARDATA_ANY(p), VARSIZE_ANY_EXHDR(p), out);
+}
+
+/* the data of the row whose MinimalTuple bytes from its data offset are body */
+static inline const char *
+body_data(const char *body)
+{
+	uint8		hoff;
+
+	memcpy(&hoff, body + BODY_HOFF, sizeof(uint8));
+	/* t_hoff counts from where a heap tuple's header would start */
+	return body + hoff - MINIMAL_TUPLE_OFFSET - MINIMAL_TUPLE_DATA_OFFSET;
+}
+
+/*
  * The entry points below take the common case -- the plan's fast path
  * (one fixed-width column of at most 8 bytes, kp->derive_one), a row
  * without NULLs -- inline; everything else goes to these, which deform
@@ -488,6 +530,17 @@ gs_key_derivable(const GsKeyPlan *kp, const char *body)
 	}
 	if (kp->derive == GSD_NEVER)
 		return false;
+	if (kp->derive_text)
+	{
+		uint16		infomask2;
+		uint16		infomask;
+
+		memcpy(&infomask2, body + BODY_INFOMASK2, sizeof(uint16));
+		memcpy(&infomask, body + BODY_INFOMASK, sizeof(uint16));
+		if ((infomask2 & HEAP_NATTS_MASK) >= kp->derive_natts &&
+			!(infomask & HEAP_HASNULL))
+			return derive_text_ok(derive_text_at(kp, body_data(body)));
+	}
 	return derivable_check(kp, body, false);
 }
 
@@ -512,6 +565,15 @@ gs_key_derive(GsKeyPlan *kp, const char *body, void *out)
 								  MINIMAL_TUPLE_DATA_OFFSET +
 								  kp->derive_one_off, out);
 	}
+	else if (kp->derive_text)
+	{
+		uint16		infomask;
+
+		memcpy(&infomask, body + BODY_INFOMASK, sizeof(uint16));
+		if (!(infomask & HEAP_HASNULL))
+			return derive_text_key(kp, derive_text_at(kp, body_data(body)),
+								   out);
+	}
 	return derive_heap_key(kp, body, out);
 }
 
@@ -524,6 +586,8 @@ gs_key_derive_data(GsKeyPlan *kp, const char *data, void *out)
 {
 	if (kp->derive_one)
 		return derive_one_key(kp, data + kp->derive_one_off, out);
+	if (kp->derive_text)
+		return derive_text_key(kp, derive_text_at(kp, data), out);
 	return derive_data_key(kp, data, out);
 }
 

@@ -354,33 +354,6 @@ all_bytes(const uint8 *dst, int n, uint8 b)
 	return true;
 }
 
-/* the key bytes (big-endian string) -> engine words */
-static inline void
-store_key(const uint8 *be, int key_bytes, void *out)
-{
-	if (key_bytes == 4)
-	{
-		uint32		w;
-
-		memcpy(&w, be, 4);
-		w = pg_ntoh32(w);
-		memcpy(out, &w, 4);
-	}
-	else
-	{
-		int			i;
-
-		for (i = 0; i < key_bytes; i += 8)
-		{
-			uint64		w;
-
-			memcpy(&w, be + i, 8);
-			w = pg_ntoh64(w);
-			memcpy((char *) out + i, &w, 8);
-		}
-	}
-}
-
 bool
 gs_encode_key(GsKeyPlan *kp, const Datum *values, const bool *isnull,
 			  void *out)
@@ -407,6 +380,21 @@ gs_encode_key(GsKeyPlan *kp, const Datum *values, const bool *isnull,
 			code = col->nulls_first ? 0 : (uint64) 1 << (8 * col->vbytes);
 		gs_fast_key_put(kp, code, out);
 		return lossy || !kp->exact;
+	}
+
+	/* one text column in C order, not NULL: the same bytes, inline */
+	if (kp->text_one && !isnull[kp->cols[0].attidx])
+	{
+		const char *s;
+		int			len;
+		void	   *tofree;
+
+		text_value(values[kp->cols[0].attidx], kp->cols[0].width + 1, &s,
+				   &len, &tofree);
+		lossy = gs_encode_text_c(kp, s, len, out);
+		if (tofree)
+			pfree(tofree);
+		return lossy;
 	}
 
 	memset(key, 0, kp->key_bytes);
@@ -474,6 +462,6 @@ gs_encode_key(GsKeyPlan *kp, const Datum *values, const bool *isnull,
 			lossy = true;
 	}
 
-	store_key(key, kp->key_bytes, out);
+	gs_store_key(key, kp->key_bytes, out);
 	return lossy || !kp->exact;
 }

@@ -17,6 +17,7 @@
 #include <unicode/ucol.h>
 #endif
 
+#include "port/pg_bswap.h"
 #include "utils/date.h"
 #include "utils/timestamp.h"
 
@@ -153,6 +154,10 @@ struct GsKeyPlan
 	int			derive_one_off; /* derive_one: the column's fixoff ... */
 	int			derive_one_len; /* ... and attlen */
 	bool		derive_int;		/* and an integer kind (derive_one_key) */
+	bool		text_one;		/* one encoded column, text in C order
+								 * (gs_encode_text_c) */
+	bool		derive_text;	/* and at a fixoff: derived without
+								 * deforming (keys_derive.c) */
 	bool		derive_int_extreme; /* GSN_EXTREME: the NULLs' code ... */
 	uint64		derive_int_null;	/* ... is this, and a value's lossy */
 	uint64		derive_int_xor; /* the bits its code flips */
@@ -270,6 +275,68 @@ gs_fast_key_put(const GsKeyPlan *kp, uint64 code, void *out)
 	}
 	else
 		memcpy(out, &v, 8);
+}
+
+/* the key bytes (a big-endian string) -> the engine's words, at out */
+static inline void
+gs_store_key(const uint8 *be, int key_bytes, void *out)
+{
+	if (key_bytes == 4)
+	{
+		uint32		w;
+
+		memcpy(&w, be, 4);
+		w = pg_ntoh32(w);
+		memcpy(out, &w, 4);
+	}
+	else
+	{
+		int			i;
+
+		for (i = 0; i < key_bytes; i += 8)
+		{
+			uint64		w;
+
+			memcpy(&w, be + i, 8);
+			w = pg_ntoh64(w);
+			memcpy((char *) out + i, &w, 8);
+		}
+	}
+}
+
+/*
+ * The key of a plan of one text column in C order (text_one) whose value,
+ * not NULL, is the len bytes at str: gs_encode_key's, and keys_derive.c's
+ * for a key derived again, the same bit for bit.  The column is the last
+ * and only one (a variable-width kind, NULL on the extreme): its leading
+ * bytes, zero-padded, inverted for DESC, then the words in native order.
+ */
+static pg_attribute_always_inline bool
+gs_encode_text_c(const GsKeyPlan *kp, const char *str, int len, void *out)
+{
+	const GsKeyCol *col = &kp->cols[0];
+	uint8		key[GS_MAX_KEY_BYTES + 8];
+	uint8	   *dst = key + col->off;
+	bool		lossy = false;
+	bool		extreme;
+	int			i;
+
+	memset(key, 0, kp->key_bytes);
+	if (len > col->width)
+	{
+		len = col->width;
+		lossy = true;
+	}
+	memcpy(dst, str, len);
+	if (col->desc)
+		for (i = 0; i < col->width; i++)
+			dst[i] = ~dst[i];
+	/* a value on the NULLs' extreme is flagged (see gs_encode_key) */
+	extreme = true;
+	for (i = 0; i < col->width && extreme; i++)
+		extreme = dst[i] == (col->nulls_first ? 0x00 : 0xFF);
+	gs_store_key(key, kp->key_bytes, out);
+	return lossy || extreme || !kp->exact;
 }
 
 /*
