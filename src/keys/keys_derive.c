@@ -401,7 +401,7 @@ load_unsigned(const char *p, int len)
  * one step; only GSN_EXTREME's check for a value on the NULLs' extreme
  * remains.  Other kinds take gs_encode_fast_value.
  */
-static inline bool
+static pg_attribute_always_inline bool
 derive_one_key(GsKeyPlan *kp, const char *p, void *out)
 {
 	if (kp->derive_int)

@@ -345,16 +345,18 @@ gs_load_check(GsSortState *s)
  * deformed.  For an int8 key that was 180 instructions a row, this is
  * about 20.  A row the derivation can't take (a NULL, fewer attributes)
  * is deformed from its slot (the reader's, *slot NULL: asked for now).
+ * derivable: the caller knows gs_key_derivable's answer to be yes.
  */
-static inline void
+static pg_attribute_always_inline void
 gs_derive_row_key(GsSortState *s, size_t n, MinimalTuple mt,
-				  GsHeapReader *r, TupleTableSlot *slot)
+				  GsHeapReader *r, TupleTableSlot *slot, bool derivable)
 {
 	const char *body = (const char *) mt + MINIMAL_TUPLE_DATA_OFFSET;
 	char	   *key = s->keys + n * s->key_bytes;
 	bool		lossy;
 
-	if (likely(gs_key_derivable(s->kp, body)))
+	Assert(!derivable || gs_key_derivable(s->kp, body));
+	if (derivable || likely(gs_key_derivable(s->kp, body)))
 		lossy = gs_key_derive(s->kp, body, key);
 	else
 	{
@@ -372,7 +374,7 @@ gs_derive_row_key(GsSortState *s, size_t n, MinimalTuple mt,
 }
 
 /* row n, at mt with its key made, counts in the batch */
-static inline void
+static pg_attribute_always_inline void
 gs_row_taken(GsSortState *s, size_t n, MinimalTuple mt)
 {
 	s->tuples[n] = mt;
@@ -396,7 +398,7 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 	if (s->load_derive)
 	{
 		mt = gs_copy_row(s, slot);
-		gs_derive_row_key(s, n, mt, NULL, slot);
+		gs_derive_row_key(s, n, mt, NULL, slot, false);
 	}
 	else
 	{
@@ -445,7 +447,8 @@ gs_sort_put_from(GsSortState *s, GsHeapReader *r)
 	n = s->nrows;
 	Assert(n < s->cap);
 	mt = gs_heap_to_row(ht, gs_arena_alloc_cb, s);
-	gs_derive_row_key(s, n, mt, r, NULL);
+	/* (load_derive: fixed-width keys, and the tuple has every attribute) */
+	gs_derive_row_key(s, n, mt, r, NULL, true);
 	gs_row_taken(s, n, mt);
 	return true;
 }

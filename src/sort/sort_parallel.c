@@ -584,8 +584,10 @@ gs_load_worker(GsLoadState *ls)
 				slot_getsomeattrs(ts, ls->def.maxattno);
 			tup = gs_form_row(ts, desc->natts, &layout, gs_load_alloc, w);
 		}
-		if (derive &&
-			gs_key_derivable(kp, (const char *) tup + MINIMAL_TUPLE_DATA_OFFSET))
+		/* (a whole tuple from its page: derivable, see gs_sort_put_from) */
+		if (derive && (ts == NULL ||
+					   gs_key_derivable(kp, (const char *) tup +
+										MINIMAL_TUPLE_DATA_OFFSET)))
 			lossy = gs_key_derive(kp,
 								  (const char *) tup + MINIMAL_TUPLE_DATA_OFFSET,
 								  w->entry);
