@@ -308,11 +308,15 @@ $fn$;
 
 -- Build the index with gpusort (its LOG line shows who built it; msgs: the
 -- client_min_messages of the build, debug1 to see its heap scan's line):
--- ddl with the name idx for its %I; then gs_index_check(idx, ddl).
+-- ddl with the name idx for its %I; then gs_index_check(idx, ddl).  Both
+-- builds start with no other session holding the xmin horizon back
+-- (gs_quiet): one that did during the first only would keep deleted rows
+-- in that index as recently dead.
 CREATE FUNCTION gs_build(ddl text, idx text, msgs text DEFAULT 'log',
 						 OUT size_diff int, OUT differ int)
 LANGUAGE plpgsql AS $fn$
 BEGIN
+	PERFORM gs_quiet();
 	PERFORM set_config('client_min_messages', msgs, true);
 	EXECUTE format(ddl, idx);
 	PERFORM set_config('client_min_messages', 'notice', true);
