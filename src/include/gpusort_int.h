@@ -223,6 +223,65 @@ gs_prefetch_page(const char *page)
 	}
 }
 
+/*
+ * ---- tuples formed in place ----
+ * gs_zero_tuple: zero the MAXALIGN'd room of a tuple of len bytes, by word
+ * stores for the usual sizes (gcc turns a loop into a call to memset, ten
+ * more instructions a row of a load).
+ */
+static pg_attribute_always_inline void
+gs_zero_tuple(void *p, Size len)
+{
+	uint64	   *w = (uint64 *) p;
+
+	switch (MAXALIGN(len) / sizeof(uint64))
+	{
+		case 4:
+			w[3] = 0;
+			/* FALLTHROUGH */
+		case 3:
+			w[2] = 0;
+			/* FALLTHROUGH */
+		case 2:
+			w[1] = 0;
+			w[0] = 0;
+			break;
+		default:
+			memset(p, 0, MAXALIGN(len));
+			break;
+	}
+}
+
+/*
+ * gs_store_fixed_value: a fixed-width value stored where the tuple keeps it.
+ * len: the attribute's attlen when passed by value (1, 2, 4 or 8), its
+ * negation when by reference; p aligned as the attribute is (the stores of
+ * store_att_byval, without its look-ups in the descriptor)
+ */
+static pg_attribute_always_inline void
+gs_store_fixed_value(char *p, Datum value, int16 len)
+{
+	switch (len)
+	{
+		case 8:
+			*(int64 *) p = DatumGetInt64(value);
+			break;
+		case 4:
+			*(int32 *) p = DatumGetInt32(value);
+			break;
+		case 2:
+			*(int16 *) p = DatumGetInt16(value);
+			break;
+		case 1:
+			*(char *) p = DatumGetChar(value);
+			break;
+		default:
+			Assert(len < 0);
+			memcpy(p, DatumGetPointer(value), -len);
+			break;
+	}
+}
+
 /* ---- index builds (src/nbtree/index*.c, optional) ---- */
 extern void gs_index_init(bool install_hooks) __attribute__((weak));
 

@@ -16,13 +16,13 @@
 
 #include "access/tupdesc.h"
 #include "fmgr.h"
-#include "port/pg_bswap.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/typcache.h"
 
 #include "gpusort_engine.h"
 #include "gpusort_keys.h"
+#include "keys_int.h"
 
 PG_FUNCTION_INFO_V1(gpusort_normalized_key);
 
@@ -104,7 +104,6 @@ gpusort_normalized_key(PG_FUNCTION_ARGS)
 	int			key_bytes;
 	bytea	   *result;
 	char	   *p;
-	int			i;
 
 	if (!OidIsValid(typid))
 		ereport(ERROR,
@@ -120,22 +119,7 @@ gpusort_normalized_key(PG_FUNCTION_ARGS)
 	result = palloc(VARHDRSZ + key_bytes);
 	SET_VARSIZE(result, VARHDRSZ + key_bytes);
 	p = VARDATA(result);
-	if (key_bytes == 4)
-	{
-		uint32		w;
-
-		memcpy(&w, words, 4);
-		w = pg_hton32(w);
-		memcpy(p, &w, 4);
-	}
-	else
-	{
-		for (i = 0; i < key_bytes / 8; i++)
-		{
-			uint64		w = pg_hton64(words[i]);
-
-			memcpy(p + 8 * i, &w, 8);
-		}
-	}
+	/* the engine's words as the big-endian bytes they came from (a swap) */
+	gs_store_key((const uint8 *) words, key_bytes, p);
 	PG_RETURN_BYTEA_P(result);
 }

@@ -164,33 +164,6 @@ gs_idx_fixed_size(const GsIdxBuild *b, Datum *values, bool *isnull,
 extern void gs_idx_form_fixed_nulls(const GsIdxBuild *b, Datum *values,
 									bool *isnull, Size size, IndexTuple dst);
 
-/* column i's value into the index tuple at dst, formed in place */
-static pg_attribute_always_inline void
-gs_idx_store_col(const GsIdxBuild *b, int i, Datum value, IndexTuple dst)
-{
-	char	   *p = (char *) dst + b->fixed_off[i];
-
-	switch (b->fixed_len[i])
-	{
-		case 8:
-			*(int64 *) p = DatumGetInt64(value);
-			break;
-		case 4:
-			*(int32 *) p = DatumGetInt32(value);
-			break;
-		case 2:
-			*(int16 *) p = DatumGetInt16(value);
-			break;
-		case 1:
-			*(char *) p = DatumGetChar(value);
-			break;
-		default:
-			Assert(b->fixed_len[i] < 0);
-			memcpy(p, DatumGetPointer(value), -b->fixed_len[i]);
-			break;
-	}
-}
-
 /*
  * Form the index tuple of values (b->fixed) at dst, size bytes (from
  * gs_idx_fixed_size), byte for byte as index_form_tuple would, padding
@@ -202,7 +175,6 @@ static pg_attribute_always_inline void
 gs_idx_form_fixed(const GsIdxBuild *b, Datum *values, bool *isnull,
 				  bool hasnull, Size size, IndexTuple dst)
 {
-	uint64	   *w = (uint64 *) dst;
 	int			natts = b->fixed_natts;
 	int			i;
 
@@ -212,32 +184,15 @@ gs_idx_form_fixed(const GsIdxBuild *b, Datum *values, bool *isnull,
 		return;
 	}
 
-	/*
-	 * Zero the padding: by word stores for the usual sizes (gcc turns a loop
-	 * into a call to memset, ten more instructions a row of a build).
-	 */
-	switch (size / sizeof(uint64))
-	{
-		case 4:
-			w[3] = 0;
-			/* FALLTHROUGH */
-		case 3:
-			w[2] = 0;
-			/* FALLTHROUGH */
-		case 2:
-			w[1] = 0;
-			w[0] = 0;
-			break;
-		default:
-			memset(dst, 0, size);
-			break;
-	}
-	/* store_att_byval's stores, from the lengths kept at the start */
+	gs_zero_tuple(dst, size);
+	/* by the lengths kept at the start, not the descriptor's */
 	if (likely(natts == 1))
-		gs_idx_store_col(b, 0, values[0], dst);
+		gs_store_fixed_value((char *) dst + b->fixed_off[0], values[0],
+							 b->fixed_len[0]);
 	else
 		for (i = 0; i < natts; i++)
-			gs_idx_store_col(b, i, values[i], dst);
+			gs_store_fixed_value((char *) dst + b->fixed_off[i], values[i],
+								 b->fixed_len[i]);
 	dst->t_info = (unsigned short) size;
 }
 

@@ -699,51 +699,15 @@ gs_form_fixed_row(const GsRowLayout *l, const Datum *values,
 				  GsRowAllocFn alloc, void *arg)
 {
 	MinimalTuple mt = (MinimalTuple) alloc(arg, l->len);
-	uint64	   *w = (uint64 *) mt;
 	int			i;
 
-	/* zeroed by word stores: the room is MAXALIGN'd (see GsRowAllocFn) */
-	switch (MAXALIGN(l->len) / sizeof(uint64))
-	{
-		case 4:
-			w[3] = 0;
-			/* FALLTHROUGH */
-		case 3:
-			w[2] = 0;
-			w[1] = 0;
-			w[0] = 0;
-			break;
-		default:
-			memset(mt, 0, l->len);
-			break;
-	}
+	/* (the room is MAXALIGN'd: see GsRowAllocFn) */
+	gs_zero_tuple(mt, l->len);
 	mt->t_len = l->len;
 	HeapTupleHeaderSetNatts(mt, l->natts);
 	mt->t_hoff = l->hoff;
 	for (i = 0; i < l->natts; i++)
-	{
-		char	   *p = (char *) mt + l->off[i];
-
-		switch (l->attlen[i])
-		{
-			case 8:
-				*(int64 *) p = DatumGetInt64(values[i]);
-				break;
-			case 4:
-				*(int32 *) p = DatumGetInt32(values[i]);
-				break;
-			case 2:
-				*(int16 *) p = DatumGetInt16(values[i]);
-				break;
-			case 1:
-				*(char *) p = DatumGetChar(values[i]);
-				break;
-			default:
-				Assert(l->attlen[i] < 0);
-				memcpy(p, DatumGetPointer(values[i]), -l->attlen[i]);
-				break;
-		}
-	}
+		gs_store_fixed_value((char *) mt + l->off[i], values[i], l->attlen[i]);
 	return mt;
 }
 
