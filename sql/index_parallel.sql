@@ -64,6 +64,8 @@ SET maintenance_work_mem = '1MB';
 SELECT * FROM gs_build('CREATE INDEX %I ON gsp (a)', 'gsp_a1');
 SELECT * FROM gs_build('CREATE UNIQUE INDEX %I ON gsp (id DESC)', 'gsp_id1');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsp (c COLLATE "C", b NULLS FIRST)', 'gsp_cb1');
+-- text longer than its part of the key, the final merge on threads
+SELECT * FROM gs_build('CREATE INDEX %I ON gsp (((repeat(''shared-prefix-'', 2) || c) COLLATE "C"))', 'gsp_long1');
 SET parallel_leader_participation = off;
 SELECT * FROM gs_build('CREATE INDEX %I ON gsp (b, a)', 'gsp_ba1');
 SELECT * FROM gs_build('CREATE UNIQUE INDEX %I ON gsp (b, id) WHERE b IS NOT NULL', 'gsp_ubid1');

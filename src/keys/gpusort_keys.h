@@ -101,6 +101,16 @@ extern bool gs_key_derivable_index(const GsKeyPlan *kp, const char *itup);
 extern bool gs_key_derive_index(GsKeyPlan *kp, const char *itup, void *out);
 
 /*
+ * gs_keyplan_ties_by_bytes: is the plan one text column in C order, whose
+ * values' order is their bytes' (then their lengths)?  gs_key_tie_index:
+ * that order of two index tuples that gs_key_derivable_index said yes to,
+ * as the column's comparator gives it (DESC and NULLs included), from
+ * their bytes: threads call it, to order rows whose keys are lossy.
+ */
+extern bool gs_keyplan_ties_by_bytes(const GsKeyPlan *kp);
+extern int	gs_key_tie_index(const GsKeyPlan *kp, const char *a, const char *b);
+
+/*
  * One line for EXPLAIN VERBOSE, e.g. "int8 (8 B), text C prefix (23 B)";
  * appended to buf.
  */

@@ -26,6 +26,12 @@
  *	  uncompressed (else deriving would detoast).  gs_key_derivable says
  *	  so per row, and the writer keeps the key of a row where it does not.
  *
+ * The same deforming lets threads order two index tuples of one text
+ * column in C order whose keys are equal (gs_key_tie_index): a lossy key
+ * holds only the text's first bytes, and the rest are compared here, as
+ * the column's comparator would (bytes, then length), for the rows that
+ * gs_key_derivable_index said yes to.
+ *
  * The stored tuple is read at any alignment (a stream's thread reads
  * records packed in its read buffer): fixed values are copied out, and
  * the offsets are computed as PostgreSQL's deforming computes them, from
@@ -603,6 +609,52 @@ gs_key_derivable_index(const GsKeyPlan *kp, const char *itup)
 	if (kp->derive == GSD_FIXED)
 		return true;
 	return derivable_check(kp, itup, true);
+}
+
+bool
+gs_keyplan_ties_by_bytes(const GsKeyPlan *kp)
+{
+	return kp->text_one && kp->ncols == 1 && kp->derive != GSD_NEVER;
+}
+
+int
+gs_key_tie_index(const GsKeyPlan *kp, const char *a, const char *b)
+{
+	const GsKeyCol *col = &kp->cols[0];
+	int			att = col->attidx;
+	Datum		va[GS_DERIVE_MAX_ATTS];
+	Datum		vb[GS_DERIVE_MAX_ATTS];
+	bool		na[GS_DERIVE_MAX_ATTS];
+	bool		nb[GS_DERIVE_MAX_ATTS];
+	bool		ok PG_USED_FOR_ASSERTS_ONLY;
+	const char *pa;
+	const char *pb;
+	int			la;
+	int			lb;
+	int			c;
+
+	Assert(gs_keyplan_ties_by_bytes(kp));
+	ok = derive_index_values(kp, a, va, na);
+	Assert(ok);
+	ok = derive_index_values(kp, b, vb, nb);
+	Assert(ok);
+	/* NULLs go where NULLS FIRST/LAST puts them, whatever the direction */
+	if (na[att] || nb[att])
+	{
+		if (na[att] && nb[att])
+			return 0;
+		return (na[att] == col->nulls_first) ? -1 : 1;
+	}
+	pa = DatumGetPointer(va[att]);
+	pb = DatumGetPointer(vb[att]);
+	la = VARSIZE_ANY_EXHDR(pa);
+	lb = VARSIZE_ANY_EXHDR(pb);
+	c = memcmp(VARDATA_ANY(pa), VARDATA_ANY(pb), Min(la, lb));
+	if (c == 0)
+		c = (la > lb) - (la < lb);
+	else
+		c = c < 0 ? -1 : 1;
+	return col->desc ? -c : c;
 }
 
 bool

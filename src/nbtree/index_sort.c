@@ -59,6 +59,17 @@ gs_idx_row_cmp(void *arg, const char *a, const char *b)
 }
 
 /*
+ * The same on a merge's threads, for a key of one text column in C order
+ * whose rows' keys are equal: the values' bytes decide (the TID word after
+ * the column part then does, as in the key)
+ */
+static int
+gs_idx_row_tie(void *arg, const char *a, const char *b)
+{
+	return gs_key_tie_index(((GsIdxBuild *) arg)->kp, a, b);
+}
+
+/*
  * Sort b's rows in the core from now on, within mem bytes, expecting
  * est_rows of them.
  */
@@ -78,6 +89,9 @@ gs_idx_sort_begin(GsIdxBuild *b, Size mem, double est_rows)
 	def.tie_bytes = b->colwords * 8;
 	def.exact = b->exact;
 	def.compare = gs_idx_row_cmp;
+	/* a text key longer than its part of the key: merged on threads too */
+	if (b->exact && b->nkeyatts == 1 && gs_keyplan_ties_by_bytes(b->kp))
+		def.thread_compare = gs_idx_row_tie;
 	def.arg = b;
 	/* runs hold the index tuple and little else (index_rows.c) */
 	def.key_derivable = gs_idx_key_derivable;

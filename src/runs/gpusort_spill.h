@@ -93,6 +93,14 @@ gs_tape_hints(int h)
 typedef bool (*GsKeyDeriveFn) (void *arg, const char *body, size_t body_off,
 							   char *key);
 
+/*
+ * tie(arg, a, b): the order of two of a variant's rows (a and b their
+ * data, at any alignment) whose keys are equal in their first tie_bytes,
+ * as the variant's comparator gives it but from the rows' bytes alone, so
+ * on any thread; the key's bytes after tie_bytes order rows it finds equal.
+ */
+typedef int (*GsRowTieFn) (void *arg, const char *a, const char *b);
+
 typedef struct GsTapeFormat
 {
 	int			key_bytes;
@@ -101,6 +109,10 @@ typedef struct GsTapeFormat
 	uint16		data_off;		/* rows: where its data starts */
 	GsKeyDeriveFn derive;		/* keys left out, or NULL if none is */
 	void	   *derive_arg;
+	GsRowTieFn	tie;			/* lossy keys a merge's threads order, or
+								 * NULL: the keys alone decide there */
+	void	   *tie_arg;
+	int			tie_bytes;
 	/* tape rows: the header of a tuple without NULLs (0 natts: none) */
 	uint16		std_natts;
 	uint16		std_infomask;
@@ -339,6 +351,38 @@ gs_key_cmp_rest(const char *a, const char *b, int key_bytes)
 }
 
 /*
+ * The order of two rows of a merge's threads whose first words are equal:
+ * the rest of their keys, or, where the format has a tie function, the
+ * keys' first tie_bytes, then the rows' data (da, db), then the keys' bytes
+ * after tie_bytes.
+ */
+static inline int
+gs_tape_cmp_rest(const GsTapeFormat *tf, const char *ka, const char *kb,
+				 const char *da, const char *db)
+{
+	int			w;
+	int			c;
+
+	if (tf->tie == NULL)
+		return gs_key_cmp_rest(ka, kb, tf->key_bytes);
+	for (w = 8; w < tf->key_bytes; w += 8)
+	{
+		uint64		x;
+		uint64		y;
+
+		if (w == tf->tie_bytes && (c = tf->tie(tf->tie_arg, da, db)) != 0)
+			return c;
+		memcpy(&x, ka + w, 8);
+		memcpy(&y, kb + w, 8);
+		if (x != y)
+			return x < y ? -1 : 1;
+	}
+	if (tf->tie_bytes == tf->key_bytes)
+		return tf->tie(tf->tie_arg, da, db);
+	return 0;
+}
+
+/*
  * Loser trees over n inputs (the merges of sort_merge.c and
  * spill_stream.c; built by loser_tree.c): node 1 is the root, inputs are
  * the leaves n .. 2n-1, tree[node] holds the loser of the match at node.
@@ -392,6 +436,8 @@ typedef struct GsRun
 	int64		offset;
 	int64		bytes;
 	size_t		nrows;
+	size_t		nkeyed;			/* rows whose key it holds: their key can't
+								 * be derived from their bytes */
 } GsRun;
 
 /* ---- the temporary file ---- */

@@ -4,7 +4,8 @@
  *	  Threads that merge runs of the sort's temporary file into streams of
  *	  rows, and cascades: threads that merge streams into one.
  *
- * The final merge of exactly encoded keys is split into streams: each
+ * The final merge of keys that order the rows alone (or with a tie
+ * function of GsTapeFormat's) is split into streams: each
  * stream's thread reads a group of runs from the temporary file of
  * spill.c (gs_temp_pread, any thread may) and merges them into blocks of
  * ready-made MinimalTuples (or of a btree build's rows as they are), and
@@ -205,8 +206,8 @@ gs_stream_block_size(int64 mem, int nstreams)
 
 /*
  * Start a thread merging runs[0 .. nruns-1] of f, records in format tf
- * (gpusort_spill.h), whose keys are exact (the keys alone order the
- * rows).  Every row must fit in read_size bytes, and as a record twice in
+ * (gpusort_spill.h), whose keys order the rows alone or with the format's
+ * tie function (gs_tape_cmp_rest).  Every row must fit in read_size bytes, and as a record twice in
  * block_size.  The stream's memory and thread belong to
  * cxt: its reset or deletion stops the thread first.  NULL if no thread can
  * be started (the caller merges another way).
@@ -246,8 +247,8 @@ gs_stream_start(MemoryContext cxt, GsTempFile *f, const GsTapeFormat *tf,
 }
 
 /*
- * Start a thread merging streams inputs[0 .. n-1] (keys exact; not yet
- * read) into one, with blocks of block_size bytes, no smaller than the
+ * Start a thread merging streams inputs[0 .. n-1] (in the order of their
+ * format, see gs_tape_cmp_rest; not yet read) into one, with blocks of block_size bytes, no smaller than the
  * inputs'.  Its records are the inputs' records themselves, whose
  * addresses the reader walks (see spill_stream_thread.c's cascades).  From
  * then on the inputs belong to it: only the cascade is read, and stopping
@@ -266,6 +267,9 @@ gs_stream_cascade(MemoryContext cxt, GsStream **inputs, int n,
 	st->hdr = inputs[0]->hdr;
 	st->keyoff = STREAM_KEY_OFFSET;
 	st->key_bytes = inputs[0]->key_bytes;
+	st->tupoff = gs_stream_tuple_offset(st->key_bytes);
+	/* (its inputs' format: for the tie function, see gs_tape_cmp_rest) */
+	st->tape = inputs[0]->tape;
 	st->ninputs = n;
 	st->byref = true;
 	st->inputs = MemoryContextAlloc(cxt, n * sizeof(GsStream *));

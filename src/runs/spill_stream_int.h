@@ -85,6 +85,7 @@ struct GsStream
 								 * and cascades' trees) */
 	GsStream   *owner;			/* the cascade this stream is an input of */
 	size_t		keyoff;			/* a cascade: where a record's key starts */
+	size_t		tupoff;			/* ... and its tuple */
 	bool		byref;			/* a cascade handing out its inputs' records
 								 * in place (see gs_stream_cascade) */
 	int		   *pend;			/* byref: inputs' blocks read through since

@@ -152,7 +152,10 @@ gs_reader_next(GsStream *st, GsReader *r)
 	return 0;
 }
 
-/* does reader a's row come before reader b's? (exact keys: keys decide) */
+/*
+ * does reader a's row come before reader b's? (the keys decide, or, where
+ * they may be lossy, the format's tie function: gs_tape_cmp_rest)
+ */
 static inline bool
 gs_reader_before(GsStream *st, int a, int b)
 {
@@ -164,7 +167,10 @@ gs_reader_before(GsStream *st, int a, int b)
 		return ra->k0 < rb->k0;
 	if (ra->eof || rb->eof)
 		return rb->eof && !ra->eof;
-	c = gs_key_cmp_rest(ra->key, rb->key, st->key_bytes);
+	/* (a variant's row: its data is the record's body) */
+	c = gs_tape_cmp_rest(&st->tape, ra->key, rb->key,
+						 ra->buf + ra->rpos + ra->rec.head,
+						 rb->buf + rb->rpos + rb->rec.head);
 	if (c != 0)
 		return c < 0;
 	return a < b;
@@ -358,7 +364,7 @@ gs_stream_thread(void *arg)
 /* an error code of a cascade's input that means "stopped", not a failure */
 #define CASCADE_STOPPED		(-2)
 
-/* does input a's record come before input b's? (exact keys) */
+/* does input a's record come before input b's? (as gs_reader_before) */
 static inline bool
 gs_cascade_before(GsStream *st, int a, int b)
 {
@@ -370,7 +376,10 @@ gs_cascade_before(GsStream *st, int a, int b)
 		return st->ink0[a] < st->ink0[b];
 	if (ra == NULL || rb == NULL)
 		return rb == NULL && ra != NULL;
-	c = gs_key_cmp_rest(ra + st->keyoff, rb + st->keyoff, st->key_bytes);
+	/* (a variant's row: its data where the record's tuple has it) */
+	c = gs_tape_cmp_rest(&st->tape, ra + st->keyoff, rb + st->keyoff,
+						 ra + st->tupoff + st->tape.data_off,
+						 rb + st->tupoff + st->tape.data_off);
 	if (c != 0)
 		return c < 0;
 	/* equal rows in the order of the inputs, as the backend's merge does */

@@ -238,6 +238,13 @@ typedef int (*GsRowCompareFn) (void *arg, const char *a, const char *b);
  * the start of the data a run must hold, the rest being zeros (a
  * MAXALIGN'd tuple's padding).  Each may be NULL (keys kept, every byte
  * written).  All three run on threads: they must not call PostgreSQL.
+ *
+ * thread_compare(arg, a, b), where not NULL, is compare's order of rows
+ * whose first tie_bytes are equal as far as the columns decide it (the
+ * bytes after tie_bytes decide the rest), from the rows' data at any
+ * alignment, on threads: it lets the final merge of rows with lossy keys
+ * go on threads.  It is asked only of rows whose key_derivable said yes
+ * (a run that kept some row's key is merged on the backend).
  */
 typedef struct GsRowsDef
 {
@@ -245,6 +252,7 @@ typedef struct GsRowsDef
 	int			tie_bytes;
 	bool		exact;
 	GsRowCompareFn compare;
+	int			(*thread_compare) (void *arg, const char *a, const char *b);
 	void	   *arg;
 	bool		(*key_derivable) (void *arg, const char *data);
 	bool		(*key_derive) (void *arg, const char *data, size_t data_off,

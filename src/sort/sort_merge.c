@@ -219,7 +219,8 @@ gs_source_next(GsSortState *s, GsSource *src)
 		}
 		src->key = rec + STREAM_KEY_OFFSET;
 		src->k0 = gs_key_word0(src->key, s->key_bytes);
-		src->lossy = false;
+		/* (a stream's rows: any may be, where the sort's may) */
+		src->lossy = s->any_lossy;
 		src->tup = (MinimalTuple) (rec + gs_stream_tuple_offset(s->key_bytes));
 		return;
 	}
@@ -587,6 +588,27 @@ gs_merge_chunk_rows(GsSortState *s, uint32 *rows, uint32 *keyidx)
 }
 
 /*
+ * May the threads order rows of equal keys (lossy ones)?  With the
+ * variant's tie function, when every run left out every key: a row's key
+ * is kept only where it can't be derived from the row's bytes, and then
+ * neither can its order (GsRowsDef).
+ */
+static bool
+gs_merge_ties_on_threads(GsSortState *s)
+{
+	int			i;
+
+	if (s->row_tie == NULL)
+		return false;
+	for (i = 0; i < s->nruns; i++)
+	{
+		if (s->runs[i].nkeyed > 0)
+			return false;
+	}
+	return true;
+}
+
+/*
  * Whether the final merge of nruns runs can go on threads (see the top of
  * the file): not for keys that need PostgreSQL's comparators for ties, a
  * single thread allowed, or rows too large for a stream's blocks.
@@ -596,7 +618,8 @@ gs_merge_can_stream(GsSortState *s, int nruns)
 {
 	int			nstreams = Min(gpusort_cpu_threads, nruns);
 
-	if (!s->exact || s->any_lossy || nstreams < 2)
+	if (!s->exact || nstreams < 2 ||
+		(s->any_lossy && !gs_merge_ties_on_threads(s)))
 		return false;
 	/* the streams and the cascade that merges them share the memory */
 	return 2 * (gs_stream_tuple_offset(s->key_bytes) +
@@ -640,6 +663,10 @@ gs_merge_streams(GsSortState *s, bool mapped)
 	if (!gs_merge_can_stream(s, s->nruns))
 		return NULL;
 	block = gs_stream_block_size(s->mem_limit, nstreams + 1);
+	/* lossy keys: the variant's tie function orders them on the threads */
+	s->tape.tf.tie = s->any_lossy ? s->row_tie : NULL;
+	s->tape.tf.tie_arg = s->row_cmp_arg;
+	s->tape.tf.tie_bytes = s->tie_bytes;
 	readsize = (size_t) (s->mem_limit / 2 / s->nruns);
 	readsize = Max(readsize, mapped ? STREAM_READ_MIN : MERGE_MIN_BUFFER);
 	readsize = Min(readsize, MERGE_MAX_BUFFER);

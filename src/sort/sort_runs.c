@@ -76,6 +76,8 @@ struct GsSpillJob
 	int64		bytes[GS_CPU_THREADS_MAX];
 	char	   *bufs[GS_CPU_THREADS_MAX];
 	int			err[GS_CPU_THREADS_MAX];
+	size_t		keyed[GS_CPU_THREADS_MAX];	/* rows written with their key */
+	int			run;			/* the run's index in the sort's runs */
 };
 
 /* the engine's cancel callback on a part: the task's stop */
@@ -250,6 +252,8 @@ gs_spill_rows(GsSpillJob *j, int part, size_t from, size_t to, int64 off,
 				return;
 		}
 		gs_tape_put_head(&j->tape, buf + used, word, key);
+		if (!(word & TAPE_NOKEY_BIT))
+			j->keyed[part]++;
 		if (head + body <= j->bufsize)
 		{
 			memcpy(buf + used + head, bytes, body);
@@ -287,6 +291,7 @@ gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
 
 	if (j->sort_eng != NULL && !gs_spill_sorted(j, part, stop))
 		return;
+	j->keyed[part] = 0;
 	if (j->rec > 0)
 		off = j->base + (int64) from * j->rec;
 	else if (nparts == 1)
@@ -299,9 +304,12 @@ gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
 		gs_spill_rows(j, part, from, to, off, stop, false);
 }
 
-/* raise the first write failure any part of a finished job met */
+/*
+ * A job has finished: raise the first write failure any part met, or note
+ * in its run how many rows kept their keys
+ */
 static void
-gs_spill_check(GsSpillJob *j)
+gs_spill_done(GsSortState *s, GsSpillJob *j)
 {
 	int			p;
 
@@ -315,6 +323,8 @@ gs_spill_check(GsSpillJob *j)
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("gpusort could not sort a run of %zu rows", j->n),
 				 errdetail("%s", j->sort_err)));
+	for (p = 0; p < j->nparts; p++)
+		s->runs[j->run].nkeyed += j->keyed[p];
 }
 
 /*
@@ -388,6 +398,7 @@ gs_spill_prepare(GsSortState *s, const uint32 *rows, const char *keys,
 		j->rec = -1;
 	}
 	run = gs_new_run(s);
+	j->run = s->nruns - 1;
 	j->base = gs_temp_extend(s->file, total);
 	/* (other processes may write into a shared file meanwhile) */
 	run->offset = j->base;
@@ -509,7 +520,7 @@ gs_spill_wait(GsSortState *s)
 	s->writing = NULL;
 	/* sorted by the write task: the engine's work, not the backend's wait */
 	s->rep.sort_ms += j->sort_ms;
-	gs_spill_check(j);
+	gs_spill_done(s, j);
 	gs_spill_free(j);
 	gs_swap_batches(s);
 	gs_release_rows(s);
@@ -672,7 +683,7 @@ gs_spill_batch(GsSortState *s)
 	else
 	{
 		gs_spill_run(j);
-		gs_spill_check(j);
+		gs_spill_done(s, j);
 		gs_spill_free(j);
 	}
 	s->total_runs++;

@@ -41,6 +41,7 @@ gs_new_run(GsSortState *s)
 	run->offset = 0;
 	run->bytes = 0;
 	run->nrows = 0;
+	run->nkeyed = 0;
 	return run;
 }
 
@@ -90,6 +91,8 @@ gs_writer_put(GsSortState *s, GsWriter *w, const char *key, bool lossy,
 		gs_writer_emit(s, w, bytes, body);
 	}
 	w->run->nrows++;
+	if (!(word & TAPE_NOKEY_BIT))
+		w->run->nkeyed++;
 	if ((w->run->nrows % INTERRUPT_INTERVAL) == 0)
 		CHECK_FOR_INTERRUPTS();
 }

@@ -278,6 +278,8 @@ gs_sort_begin_rows(const GsRowsDef *def, int mem_kb, double est_rows)
 	s->exact = def->exact;
 	s->row_cmp = def->compare;
 	s->row_cmp_arg = def->arg;
+	if (def->tie_bytes >= 8)
+		s->row_tie = def->thread_compare;
 	s->tape.tf.key_bytes = s->key_bytes;
 	s->tape.tf.rows = true;
 	s->tape.tf.flags_off = GS_ROW_FLAGS_OFF;
