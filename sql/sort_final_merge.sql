@@ -53,8 +53,9 @@ SELECT * FROM gs_check('SELECT a, b, id FROM gs_fm ORDER BY a DESC, b, id');
 RESET gpusort.cpu_threads;
 RESET gpusort.sort_fault;
 
--- the final merge reads the file mapped, through read buffers of 1 kB: at
--- 256kB one merge takes every run (32 kB buffers would take 8 at a time)
+-- the final merge reads the file mapped, through read buffers of 512
+-- bytes: at 256kB one merge takes every run (32 kB buffers would take 8 at
+-- a time)
 CREATE FUNCTION gs_fm_passes(q text, OUT over_8_runs bool, OUT merge_passes int)
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -69,7 +70,7 @@ SET work_mem = '256kB';
 SELECT * FROM gs_fm_passes('SELECT a, b, id FROM gs_fm ORDER BY a, b, id');
 SELECT * FROM gs_check('SELECT a, b, id FROM gs_fm ORDER BY a, b, id');
 SELECT * FROM gs_check('SELECT * FROM gs_fm ORDER BY b DESC, a, id');
--- rows longer than the 1 kB buffers (a row must fit its run's buffer)
+-- rows longer than those buffers (a row must fit its run's buffer)
 CREATE TABLE gs_fm_wide AS
 	SELECT id, a, b,
 		   CASE WHEN id % 50 = 0
@@ -84,6 +85,26 @@ SELECT * FROM gs_check('SELECT id, length(t) FROM (SELECT * FROM gs_fm_wide ORDE
 DROP TABLE gs_fm_wide;
 SET work_mem = '64kB';
 
+-- one text column in C order whose values are longer than the key (lossy
+-- keys): the threads order equal keys by the values' bytes, then lengths
+-- ('...-1' < '...-10'); with NULLs, DESC and duplicates
+CREATE TABLE gs_fm_long AS
+	SELECT id, CASE WHEN id % 61 = 0 THEN NULL
+			ELSE repeat('a-shared-prefix-', 3) || (id % 5000)::text
+			END COLLATE "C" AS t
+	FROM gs_fm;
+ANALYZE gs_fm_long;
+SELECT runs > 4 AS many_runs, merge_threads FROM gs_fm_threads('SELECT t FROM gs_fm_long ORDER BY t');
+SELECT * FROM gs_check('SELECT t FROM gs_fm_long ORDER BY t');
+SELECT * FROM gs_check('SELECT t FROM gs_fm_long ORDER BY t DESC NULLS LAST');
+SELECT * FROM gs_check('SELECT t, length(t) FROM gs_fm_long ORDER BY t NULLS FIRST');
+-- a compressed value keeps its key in the run, and the backend merges
+INSERT INTO gs_fm_long SELECT 0, repeat('a-shared-prefix-', 400);
+SELECT pg_column_compression(t) IS NOT NULL AS compressed FROM gs_fm_long WHERE id = 0;
+SELECT merge_threads FROM gs_fm_threads('SELECT t FROM gs_fm_long ORDER BY t');
+SELECT * FROM gs_check('SELECT t FROM gs_fm_long ORDER BY t');
+DELETE FROM gs_fm_long WHERE id = 0;
+
 -- the runs of a parallel load, merged the same way
 SET max_parallel_workers_per_gather = 2;
 SET parallel_setup_cost = 0;
@@ -92,6 +113,7 @@ SET min_parallel_table_scan_size = 0;
 SELECT * FROM gs_check('SELECT a, b, id FROM gs_fm ORDER BY a, b, id');
 SELECT * FROM gs_check('SELECT * FROM gs_fm ORDER BY c, a DESC, id');
 SELECT * FROM gs_check('SELECT count(*), sum(id) FROM (SELECT id FROM gs_fm ORDER BY b, id OFFSET 100) s');
+SELECT * FROM gs_check('SELECT t FROM gs_fm_long ORDER BY t DESC');
 RESET max_parallel_workers_per_gather;
 RESET parallel_setup_cost;
 RESET parallel_tuple_cost;
@@ -112,5 +134,5 @@ CLOSE gs_fm_s;
 COMMIT;
 SET work_mem = '4MB';
 SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
-DROP TABLE gs_fm;
+DROP TABLE gs_fm, gs_fm_long;
 DROP FUNCTION gs_fm_threads(text);

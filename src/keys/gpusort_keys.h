@@ -102,12 +102,15 @@ extern bool gs_key_derive_index(GsKeyPlan *kp, const char *itup, void *out);
 
 /*
  * gs_keyplan_ties_by_bytes: is the plan one text column in C order, whose
- * values' order is their bytes' (then their lengths)?  gs_key_tie_index:
- * that order of two index tuples that gs_key_derivable_index said yes to,
- * as the column's comparator gives it (DESC and NULLs included), from
- * their bytes: threads call it, to order rows whose keys are lossy.
+ * values' order is their bytes' (then their lengths)?  gs_key_tie: that
+ * order of two stored rows that gs_key_derivable said yes to (each as
+ * gs_key_derive takes it), as the column's comparator gives it (DESC and
+ * NULLs included), from their bytes; gs_key_tie_index: the same of two
+ * index tuples.  Threads call them, to order rows whose keys are lossy.
  */
 extern bool gs_keyplan_ties_by_bytes(const GsKeyPlan *kp);
+extern int	gs_key_tie(const GsKeyPlan *kp, const char *a, size_t a_off,
+					   const char *b, size_t b_off);
 extern int	gs_key_tie_index(const GsKeyPlan *kp, const char *a, const char *b);
 
 /*

@@ -617,27 +617,19 @@ gs_keyplan_ties_by_bytes(const GsKeyPlan *kp)
 	return kp->text_one && kp->ncols == 1 && kp->derive != GSD_NEVER;
 }
 
-int
-gs_key_tie_index(const GsKeyPlan *kp, const char *a, const char *b)
+/* the order of the text values of two rows deformed by derive_*_values */
+static int
+tie_values(const GsKeyPlan *kp, const Datum *va, const bool *na,
+		   const Datum *vb, const bool *nb)
 {
 	const GsKeyCol *col = &kp->cols[0];
 	int			att = col->attidx;
-	Datum		va[GS_DERIVE_MAX_ATTS];
-	Datum		vb[GS_DERIVE_MAX_ATTS];
-	bool		na[GS_DERIVE_MAX_ATTS];
-	bool		nb[GS_DERIVE_MAX_ATTS];
-	bool		ok PG_USED_FOR_ASSERTS_ONLY;
 	const char *pa;
 	const char *pb;
 	int			la;
 	int			lb;
 	int			c;
 
-	Assert(gs_keyplan_ties_by_bytes(kp));
-	ok = derive_index_values(kp, a, va, na);
-	Assert(ok);
-	ok = derive_index_values(kp, b, vb, nb);
-	Assert(ok);
 	/* NULLs go where NULLS FIRST/LAST puts them, whatever the direction */
 	if (na[att] || nb[att])
 	{
@@ -655,6 +647,52 @@ gs_key_tie_index(const GsKeyPlan *kp, const char *a, const char *b)
 	else
 		c = c < 0 ? -1 : 1;
 	return col->desc ? -c : c;
+}
+
+int
+gs_key_tie_index(const GsKeyPlan *kp, const char *a, const char *b)
+{
+	Datum		va[GS_DERIVE_MAX_ATTS];
+	Datum		vb[GS_DERIVE_MAX_ATTS];
+	bool		na[GS_DERIVE_MAX_ATTS];
+	bool		nb[GS_DERIVE_MAX_ATTS];
+	bool		ok PG_USED_FOR_ASSERTS_ONLY;
+
+	Assert(gs_keyplan_ties_by_bytes(kp));
+	ok = derive_index_values(kp, a, va, na);
+	Assert(ok);
+	ok = derive_index_values(kp, b, vb, nb);
+	Assert(ok);
+	return tie_values(kp, va, na, vb, nb);
+}
+
+/* a stored row's values, as gs_key_derive finds them (body at body_off) */
+static bool
+derive_body_values(const GsKeyPlan *kp, const char *body, size_t body_off,
+				   Datum *values, bool *isnull)
+{
+	if (body_off == MINIMAL_TUPLE_DATA_OFFSET)
+		return derive_heap_values(kp, body, values, isnull);
+	/* a tuple without NULLs whose header the run left out: its data */
+	return derive_values(kp, body, false, NULL, values, isnull);
+}
+
+int
+gs_key_tie(const GsKeyPlan *kp, const char *a, size_t a_off, const char *b,
+		   size_t b_off)
+{
+	Datum		va[GS_DERIVE_MAX_ATTS];
+	Datum		vb[GS_DERIVE_MAX_ATTS];
+	bool		na[GS_DERIVE_MAX_ATTS];
+	bool		nb[GS_DERIVE_MAX_ATTS];
+	bool		ok PG_USED_FOR_ASSERTS_ONLY;
+
+	Assert(gs_keyplan_ties_by_bytes(kp));
+	ok = derive_body_values(kp, a, a_off, va, na);
+	Assert(ok);
+	ok = derive_body_values(kp, b, b_off, vb, nb);
+	Assert(ok);
+	return tie_values(kp, va, na, vb, nb);
 }
 
 bool

@@ -64,7 +64,8 @@ gs_idx_row_cmp(void *arg, const char *a, const char *b)
  * the column part then does, as in the key)
  */
 static int
-gs_idx_row_tie(void *arg, const char *a, const char *b)
+gs_idx_row_tie(void *arg, const char *a, size_t a_off, const char *b,
+			   size_t b_off)
 {
 	return gs_key_tie_index(((GsIdxBuild *) arg)->kp, a, b);
 }

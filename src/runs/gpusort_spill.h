@@ -94,12 +94,14 @@ typedef bool (*GsKeyDeriveFn) (void *arg, const char *body, size_t body_off,
 							   char *key);
 
 /*
- * tie(arg, a, b): the order of two of a variant's rows (a and b their
- * data, at any alignment) whose keys are equal in their first tie_bytes,
- * as the variant's comparator gives it but from the rows' bytes alone, so
- * on any thread; the key's bytes after tie_bytes order rows it finds equal.
+ * tie(arg, a, a_off, b, b_off): the order of two rows whose keys are equal
+ * in their first tie_bytes (a and b what records hold of them, at any
+ * alignment, going at a_off and b_off in their tuples, as for derive), as
+ * PostgreSQL's comparators give it but from the rows' bytes alone, so on
+ * any thread; the key's bytes after tie_bytes order rows it finds equal.
  */
-typedef int (*GsRowTieFn) (void *arg, const char *a, const char *b);
+typedef int (*GsRowTieFn) (void *arg, const char *a, size_t a_off,
+						   const char *b, size_t b_off);
 
 typedef struct GsTapeFormat
 {
@@ -353,12 +355,12 @@ gs_key_cmp_rest(const char *a, const char *b, int key_bytes)
 /*
  * The order of two rows of a merge's threads whose first words are equal:
  * the rest of their keys, or, where the format has a tie function, the
- * keys' first tie_bytes, then the rows' data (da, db), then the keys' bytes
- * after tie_bytes.
+ * keys' first tie_bytes, then the rows' bytes (da at da_off, db at db_off,
+ * see GsRowTieFn), then the keys' bytes after tie_bytes.
  */
 static inline int
 gs_tape_cmp_rest(const GsTapeFormat *tf, const char *ka, const char *kb,
-				 const char *da, const char *db)
+				 const char *da, size_t da_off, const char *db, size_t db_off)
 {
 	int			w;
 	int			c;
@@ -370,7 +372,8 @@ gs_tape_cmp_rest(const GsTapeFormat *tf, const char *ka, const char *kb,
 		uint64		x;
 		uint64		y;
 
-		if (w == tf->tie_bytes && (c = tf->tie(tf->tie_arg, da, db)) != 0)
+		if (w == tf->tie_bytes &&
+			(c = tf->tie(tf->tie_arg, da, da_off, db, db_off)) != 0)
 			return c;
 		memcpy(&x, ka + w, 8);
 		memcpy(&y, kb + w, 8);
@@ -378,8 +381,15 @@ gs_tape_cmp_rest(const GsTapeFormat *tf, const char *ka, const char *kb,
 			return x < y ? -1 : 1;
 	}
 	if (tf->tie_bytes == tf->key_bytes)
-		return tf->tie(tf->tie_arg, da, db);
+		return tf->tie(tf->tie_arg, da, da_off, db, db_off);
 	return 0;
+}
+
+/* where a record's whole tuple keeps what the tie function reads */
+static inline size_t
+gs_tape_tuple_body_off(const GsTapeFormat *tf)
+{
+	return tf->rows ? tf->data_off : MINIMAL_TUPLE_DATA_OFFSET;
 }
 
 /*

@@ -270,6 +270,7 @@ gs_stream_cascade(MemoryContext cxt, GsStream **inputs, int n,
 	st->tupoff = gs_stream_tuple_offset(st->key_bytes);
 	/* (its inputs' format: for the tie function, see gs_tape_cmp_rest) */
 	st->tape = inputs[0]->tape;
+	st->body_off = gs_tape_tuple_body_off(&st->tape);
 	st->ninputs = n;
 	st->byref = true;
 	st->inputs = MemoryContextAlloc(cxt, n * sizeof(GsStream *));

@@ -86,6 +86,8 @@ struct GsStream
 	GsStream   *owner;			/* the cascade this stream is an input of */
 	size_t		keyoff;			/* a cascade: where a record's key starts */
 	size_t		tupoff;			/* ... and its tuple */
+	size_t		body_off;		/* ... and, in the tuple, what the tie
+								 * function reads (gs_tape_tuple_body_off) */
 	bool		byref;			/* a cascade handing out its inputs' records
 								 * in place (see gs_stream_cascade) */
 	int		   *pend;			/* byref: inputs' blocks read through since

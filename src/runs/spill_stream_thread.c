@@ -167,10 +167,9 @@ gs_reader_before(GsStream *st, int a, int b)
 		return ra->k0 < rb->k0;
 	if (ra->eof || rb->eof)
 		return rb->eof && !ra->eof;
-	/* (a variant's row: its data is the record's body) */
 	c = gs_tape_cmp_rest(&st->tape, ra->key, rb->key,
-						 ra->buf + ra->rpos + ra->rec.head,
-						 rb->buf + rb->rpos + rb->rec.head);
+						 ra->buf + ra->rpos + ra->rec.head, ra->rec.body_off,
+						 rb->buf + rb->rpos + rb->rec.head, rb->rec.body_off);
 	if (c != 0)
 		return c < 0;
 	return a < b;
@@ -376,10 +375,9 @@ gs_cascade_before(GsStream *st, int a, int b)
 		return st->ink0[a] < st->ink0[b];
 	if (ra == NULL || rb == NULL)
 		return rb == NULL && ra != NULL;
-	/* (a variant's row: its data where the record's tuple has it) */
 	c = gs_tape_cmp_rest(&st->tape, ra + st->keyoff, rb + st->keyoff,
-						 ra + st->tupoff + st->tape.data_off,
-						 rb + st->tupoff + st->tape.data_off);
+						 ra + st->tupoff + st->body_off, st->body_off,
+						 rb + st->tupoff + st->body_off, st->body_off);
 	if (c != 0)
 		return c < 0;
 	/* equal rows in the order of the inputs, as the backend's merge does */

@@ -239,10 +239,11 @@ typedef int (*GsRowCompareFn) (void *arg, const char *a, const char *b);
  * MAXALIGN'd tuple's padding).  Each may be NULL (keys kept, every byte
  * written).  All three run on threads: they must not call PostgreSQL.
  *
- * thread_compare(arg, a, b), where not NULL, is compare's order of rows
- * whose first tie_bytes are equal as far as the columns decide it (the
- * bytes after tie_bytes decide the rest), from the rows' data at any
- * alignment, on threads: it lets the final merge of rows with lossy keys
+ * thread_compare(arg, a, a_off, b, b_off), where not NULL, is compare's
+ * order of rows whose first tie_bytes are equal as far as the columns
+ * decide it (the bytes after tie_bytes decide the rest), from the rows'
+ * data at any alignment (a and b; the offsets are data_off, as for
+ * key_derive), on threads: it lets the final merge of rows with lossy keys
  * go on threads.  It is asked only of rows whose key_derivable said yes
  * (a run that kept some row's key is merged on the backend).
  */
@@ -252,7 +253,8 @@ typedef struct GsRowsDef
 	int			tie_bytes;
 	bool		exact;
 	GsRowCompareFn compare;
-	int			(*thread_compare) (void *arg, const char *a, const char *b);
+	int			(*thread_compare) (void *arg, const char *a, size_t a_off,
+								   const char *b, size_t b_off);
 	void	   *arg;
 	bool		(*key_derivable) (void *arg, const char *data);
 	bool		(*key_derive) (void *arg, const char *data, size_t data_off,

@@ -665,7 +665,7 @@ gs_merge_streams(GsSortState *s, bool mapped)
 	block = gs_stream_block_size(s->mem_limit, nstreams + 1);
 	/* lossy keys: the variant's tie function orders them on the threads */
 	s->tape.tf.tie = s->any_lossy ? s->row_tie : NULL;
-	s->tape.tf.tie_arg = s->row_cmp_arg;
+	s->tape.tf.tie_arg = s->row_tie_arg;
 	s->tape.tf.tie_bytes = s->tie_bytes;
 	readsize = (size_t) (s->mem_limit / 2 / s->nruns);
 	readsize = Max(readsize, mapped ? STREAM_READ_MIN : MERGE_MIN_BUFFER);

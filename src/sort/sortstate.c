@@ -187,6 +187,14 @@ gs_derive_key_cb(void *arg, const char *body, size_t body_off, char *key)
 	return gs_key_derive_data((GsKeyPlan *) arg, body, key);
 }
 
+/* ties of lossy keys on a merge's threads (gs_keyplan_ties_by_bytes) */
+static int
+gs_key_tie_cb(void *arg, const char *a, size_t a_off, const char *b,
+			  size_t b_off)
+{
+	return gs_key_tie((const GsKeyPlan *) arg, a, a_off, b, b_off);
+}
+
 static bool
 gs_key_derivable_cb(void *arg, const char *body)
 {
@@ -241,6 +249,12 @@ gs_sort_begin(TupleDesc tupdesc, const GsSortDef *def, int work_mem_kb,
 				s->tape.tf.std_infomask = HEAP_HASVARWIDTH;
 		gs_tape_std_init(&s->tape.tf);
 	}
+	/* one text column in C order: its ties need no comparator */
+	if (nkeys == 1 && s->exact && gs_keyplan_ties_by_bytes(s->kp))
+	{
+		s->row_tie = gs_key_tie_cb;
+		s->row_tie_arg = s->kp;
+	}
 
 	/* PostgreSQL's comparators, for runs of equal keys */
 	s->ssup = palloc0(nkeys * sizeof(SortSupportData));
@@ -279,7 +293,10 @@ gs_sort_begin_rows(const GsRowsDef *def, int mem_kb, double est_rows)
 	s->row_cmp = def->compare;
 	s->row_cmp_arg = def->arg;
 	if (def->tie_bytes >= 8)
+	{
 		s->row_tie = def->thread_compare;
+		s->row_tie_arg = def->arg;
+	}
 	s->tape.tf.key_bytes = s->key_bytes;
 	s->tape.tf.rows = true;
 	s->tape.tf.flags_off = GS_ROW_FLAGS_OFF;

@@ -328,7 +328,9 @@ struct GsSortState
 								 * gs_sort_begin_rows) */
 	GsRowCompareFn row_cmp;		/* a variant's comparison, or NULL */
 	void	   *row_cmp_arg;
-	GsRowTieFn	row_tie;		/* the same on threads, or NULL (GsRowsDef) */
+	GsRowTieFn	row_tie;		/* the same on threads, or NULL (GsRowsDef,
+								 * gs_key_tie) */
+	void	   *row_tie_arg;
 	bool		exact;			/* static part: every column fully encoded */
 	bool		load_derive;	/* gs_sort_put makes keys from the copied
 								 * rows (gs_keyplan_derives_fast) */
