@@ -617,19 +617,45 @@ gs_keyplan_ties_by_bytes(const GsKeyPlan *kp)
 	return kp->text_one && kp->ncols == 1 && kp->derive != GSD_NEVER;
 }
 
-/* the order of the text values of two rows deformed by derive_*_values */
+/*
+ * A stored row's values: an index tuple's (index), or what a run holds of
+ * a row, as gs_key_derive takes it (p at off)
+ */
+static bool
+derive_stored_values(const GsKeyPlan *kp, const char *p, size_t off,
+					 bool index, Datum *values, bool *isnull)
+{
+	if (index)
+		return derive_index_values(kp, p, values, isnull);
+	if (off == MINIMAL_TUPLE_DATA_OFFSET)
+		return derive_heap_values(kp, p, values, isnull);
+	/* a tuple without NULLs whose header the run left out: its data */
+	return derive_values(kp, p, false, NULL, values, isnull);
+}
+
+/* gs_key_tie's and gs_key_tie_index's order of two stored rows */
 static int
-tie_values(const GsKeyPlan *kp, const Datum *va, const bool *na,
-		   const Datum *vb, const bool *nb)
+tie_stored(const GsKeyPlan *kp, const char *a, size_t a_off, const char *b,
+		   size_t b_off, bool index)
 {
 	const GsKeyCol *col = &kp->cols[0];
 	int			att = col->attidx;
+	Datum		va[GS_DERIVE_MAX_ATTS];
+	Datum		vb[GS_DERIVE_MAX_ATTS];
+	bool		na[GS_DERIVE_MAX_ATTS];
+	bool		nb[GS_DERIVE_MAX_ATTS];
+	bool		ok PG_USED_FOR_ASSERTS_ONLY;
 	const char *pa;
 	const char *pb;
 	int			la;
 	int			lb;
 	int			c;
 
+	Assert(gs_keyplan_ties_by_bytes(kp));
+	ok = derive_stored_values(kp, a, a_off, index, va, na);
+	Assert(ok);
+	ok = derive_stored_values(kp, b, b_off, index, vb, nb);
+	Assert(ok);
 	/* NULLs go where NULLS FIRST/LAST puts them, whatever the direction */
 	if (na[att] || nb[att])
 	{
@@ -650,49 +676,16 @@ tie_values(const GsKeyPlan *kp, const Datum *va, const bool *na,
 }
 
 int
-gs_key_tie_index(const GsKeyPlan *kp, const char *a, const char *b)
-{
-	Datum		va[GS_DERIVE_MAX_ATTS];
-	Datum		vb[GS_DERIVE_MAX_ATTS];
-	bool		na[GS_DERIVE_MAX_ATTS];
-	bool		nb[GS_DERIVE_MAX_ATTS];
-	bool		ok PG_USED_FOR_ASSERTS_ONLY;
-
-	Assert(gs_keyplan_ties_by_bytes(kp));
-	ok = derive_index_values(kp, a, va, na);
-	Assert(ok);
-	ok = derive_index_values(kp, b, vb, nb);
-	Assert(ok);
-	return tie_values(kp, va, na, vb, nb);
-}
-
-/* a stored row's values, as gs_key_derive finds them (body at body_off) */
-static bool
-derive_body_values(const GsKeyPlan *kp, const char *body, size_t body_off,
-				   Datum *values, bool *isnull)
-{
-	if (body_off == MINIMAL_TUPLE_DATA_OFFSET)
-		return derive_heap_values(kp, body, values, isnull);
-	/* a tuple without NULLs whose header the run left out: its data */
-	return derive_values(kp, body, false, NULL, values, isnull);
-}
-
-int
 gs_key_tie(const GsKeyPlan *kp, const char *a, size_t a_off, const char *b,
 		   size_t b_off)
 {
-	Datum		va[GS_DERIVE_MAX_ATTS];
-	Datum		vb[GS_DERIVE_MAX_ATTS];
-	bool		na[GS_DERIVE_MAX_ATTS];
-	bool		nb[GS_DERIVE_MAX_ATTS];
-	bool		ok PG_USED_FOR_ASSERTS_ONLY;
+	return tie_stored(kp, a, a_off, b, b_off, false);
+}
 
-	Assert(gs_keyplan_ties_by_bytes(kp));
-	ok = derive_body_values(kp, a, a_off, va, na);
-	Assert(ok);
-	ok = derive_body_values(kp, b, b_off, vb, nb);
-	Assert(ok);
-	return tie_values(kp, va, na, vb, nb);
+int
+gs_key_tie_index(const GsKeyPlan *kp, const char *a, const char *b)
+{
+	return tie_stored(kp, a, 0, b, 0, true);
 }
 
 bool
