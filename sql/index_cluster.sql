@@ -80,11 +80,22 @@ SELECT * FROM gsc_cluster('t');
 -- an expression index
 SELECT * FROM gsc_cluster('e');
 
+-- text longer than its part of the key, in runs on disk: the merge's
+-- threads order equal keys (20 bytes in common) by the values, and each
+-- row's heap tuple comes along
+CREATE INDEX gsc1_l ON gsc1 (((repeat('p', 20) || t) COLLATE "C"));
+CREATE INDEX gsc2_l ON gsc2 (((repeat('p', 20) || t) COLLATE "C"));
+SET maintenance_work_mem = '1MB';
+SELECT * FROM gsc_cluster('l');
+SET maintenance_work_mem = '64MB';
+
 -- parallel workers scan with the leader: the same heaps, in runs on disk
 -- and in memory
 ALTER TABLE gsc1 SET (parallel_workers = 2);
 SET maintenance_work_mem = '1MB';
 SELECT * FROM gsc_cluster('k');
+SELECT * FROM gsc_cluster('l');
+DROP INDEX gsc1_l, gsc2_l;
 SET maintenance_work_mem = '64MB';
 SELECT * FROM gsc_cluster('e');
 SELECT bt_index_parent_check('gsc1_k', true, true),
