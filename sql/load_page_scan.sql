@@ -39,10 +39,17 @@ SET max_parallel_workers_per_gather = 0;
 EXPLAIN (COSTS OFF) SELECT * FROM gs_ps ORDER BY k, id;
 SELECT * FROM gs_check('SELECT * FROM gs_ps ORDER BY k, id');
 SELECT * FROM gs_check('SELECT * FROM gs_ps ORDER BY t DESC, id');
+-- a projection that picks columns is read from the pages too: some
+-- columns, in another order, one twice, the one added later, NULLs and
+-- compressed values among them; and a window function's input
 SELECT * FROM gs_check('SELECT id, extra FROM gs_ps ORDER BY extra, id');
--- a filter or a projection in the scan: the scan node runs
+SELECT * FROM gs_check('SELECT t, k, id FROM gs_ps ORDER BY t DESC NULLS LAST, id');
+SELECT * FROM gs_check('SELECT k, id, k FROM gs_ps ORDER BY k NULLS FIRST, id');
+SELECT * FROM gs_check('SELECT id, row_number() OVER (ORDER BY k, id) FROM gs_ps');
+-- a filter or an expression in the scan: the scan node runs
 SELECT * FROM gs_check('SELECT * FROM gs_ps WHERE id % 3 = 0 ORDER BY k, id');
 SELECT * FROM gs_check('SELECT id, k + 1 AS k1 FROM gs_ps ORDER BY k1, id');
+SELECT * FROM gs_check('SELECT k, tableoid, id FROM gs_ps ORDER BY k, id');
 -- the transaction's own changes, not yet committed
 BEGIN;
 DELETE FROM gs_ps WHERE id % 5 = 0;
@@ -113,11 +120,14 @@ SELECT abs(gs_scan_rows('SELECT * FROM gs_ps ORDER BY k, id') -
 SET work_mem = '256kB';
 SELECT * FROM gs_check('SELECT * FROM gs_ps ORDER BY k DESC, id');
 SELECT * FROM gs_check('SELECT * FROM gs_ps ORDER BY t NULLS FIRST, id');
--- a filter or a projection in the workers' scan: every row through the
+SELECT * FROM gs_check('SELECT t, id, extra FROM gs_ps ORDER BY t, id');
+SELECT * FROM gs_check('SELECT extra, id FROM gs_ps ORDER BY extra DESC, id');
+-- a filter or an expression in the workers' scan: every row through the
 -- scan node, writing runs and in memory
 SELECT * FROM gs_check('SELECT * FROM gs_ps WHERE id % 3 <> 0 ORDER BY k DESC, id');
 SET work_mem = '64MB';
 SELECT * FROM gs_check('SELECT id, k + 1 AS k1, t FROM gs_ps ORDER BY k1, id');
+SELECT * FROM gs_check('SELECT k, t, id FROM gs_ps ORDER BY k DESC, id');
 SELECT gs_workers_left() AS workers_left;
 SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
 

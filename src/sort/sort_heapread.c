@@ -31,9 +31,12 @@
  * A synchronized scan does not report where it is while the reader reads;
  * that only helps other scans start near it.
  *
- * It is taken only where the node does nothing to its rows: no qual, no
- * projection, a heap table, an MVCC snapshot, no EvalPlanQual recheck.
- * Any other input goes through the node.
+ * It is taken only where the node does nothing to its rows but pick some
+ * of their columns: no qual, a projection (if any) of the table's columns
+ * alone, a heap table, an MVCC snapshot, no EvalPlanQual recheck.  Such a
+ * projection is done here, into the node's own result slot, as
+ * ExecProject would fill it (the values point into the pinned page).  Any
+ * other input goes through the node.
  *
  * A partitioned table's Append (parallel or not) of such scans is read the
  * same way, one partition after another: the Append's own choice of the
@@ -91,6 +94,10 @@ struct GsHeapReader
 	bool		stopping;		/* take no new block or subplan */
 	double		rows;
 	TupleTableSlot *slot;
+	/* a projection of columns: the node's result slot and what goes there */
+	TupleTableSlot *pslot;
+	AttrNumber *proj;			/* attribute numbers, pslot's natts of them */
+	AttrNumber	proj_max;		/* the largest */
 	HeapTupleData tuple;
 	OffsetNumber offs[MaxHeapTuplesPerPage];
 };
@@ -204,6 +211,40 @@ gs_hr_next_page(GsHeapReader *r)
 	}
 }
 
+/*
+ * The columns a scan's projection picks, if it does nothing else: every
+ * output column a column of the table (no expression, no system column,
+ * no whole-row reference).  NULL otherwise.
+ */
+static AttrNumber *
+gs_hr_projection(PlanState *child, AttrNumber *max)
+{
+	List	   *tlist = child->plan->targetlist;
+	Index		scanrelid = ((Scan *) child->plan)->scanrelid;
+	AttrNumber *attnos;
+	ListCell   *lc;
+	int			i = 0;
+
+	if (list_length(tlist) != child->ps_ResultTupleSlot->tts_tupleDescriptor->natts)
+		return NULL;
+	attnos = palloc(Max(list_length(tlist), 1) * sizeof(AttrNumber));
+	*max = 0;
+	foreach(lc, tlist)
+	{
+		Var		   *var = (Var *) ((TargetEntry *) lfirst(lc))->expr;
+
+		if (!IsA(var, Var) || var->varno != scanrelid ||
+			var->varlevelsup != 0 || var->varattno <= 0)
+		{
+			pfree(attnos);
+			return NULL;
+		}
+		attnos[i++] = var->varattno;
+		*max = Max(*max, var->varattno);
+	}
+	return attnos;
+}
+
 /* a reader of one scan's rows (see gs_heapread_begin) */
 static GsHeapReader *
 gs_hr_begin_scan(PlanState *child)
@@ -213,10 +254,14 @@ gs_hr_begin_scan(PlanState *child)
 	GsHeapReader *r;
 	HeapScanDesc scan;
 	Relation	rel;
+	AttrNumber *proj = NULL;
+	AttrNumber	proj_max = 0;
 
 	if (!IsA(child, SeqScanState) ||
-		child->qual != NULL || child->ps_ProjInfo != NULL ||
-		estate->es_epq_active != NULL)
+		child->qual != NULL || estate->es_epq_active != NULL)
+		return NULL;
+	if (child->ps_ProjInfo != NULL &&
+		(proj = gs_hr_projection(child, &proj_max)) == NULL)
 		return NULL;
 	rel = ss->ss_currentRelation;
 	if (rel == NULL || rel->rd_rel->relam != HEAP_TABLE_AM_OID ||
@@ -244,6 +289,12 @@ gs_hr_begin_scan(PlanState *child)
 	r->tuple.t_tableOid = RelationGetRelid(rel);
 	r->slot = MakeSingleTupleTableSlot(RelationGetDescr(rel),
 									   &TTSOpsHeapTuple);
+	if (proj != NULL)
+	{
+		r->pslot = child->ps_ResultTupleSlot;
+		r->proj = proj;
+		r->proj_max = proj_max;
+	}
 	if (r->pbscan != NULL)
 		table_block_parallelscan_startblock_init(rel,
 												 scan->rs_parallelworkerdata,
@@ -405,11 +456,33 @@ gs_heapread_slot(GsHeapReader *r)
 	return ExecStoreHeapTuple(&r->tuple, r->slot, false);
 }
 
-/* does r read one table's pages itself (gs_heapread_next_tuple)? */
+/*
+ * does r read one table's pages itself, and return its rows as they are
+ * (gs_heapread_next_tuple)?
+ */
 bool
 gs_heapread_is_plain(GsHeapReader *r)
 {
-	return r != NULL && r->append == NULL;
+	return r != NULL && r->append == NULL && r->proj == NULL;
+}
+
+/* the columns the node's projection picks of the tuple read last */
+static TupleTableSlot *
+gs_hr_project(GsHeapReader *r)
+{
+	TupleTableSlot *in = ExecStoreHeapTuple(&r->tuple, r->slot, false);
+	TupleTableSlot *out = r->pslot;
+	int			n = out->tts_tupleDescriptor->natts;
+	int			i;
+
+	slot_getsomeattrs(in, r->proj_max);
+	ExecClearTuple(out);
+	for (i = 0; i < n; i++)
+	{
+		out->tts_values[i] = in->tts_values[r->proj[i] - 1];
+		out->tts_isnull[i] = in->tts_isnull[r->proj[i] - 1];
+	}
+	return ExecStoreVirtualTuple(out);
 }
 
 /*
@@ -423,6 +496,8 @@ gs_heapread_next(GsHeapReader *r)
 		return gs_hr_append_next(r);
 	if (gs_heapread_next_tuple(r) == NULL)
 		return NULL;
+	if (r->proj != NULL)
+		return gs_hr_project(r);
 	return ExecStoreHeapTuple(&r->tuple, r->slot, false);
 }
 
