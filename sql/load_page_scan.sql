@@ -46,6 +46,23 @@ SELECT * FROM gs_check('SELECT id, extra FROM gs_ps ORDER BY extra, id');
 SELECT * FROM gs_check('SELECT t, k, id FROM gs_ps ORDER BY t DESC NULLS LAST, id');
 SELECT * FROM gs_check('SELECT k, id, k FROM gs_ps ORDER BY k NULLS FIRST, id');
 SELECT * FROM gs_check('SELECT id, row_number() OVER (ORDER BY k, id) FROM gs_ps');
+-- picked columns at offsets known once: fixed-width columns before them,
+-- a dropped one among them, one added later (rows stored before lack it),
+-- NULLs, a fixed-width type passed by reference
+CREATE TABLE gs_pf (a int4, b int8, c int2, u uuid, d float8)
+	WITH (autovacuum_enabled = off);
+INSERT INTO gs_pf
+SELECT g, (g * 7919) % 10007, g, md5(g::text)::uuid,
+	   CASE WHEN g % 53 = 0 THEN NULL ELSE g / 7.0 END
+FROM generate_series(1, 20000) g;
+ALTER TABLE gs_pf DROP COLUMN c;
+ALTER TABLE gs_pf ADD COLUMN e int4 DEFAULT 5;
+INSERT INTO gs_pf SELECT g, g % 101, md5(g::text)::uuid, g, g
+FROM generate_series(20001, 22000) g;
+ANALYZE gs_pf;
+SELECT * FROM gs_check('SELECT d, a, u FROM gs_pf ORDER BY d NULLS FIRST, a');
+SELECT * FROM gs_check('SELECT e, b, a FROM gs_pf ORDER BY e DESC, b, a');
+SELECT * FROM gs_check('SELECT u, b FROM gs_pf ORDER BY u');
 -- a filter or an expression in the scan: the scan node runs
 SELECT * FROM gs_check('SELECT * FROM gs_ps WHERE id % 3 = 0 ORDER BY k, id');
 SELECT * FROM gs_check('SELECT id, k + 1 AS k1 FROM gs_ps ORDER BY k1, id');
@@ -122,6 +139,8 @@ SELECT * FROM gs_check('SELECT * FROM gs_ps ORDER BY k DESC, id');
 SELECT * FROM gs_check('SELECT * FROM gs_ps ORDER BY t NULLS FIRST, id');
 SELECT * FROM gs_check('SELECT t, id, extra FROM gs_ps ORDER BY t, id');
 SELECT * FROM gs_check('SELECT extra, id FROM gs_ps ORDER BY extra DESC, id');
+SELECT * FROM gs_check('SELECT d, a, u FROM gs_pf ORDER BY d DESC, a');
+SELECT * FROM gs_check('SELECT e, b, a FROM gs_pf ORDER BY e, b DESC, a');
 -- a filter or an expression in the workers' scan: every row through the
 -- scan node, writing runs and in memory
 SELECT * FROM gs_check('SELECT * FROM gs_ps WHERE id % 3 <> 0 ORDER BY k DESC, id');
@@ -133,4 +152,4 @@ SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
 
 DROP FUNCTION gs_tup_read(text);
 DROP FUNCTION gs_scan_rows(text);
-DROP TABLE gs_ps;
+DROP TABLE gs_ps, gs_pf;

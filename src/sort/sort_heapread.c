@@ -51,8 +51,10 @@
 #include "postgres.h"
 
 #include "access/heapam.h"
+#include "access/htup_details.h"
 #include "access/relscan.h"
 #include "access/tableam.h"
+#include "access/tupmacs.h"
 #include "catalog/pg_am_d.h"
 #include "executor/executor.h"
 #include "executor/instrument.h"
@@ -98,6 +100,10 @@ struct GsHeapReader
 	TupleTableSlot *pslot;
 	AttrNumber *proj;			/* attribute numbers, pslot's natts of them */
 	AttrNumber	proj_max;		/* the largest */
+	/* every attribute up to proj_max fixed-width: where each picked one is */
+	bool		proj_fixed;
+	int32	   *proj_off;		/* in a tuple's data without NULLs */
+	Form_pg_attribute *proj_att;
 	HeapTupleData tuple;
 	OffsetNumber offs[MaxHeapTuplesPerPage];
 };
@@ -245,6 +251,45 @@ gs_hr_projection(PlanState *child, AttrNumber *max)
 	return attnos;
 }
 
+/*
+ * Where the picked columns lie in a tuple without NULLs, when every
+ * attribute up to the last picked one is fixed-width (a dropped one keeps
+ * its width): at offsets known once, as the tuple descriptor's cached
+ * offsets would give them.
+ */
+static void
+gs_hr_projection_offsets(GsHeapReader *r)
+{
+	TupleDesc	desc = RelationGetDescr(r->rel);
+	int			n = r->pslot->tts_tupleDescriptor->natts;
+	int32	   *attoff = palloc(r->proj_max * sizeof(int32));
+	int32		off = 0;
+	int			a;
+
+	for (a = 0; a < r->proj_max; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+
+		if (att->attlen <= 0)
+		{
+			pfree(attoff);
+			return;
+		}
+		off = att_align_nominal(off, att->attalign);
+		attoff[a] = off;
+		off += att->attlen;
+	}
+	r->proj_off = palloc(Max(n, 1) * sizeof(int32));
+	r->proj_att = palloc(Max(n, 1) * sizeof(Form_pg_attribute));
+	for (a = 0; a < n; a++)
+	{
+		r->proj_off[a] = attoff[r->proj[a] - 1];
+		r->proj_att[a] = TupleDescAttr(desc, r->proj[a] - 1);
+	}
+	pfree(attoff);
+	r->proj_fixed = true;
+}
+
 /* a reader of one scan's rows (see gs_heapread_begin) */
 static GsHeapReader *
 gs_hr_begin_scan(PlanState *child)
@@ -294,6 +339,7 @@ gs_hr_begin_scan(PlanState *child)
 		r->pslot = child->ps_ResultTupleSlot;
 		r->proj = proj;
 		r->proj_max = proj_max;
+		gs_hr_projection_offsets(r);
 	}
 	if (r->pbscan != NULL)
 		table_block_parallelscan_startblock_init(rel,
@@ -466,15 +512,35 @@ gs_heapread_is_plain(GsHeapReader *r)
 	return r != NULL && r->append == NULL && r->proj == NULL;
 }
 
-/* the columns the node's projection picks of the tuple read last */
+/*
+ * The columns the node's projection picks of the tuple read last: taken at
+ * their offsets from a tuple without NULLs where they are known
+ * (proj_fixed), else from the tuple deformed in the reader's slot
+ */
 static TupleTableSlot *
 gs_hr_project(GsHeapReader *r)
 {
-	TupleTableSlot *in = ExecStoreHeapTuple(&r->tuple, r->slot, false);
+	HeapTupleHeader th = r->tuple.t_data;
+	TupleTableSlot *in;
 	TupleTableSlot *out = r->pslot;
 	int			n = out->tts_tupleDescriptor->natts;
 	int			i;
 
+	if (r->proj_fixed && !(th->t_infomask & HEAP_HASNULL) &&
+		HeapTupleHeaderGetNatts(th) >= r->proj_max)
+	{
+		const char *data = (const char *) th + th->t_hoff;
+
+		ExecClearTuple(out);
+		for (i = 0; i < n; i++)
+		{
+			out->tts_values[i] = fetchatt(r->proj_att[i],
+										  data + r->proj_off[i]);
+			out->tts_isnull[i] = false;
+		}
+		return ExecStoreVirtualTuple(out);
+	}
+	in = ExecStoreHeapTuple(&r->tuple, r->slot, false);
 	slot_getsomeattrs(in, r->proj_max);
 	ExecClearTuple(out);
 	for (i = 0; i < n; i++)
