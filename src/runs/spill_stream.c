@@ -207,10 +207,10 @@ gs_stream_block_size(int64 mem, int nstreams)
 /*
  * Start a thread merging runs[0 .. nruns-1] of f, records in format tf
  * (gpusort_spill.h), whose keys order the rows alone or with the format's
- * tie function (gs_tape_cmp_rest).  Every row must fit in read_size bytes, and as a record twice in
- * block_size.  The stream's memory and thread belong to
- * cxt: its reset or deletion stops the thread first.  NULL if no thread can
- * be started (the caller merges another way).
+ * tie function (gs_tape_cmp_rest).  Every row must fit in read_size bytes,
+ * and as a record twice in block_size.  The stream's memory and thread
+ * belong to cxt: its reset or deletion stops the thread first.  NULL if no
+ * thread can be started (the caller merges another way).
  */
 GsStream *
 gs_stream_start(MemoryContext cxt, GsTempFile *f, const GsTapeFormat *tf,
@@ -248,8 +248,8 @@ gs_stream_start(MemoryContext cxt, GsTempFile *f, const GsTapeFormat *tf,
 
 /*
  * Start a thread merging streams inputs[0 .. n-1] (in the order of their
- * format, see gs_tape_cmp_rest; not yet read) into one, with blocks of block_size bytes, no smaller than the
- * inputs'.  Its records are the inputs' records themselves, whose
+ * format, see gs_tape_cmp_rest; not yet read) into one, with blocks of
+ * block_size bytes, no smaller than the inputs'.  Its records are the inputs' records themselves, whose
  * addresses the reader walks (see spill_stream_thread.c's cascades).  From
  * then on the inputs belong to it: only the cascade is read, and stopping
  * any of them stops it.  NULL if no thread can be started (the caller

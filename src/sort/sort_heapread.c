@@ -231,7 +231,8 @@ gs_hr_projection(PlanState *child, AttrNumber *max)
 	ListCell   *lc;
 	int			i = 0;
 
-	if (list_length(tlist) != child->ps_ResultTupleSlot->tts_tupleDescriptor->natts)
+	if (list_length(tlist) !=
+		child->ps_ResultTupleSlot->tts_tupleDescriptor->natts)
 		return NULL;
 	attnos = palloc(Max(list_length(tlist), 1) * sizeof(AttrNumber));
 	*max = 0;
