@@ -249,11 +249,11 @@ gs_stream_start(MemoryContext cxt, GsTempFile *f, const GsTapeFormat *tf,
 /*
  * Start a thread merging streams inputs[0 .. n-1] (in the order of their
  * format, see gs_tape_cmp_rest; not yet read) into one, with blocks of
- * block_size bytes, no smaller than the inputs'.  Its records are the inputs' records themselves, whose
- * addresses the reader walks (see spill_stream_thread.c's cascades).  From
- * then on the inputs belong to it: only the cascade is read, and stopping
- * any of them stops it.  NULL if no thread can be started (the caller
- * reads the inputs itself).
+ * block_size bytes, no smaller than the inputs'.  Its records are the
+ * inputs' records themselves, whose addresses the reader walks (see
+ * spill_stream_thread.c's cascades).  From then on the inputs belong to
+ * it: only the cascade is read, and stopping any of them stops it.  NULL
+ * if no thread can be started (the caller reads the inputs itself).
  */
 GsStream *
 gs_stream_cascade(MemoryContext cxt, GsStream **inputs, int n,
