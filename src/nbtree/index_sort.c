@@ -242,7 +242,33 @@ typedef struct GsIdxPrev
 	IndexTuple	first_alive;	/* of its group's live rows, the first */
 	bool		have_alive;
 	int			fixed;			/* see gs_idx_same_key */
+	bool		varlena;		/* see gs_idx_keys_differ */
 } GsIdxPrev;
+
+/*
+ * Do the key columns of two rows without NULLs differ for certain?  Their
+ * bytes tell where they are fixed-width (p->fixed); for an index of one
+ * variable-width column (p->varlena: a text index), the values' images
+ * do where both are inline and uncompressed, compared as datum_image_eq
+ * compares them (lengths, then bytes).  Otherwise they may be equal.
+ */
+static inline bool
+gs_idx_keys_differ(const GsIdxPrev *p, IndexTuple a, IndexTuple b)
+{
+	const char *x;
+	const char *y;
+
+	if (!p->varlena)
+		return !gs_idx_data_equal(a, b, p->fixed);
+	/* (no NULL bitmap, no alignment: the value starts the data) */
+	x = (const char *) a + MAXALIGN(sizeof(IndexTupleData));
+	y = (const char *) b + MAXALIGN(sizeof(IndexTupleData));
+	if (VARATT_IS_EXTERNAL(x) || VARATT_IS_COMPRESSED(x) ||
+		VARATT_IS_EXTERNAL(y) || VARATT_IS_COMPRESSED(y))
+		return false;
+	return VARSIZE_ANY_EXHDR(x) != VARSIZE_ANY_EXHDR(y) ||
+		memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) != 0;
+}
 
 /*
  * The unique check, row by row in btree order: two live rows with equal
@@ -295,7 +321,7 @@ gs_idx_write_row(GsIdxBuild *b, GsBtWriter *w, GsIdxPrev *p,
 		b->sink(b->sink_arg, itup);
 	else if (dedup_hint && p->last != NULL &&
 			 !IndexTupleHasNulls(p->last) && !IndexTupleHasNulls(itup) &&
-			 !gs_idx_data_equal(p->last, itup, p->fixed))
+			 gs_idx_keys_differ(p, p->last, itup))
 	{
 		/* key columns that differ: no posting list can take it */
 		if (stable)
@@ -364,8 +390,12 @@ gs_idx_sort_write(GsIdxBuild *b)
 	 */
 	memset(&p, 0, sizeof(p));
 	p.fixed = gs_idx_image_key_bytes(b);
-	dedup_hint = p.fixed > 0 && b->sink == NULL && !b->isunique &&
-		BTGetDeduplicateItems(b->index);
+	p.varlena = p.fixed == 0 && b->nkeyatts == 1 &&
+		b->itupdesc->natts == 1 &&
+		TupleDescAttr(b->itupdesc, 0)->attlen == -1 &&
+		_bt_allequalimage(b->index, false);
+	dedup_hint = (p.fixed > 0 || p.varlena) && b->sink == NULL &&
+		!b->isunique && BTGetDeduplicateItems(b->index);
 	if (b->isunique || dedup_hint)
 	{
 		last_buf = palloc(INDEX_SIZE_MASK + 1);
