@@ -60,6 +60,11 @@ SELECT * FROM gs_build('CREATE INDEX %I ON gsi (c COLLATE "und-x-icu")', 'gsi_ic
 -- wide keys: a tree of three levels
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi ((lng || lng || lng || id) COLLATE "C")', 'gsi_wide');
 SELECT level FROM bt_metap('gsi_wide');
+-- values made by an expression (4-byte headers, shortened in the index
+-- tuple where they are short enough, kept where not, compressed past
+-- 510 bytes)
+SELECT * FROM gs_build('CREATE INDEX %I ON gsi ((c || id) COLLATE "C")', 'gsi_cat');
+SELECT * FROM gs_build('CREATE INDEX %I ON gsi ((repeat(c, 1 + id %% 40)) COLLATE "C" DESC)', 'gsi_rep');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (d)', 'gsi_d');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (n)', 'gsi_n');
 SELECT * FROM gs_build('CREATE INDEX %I ON gsi (ts)', 'gsi_ts');

@@ -29,6 +29,7 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/itup.h"
+#include "access/heaptoast.h"
 #include "access/tableam.h"
 #include "access/tupmacs.h"
 #include "nodes/execnodes.h"
@@ -78,6 +79,15 @@ typedef struct GsIdxBuild
 	bool		fixed;
 	int			fixed_natts;	/* the index tuple's attributes */
 	Size		fixed_size;
+
+	/*
+	 * The index tuple one variable-width column (a text index): a value
+	 * inline, uncompressed and small is stored in place too
+	 * (gs_idx_form_var1), its header shortened where index_form_tuple
+	 * would shorten it (var1_packable).
+	 */
+	bool		var1;
+	bool		var1_packable;
 	uint16		fixed_off[INDEX_MAX_KEYS];
 	int16		fixed_len[INDEX_MAX_KEYS];	/* attlen; negated by reference */
 
@@ -194,6 +204,61 @@ gs_idx_form_fixed(const GsIdxBuild *b, Datum *values, bool *isnull,
 			gs_store_fixed_value((char *) dst + b->fixed_off[i], values[i],
 								 b->fixed_len[i]);
 	dst->t_info = (unsigned short) size;
+}
+
+/*
+ * The size of the index tuple of values when b->var1 and gs_idx_form_var1
+ * forms it, else 0 (index_form_tuple must: a NULL, a value out of line or
+ * compressed, or one it would try to compress)
+ */
+static inline Size
+gs_idx_var1_size(const GsIdxBuild *b, Datum *values, bool *isnull)
+{
+	Pointer		val;
+	Size		len;
+
+	if (!b->var1 || isnull[0])
+		return 0;
+	val = DatumGetPointer(values[0]);
+	if (VARATT_IS_EXTERNAL(val) || VARATT_IS_COMPRESSED(val))
+		return 0;
+	if (VARATT_IS_SHORT(val))
+		len = VARSIZE_SHORT(val);
+	else if (VARSIZE(val) > TOAST_INDEX_TARGET)
+		return 0;
+	else if (b->var1_packable && VARATT_CAN_MAKE_SHORT(val))
+		len = VARATT_CONVERTED_SHORT_SIZE(val);
+	else
+		len = VARSIZE(val);
+	return MAXALIGN(IndexInfoFindDataOffset(0) + len);
+}
+
+/*
+ * Form that tuple at dst, size bytes, byte for byte as index_form_tuple
+ * would (heap_fill_tuple's copy of a varlena: a short header kept, a
+ * 4-byte one shortened where it can be, else copied at the data's start,
+ * which is aligned for it), padding zeroed; t_tid is left to the caller
+ */
+static inline void
+gs_idx_form_var1(const GsIdxBuild *b, Datum *values, Size size,
+				 IndexTuple dst)
+{
+	Pointer		val = DatumGetPointer(values[0]);
+	char	   *data = (char *) dst + IndexInfoFindDataOffset(0);
+
+	gs_zero_tuple(dst, size);
+	if (VARATT_IS_SHORT(val))
+		memcpy(data, val, VARSIZE_SHORT(val));
+	else if (b->var1_packable && VARATT_CAN_MAKE_SHORT(val))
+	{
+		Size		len = VARATT_CONVERTED_SHORT_SIZE(val);
+
+		SET_VARSIZE_SHORT(data, len);
+		memcpy(data + 1, VARDATA(val), len - 1);
+	}
+	else
+		memcpy(data, val, VARSIZE(val));
+	dst->t_info = (unsigned short) (size | INDEX_VAR_MASK);
 }
 
 /* the last word of a row's key: its heap TID, in TID order */

@@ -672,6 +672,21 @@ gs_pidx_worker_collect(Relation index, ItemPointer tid, Datum *values,
 			return;
 		}
 	}
+	else if (b->sort == NULL &&
+			 (size = gs_idx_var1_size(b, values, isnull)) > 0)
+	{
+		/* one variable-width column, formed in place (gs_idx_form_var1) */
+		if (gs_pidx_worker_room(w, GS_ROW_DATA_OFF + size))
+		{
+			itup = (IndexTuple) (gs_blocks_free(&w->bw) + GS_ROW_DATA_OFF);
+			gs_idx_form_var1(b, values, size, itup);
+			itup->t_tid = *tid;
+			b->indtuples += 1;
+			gs_pidx_worker_entry(w, GS_ROW_DATA_OFF + size, size, values,
+								 isnull, tid, tupleIsAlive);
+			return;
+		}
+	}
 	else if (b->sort == NULL)
 	{
 		Size		isize;

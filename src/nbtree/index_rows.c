@@ -120,6 +120,17 @@ gs_idx_init_fixed(GsIdxBuild *b)
 	b->fixed = b->fixed_size + MAXIMUM_ALIGNOF <= INDEX_SIZE_MASK;
 }
 
+/* an index of one variable-width column: see gs_idx_form_var1 */
+static void
+gs_idx_init_var1(GsIdxBuild *b)
+{
+	Form_pg_attribute att = TupleDescAttr(b->itupdesc, 0);
+
+	b->var1 = b->itupdesc->natts == 1 && att->attlen == -1;
+	/* (heap_fill_tuple shortens the headers of all but PLAIN storage) */
+	b->var1_packable = att->attstorage != TYPSTORAGE_PLAIN;
+}
+
 /*
  * gs_idx_form_fixed's tuple of values with a NULL among them: a NULL
  * bitmap, and the others' values packed after it, as heap_fill_tuple puts
@@ -171,6 +182,7 @@ gs_idx_init(GsIdxBuild *b, Relation heap, Relation index,
 		gs_keyplan_ncols_encoded(b->kp) == b->nkeyatts &&
 		gs_keyplan_exact(b->kp);
 	gs_idx_init_fixed(b);
+	gs_idx_init_var1(b);
 	b->derive_key = b->fixed && gs_keyplan_derives_one(b->kp);
 	return true;
 }

@@ -131,7 +131,7 @@ gs_idx_sort_put_inline(GsIdxBuild *b, ItemPointer tid, Datum *values,
 
 	if (b->fixed && !b->payload)
 		isize = gs_idx_fixed_size(b, values, isnull, &hasnull);
-	else
+	else if ((isize = gs_idx_var1_size(b, values, isnull)) == 0)
 	{
 		formed = index_form_tuple_context(b->itupdesc, values, isnull,
 										  b->scratch);
@@ -146,8 +146,10 @@ gs_idx_sort_put_inline(GsIdxBuild *b, ItemPointer tid, Datum *values,
 	room = gs_sort_row_add(b->sort, size);
 	row = room.row;
 	itup = (IndexTuple) row;
-	if (formed == NULL)
+	if (formed == NULL && b->fixed)
 		gs_idx_form_fixed(b, values, isnull, hasnull, isize, itup);
+	else if (formed == NULL)
+		gs_idx_form_var1(b, values, isize, itup);
 	else
 	{
 		memcpy(itup, formed, isize);
