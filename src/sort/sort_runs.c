@@ -225,6 +225,7 @@ gs_spill_rows(GsSpillJob *j, int part, size_t from, size_t to, int64 off,
 	size_t		kb = j->key_bytes;
 	char	   *buf = j->bufs[part];
 	size_t		used = 0;
+	size_t		keyed = 0;
 	size_t		i;
 
 	for (i = from; i < to; i++)
@@ -252,8 +253,7 @@ gs_spill_rows(GsSpillJob *j, int part, size_t from, size_t to, int64 off,
 				return;
 		}
 		gs_tape_put_head(&j->tape, buf + used, word, key);
-		if (!(word & TAPE_NOKEY_BIT))
-			j->keyed[part]++;
+		keyed += (word & TAPE_NOKEY_BIT) == 0;
 		if (head + body <= j->bufsize)
 		{
 			memcpy(buf + used + head, bytes, body);
@@ -269,6 +269,8 @@ gs_spill_rows(GsSpillJob *j, int part, size_t from, size_t to, int64 off,
 			off += head + body;
 		}
 	}
+	/* (counted aside: the parts' counters share a cache line) */
+	j->keyed[part] = keyed;
 	j->err[part] = gs_temp_pwrite(j->file, buf, used, off);
 }
 
@@ -291,7 +293,6 @@ gs_spill_part(void *arg, int part, int nparts, volatile bool *stop)
 
 	if (j->sort_eng != NULL && !gs_spill_sorted(j, part, stop))
 		return;
-	j->keyed[part] = 0;
 	if (j->rec > 0)
 		off = j->base + (int64) from * j->rec;
 	else if (nparts == 1)
