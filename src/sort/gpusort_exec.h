@@ -42,6 +42,9 @@ extern TupleTableSlot *gs_heapread_next(GsHeapReader *r);
 extern HeapTuple gs_heapread_next_tuple(GsHeapReader *r);
 extern TupleTableSlot *gs_heapread_slot(GsHeapReader *r);
 extern bool gs_heapread_is_plain(GsHeapReader *r);
+extern const int32 *gs_heapread_fixed_offsets(GsHeapReader *r);
+extern bool gs_heapread_next_fixed(GsHeapReader *r, const char **data,
+								   TupleTableSlot **slot);
 extern bool gs_heapread_stop(GsHeapReader *r);
 
 /* load_budget.c: the room in /dev/shm of an in-memory parallel load */

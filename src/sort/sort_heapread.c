@@ -553,6 +553,49 @@ gs_hr_project(GsHeapReader *r)
 }
 
 /*
+ * Where a reader whose projection picks fixed-width columns at offsets
+ * known once (proj_fixed) finds them in a tuple's data, one offset a
+ * picked column; NULL for any other reader.
+ */
+const int32 *
+gs_heapread_fixed_offsets(GsHeapReader *r)
+{
+	return r != NULL && r->append == NULL && r->proj_fixed ?
+		r->proj_off : NULL;
+}
+
+/*
+ * The next row of a reader with fixed offsets (gs_heapread_fixed_offsets):
+ * *data the data of its tuple where the offsets hold for it (no NULLs,
+ * every attribute up to the last picked one), else *data NULL and *slot
+ * the row projected as gs_heapread_next would return it.  Both are valid
+ * until the next call.  False at the end.
+ */
+bool
+gs_heapread_next_fixed(GsHeapReader *r, const char **data,
+					   TupleTableSlot **slot)
+{
+	HeapTupleHeader th;
+
+	Assert(r->proj_fixed);
+	if (gs_heapread_next_tuple(r) == NULL)
+		return false;
+	th = r->tuple.t_data;
+	if (likely(!(th->t_infomask & HEAP_HASNULL) &&
+			   HeapTupleHeaderGetNatts(th) >= r->proj_max))
+	{
+		*data = (const char *) th + th->t_hoff;
+		*slot = NULL;
+	}
+	else
+	{
+		*data = NULL;
+		*slot = gs_hr_project(r);
+	}
+	return true;
+}
+
+/*
  * The next row, in a slot of the reader's (valid until the next call: the
  * tuple lies in a pinned shared buffer), or NULL at the end.
  */

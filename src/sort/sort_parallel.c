@@ -523,6 +523,7 @@ gs_load_worker(GsLoadState *ls)
 	uint32		max_tuple_len = 0;
 	bool		derive;
 	bool		tuples;
+	const int32 *fixed_off = NULL;
 
 	Assert(ParallelWorkerNumber >= 0 && ParallelWorkerNumber < sh->nslots);
 	gs_row_layout_init(&layout, desc);
@@ -551,17 +552,33 @@ gs_load_worker(GsLoadState *ls)
 	/*
 	 * A key of one fixed-width column is made from the copied row's bytes,
 	 * and a plain table's rows are copied from their pages without a slot,
-	 * as the sort state's own load does (gs_sort_put_from).
+	 * as the sort state's own load does (gs_sort_put_from); so are the
+	 * rows of a projection of fixed-width columns, from their values'
+	 * bytes.
 	 */
 	derive = gs_keyplan_derives_fast(kp);
 	tuples = derive && gs_heapread_is_plain(hr);
+	if (derive && layout.len != 0 && layout.natts == desc->natts)
+		fixed_off = gs_heapread_fixed_offsets(hr);
 	for (;;)
 	{
 		TupleTableSlot *ts = NULL;
 		MinimalTuple tup;
 		bool		lossy;
 
-		if (tuples)
+		if (fixed_off != NULL)
+		{
+			const char *data;
+
+			if (!gs_heapread_next_fixed(hr, &data, &ts))
+				break;
+			if (likely(data != NULL))
+				tup = gs_form_fixed_row_at(&layout, data, fixed_off,
+										   gs_load_alloc, w);
+			else
+				tup = gs_form_row(ts, desc->natts, &layout, gs_load_alloc, w);
+		}
+		else if (tuples)
 		{
 			HeapTuple	ht = gs_heapread_next_tuple(hr);
 
@@ -584,7 +601,7 @@ gs_load_worker(GsLoadState *ls)
 				slot_getsomeattrs(ts, ls->def.maxattno);
 			tup = gs_form_row(ts, desc->natts, &layout, gs_load_alloc, w);
 		}
-		/* (a whole tuple from its page: derivable, see gs_sort_put_from) */
+		/* (a row from its page's bytes: derivable, see gs_sort_put_from) */
 		if (derive && (ts == NULL ||
 					   gs_key_derivable(kp, (const char *) tup +
 										MINIMAL_TUPLE_DATA_OFFSET)))

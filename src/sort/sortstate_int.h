@@ -334,6 +334,9 @@ struct GsSortState
 	bool		exact;			/* static part: every column fully encoded */
 	bool		load_derive;	/* gs_sort_put makes keys from the copied
 								 * rows (gs_keyplan_derives_fast) */
+	const int32 *from_off;		/* gs_sort_put_from forms rows from a
+								 * reader's fixed offsets; NULL: copies
+								 * whole tuples */
 	bool		any_lossy;		/* some row's encoding lost information */
 	uint64	   *lossy;			/* bit per batch row */
 	SortSupport ssup;			/* PostgreSQL's comparators, for ties */
@@ -710,6 +713,50 @@ gs_form_fixed_row(const GsRowLayout *l, const Datum *values,
 	mt->t_hoff = l->hoff;
 	for (i = 0; i < l->natts; i++)
 		gs_store_fixed_value((char *) mt + l->off[i], values[i], l->attlen[i]);
+	return mt;
+}
+
+/*
+ * The same row from a heap tuple's data without NULLs, where value i lies
+ * at src + src_off[i] (a reader's fixed offsets, sort_heapread.c): each
+ * value's bytes copied, as fetching and storing them would.
+ */
+static pg_attribute_always_inline MinimalTuple
+gs_form_fixed_row_at(const GsRowLayout *l, const char *src,
+					 const int32 *src_off, GsRowAllocFn alloc, void *arg)
+{
+	MinimalTuple mt = (MinimalTuple) alloc(arg, l->len);
+	char	   *dst = (char *) mt;
+	int			i;
+
+	gs_zero_tuple(mt, l->len);
+	mt->t_len = l->len;
+	HeapTupleHeaderSetNatts(mt, l->natts);
+	mt->t_hoff = l->hoff;
+	for (i = 0; i < l->natts; i++)
+	{
+		const char *from = src + src_off[i];
+		char	   *to = dst + l->off[i];
+
+		switch (l->attlen[i])
+		{
+			case 8:
+				memcpy(to, from, 8);
+				break;
+			case 4:
+				memcpy(to, from, 4);
+				break;
+			case 2:
+				memcpy(to, from, 2);
+				break;
+			case 1:
+				*to = *from;
+				break;
+			default:
+				memcpy(to, from, Abs(l->attlen[i]));
+				break;
+		}
+	}
 	return mt;
 }
 
