@@ -136,10 +136,10 @@ gpusort_load(GpuSortState *gss)
 		/* a plain table scan's pages are read here, else the node runs */
 		GsHeapReader *hr = gs_heapread_begin(child);
 
-		if (gs_sort_takes_tuples(gss->sort, hr))
+		if (gs_sort_takes_pages(gss->sort, hr))
 		{
-			/* the rows straight from the pages (see gs_sort_put_from) */
-			while (gs_sort_put_from(gss->sort, hr))
+			/* the rows straight from the pages (see gs_sort_put_page) */
+			while (gs_sort_put_page(gss->sort, hr) > 0)
 				;
 		}
 		else

@@ -16,6 +16,7 @@
 #include "executor/tuptable.h"
 #include "nodes/extensible.h"
 #include "portability/instr_time.h"
+#include "storage/bufpage.h"
 #include "utils/dsa.h"
 
 #include "gpusort_compat.h"
@@ -39,12 +40,21 @@ typedef struct GsHeapReader GsHeapReader;
 
 extern GsHeapReader *gs_heapread_begin(PlanState *child);
 extern TupleTableSlot *gs_heapread_next(GsHeapReader *r);
-extern HeapTuple gs_heapread_next_tuple(GsHeapReader *r);
-extern TupleTableSlot *gs_heapread_slot(GsHeapReader *r);
-extern bool gs_heapread_is_plain(GsHeapReader *r);
-extern const int32 *gs_heapread_fixed_offsets(GsHeapReader *r);
-extern bool gs_heapread_next_fixed(GsHeapReader *r, const char **data,
-								   TupleTableSlot **slot);
+
+/* how a reader's rows are copied from their pages (gs_page_row) */
+typedef struct GsPageRows
+{
+	const int32 *fixed_off;		/* where a projection's fixed-width values
+								 * lie in a tuple's data; NULL: the tuples
+								 * are the rows */
+	int			natts;			/* the attributes a tuple must have */
+} GsPageRows;
+
+extern bool gs_heapread_page_rows(GsHeapReader *r, GsPageRows *pr);
+extern int	gs_heapread_next_page(GsHeapReader *r, Page *page,
+								  const OffsetNumber **offs);
+extern TupleTableSlot *gs_heapread_page_slot(GsHeapReader *r,
+											 OffsetNumber off);
 extern bool gs_heapread_stop(GsHeapReader *r);
 
 /* load_budget.c: the room in /dev/shm of an in-memory parallel load */
@@ -126,8 +136,8 @@ extern GsSortState *gs_sort_begin(TupleDesc tupdesc, const GsSortDef *def,
 								  int work_mem_kb, bool random_access,
 								  double est_rows);
 extern void gs_sort_put(GsSortState *s, TupleTableSlot *slot);
-extern bool gs_sort_takes_tuples(GsSortState *s, GsHeapReader *r);
-extern bool gs_sort_put_from(GsSortState *s, GsHeapReader *r);
+extern bool gs_sort_takes_pages(GsSortState *s, GsHeapReader *r);
+extern int	gs_sort_put_page(GsSortState *s, GsHeapReader *r);
 extern int	gs_sort_key_bytes(GsSortState *s);
 extern size_t gs_sort_bulk_room(GsSortState *s, size_t n,
 								MinimalTuple **tuples, char **keys);

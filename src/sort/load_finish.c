@@ -379,26 +379,28 @@ gs_load_leader_read(GsLoadState *ls, GsSortState *sort)
 	EState	   *estate = ls->css.ss.ps.state;
 	GsHeapReader *hr;
 	double		rows = 0;
-	bool		tuples;
+	bool		pages;
+	uint64		map_at = MAP_BLOCKS_ROWS;
 
 	/* the query's DSA area, for nodes that share state through it */
 	estate->es_query_dsa = ls->pei ? ls->pei->area : NULL;
 	hr = gs_heapread_begin(child);
 	estate->es_query_dsa = NULL;
-	tuples = gs_sort_takes_tuples(sort, hr);
+	pages = gs_sort_takes_pages(sort, hr);
 	for (;;)
 	{
 		TupleTableSlot *slot;
 
 		estate->es_query_dsa = ls->pei ? ls->pei->area : NULL;
-		if (tuples)
+		if (pages)
 		{
-			/* the rows straight from the pages (see gs_sort_put_from) */
-			bool		more = gs_sort_put_from(sort, hr);
+			/* the rows straight from the pages (see gs_sort_put_page) */
+			int			n = gs_sort_put_page(sort, hr);
 
 			estate->es_query_dsa = NULL;
-			if (!more)
+			if (n == 0)
 				break;
+			rows += n;
 		}
 		else
 		{
@@ -407,10 +409,13 @@ gs_load_leader_read(GsLoadState *ls, GsSortState *sort)
 			if (TupIsNull(slot))
 				break;
 			gs_sort_put(sort, slot);
+			rows += 1;
 		}
-		rows += 1;
-		if (ls->mapped && ((uint64) rows % MAP_BLOCKS_ROWS) == 0)
+		if (ls->mapped && (uint64) rows >= map_at)
+		{
 			gs_load_map_blocks(ls);
+			map_at = (uint64) rows + MAP_BLOCKS_ROWS;
+		}
 	}
 	if (hr)
 		gs_heapread_end(hr);

@@ -186,8 +186,26 @@ gs_hr_collect(GsHeapReader *r)
 	r->pos = 0;
 }
 
-/* move to the next page with a visible tuple; false at the end */
-static bool
+/*
+ * n rows of the current page returned, counted a page at a time for the
+ * table's statistics (as pgstat_count_heap_getnext counts each) and for
+ * the node's instrumentation: a page's rows are all returned (what a
+ * reader ended early did not return is taken back from the node's count,
+ * gs_hr_finish).
+ */
+static inline void
+gs_hr_count(GsHeapReader *r, int n)
+{
+	/* (the counter pgstat_count_heap_getnext adds one to, in every version) */
+	pgstat_count_index_tuples(r->rel, n);
+	r->rows += n;
+}
+
+/*
+ * Move to the next page with a visible tuple; false at the end.  (Out of
+ * line: the calls a row leave their registers alone.)
+ */
+static pg_noinline bool
 gs_hr_next_page(GsHeapReader *r)
 {
 	for (;;)
@@ -453,6 +471,7 @@ gs_hr_finish(GsHeapReader *r)
 	if (r->done)
 		return;
 	r->done = true;
+	r->rows -= r->ntup - r->pos;
 	if (BufferIsValid(r->buf))
 		ReleaseBuffer(r->buf);
 	if (BufferIsValid(r->nextbuf))
@@ -461,56 +480,6 @@ gs_hr_finish(GsHeapReader *r)
 	ExecClearTuple(r->slot);
 	if (r->node->instrument)
 		InstrStopNode(r->node->instrument, r->rows);
-}
-
-/*
- * The next row of a plain table's reader (not an Append's: see
- * gs_heapread_is_plain) as the tuple on its page, valid until the next
- * call (the buffer stays pinned), or NULL at the end.  A sort that makes
- * its keys from a row's bytes copies it from here, without a slot;
- * gs_heapread_slot puts it in the reader's slot for one that needs its
- * values.
- */
-HeapTuple
-gs_heapread_next_tuple(GsHeapReader *r)
-{
-	ItemId		lp;
-	OffsetNumber off;
-
-	Assert(r->append == NULL);
-	if (unlikely(r->pos >= r->ntup))
-	{
-		if (r->done || !gs_hr_next_page(r))
-		{
-			gs_hr_finish(r);
-			return NULL;
-		}
-	}
-	off = r->offs[r->pos++];
-	lp = PageGetItemId(r->page, off);
-	r->tuple.t_data = (HeapTupleHeader) PageGetItem(r->page, lp);
-	r->tuple.t_len = ItemIdGetLength(lp);
-	ItemPointerSet(&r->tuple.t_self, r->blkno, off);
-	pgstat_count_heap_getnext(r->rel);
-	r->rows += 1;
-	return &r->tuple;
-}
-
-/* the tuple gs_heapread_next_tuple returned last, in the reader's slot */
-TupleTableSlot *
-gs_heapread_slot(GsHeapReader *r)
-{
-	return ExecStoreHeapTuple(&r->tuple, r->slot, false);
-}
-
-/*
- * does r read one table's pages itself, and return its rows as they are
- * (gs_heapread_next_tuple)?
- */
-bool
-gs_heapread_is_plain(GsHeapReader *r)
-{
-	return r != NULL && r->append == NULL && r->proj == NULL;
 }
 
 /*
@@ -553,49 +522,6 @@ gs_hr_project(GsHeapReader *r)
 }
 
 /*
- * Where a reader whose projection picks fixed-width columns at offsets
- * known once (proj_fixed) finds them in a tuple's data, one offset a
- * picked column; NULL for any other reader.
- */
-const int32 *
-gs_heapread_fixed_offsets(GsHeapReader *r)
-{
-	return r != NULL && r->append == NULL && r->proj_fixed ?
-		r->proj_off : NULL;
-}
-
-/*
- * The next row of a reader with fixed offsets (gs_heapread_fixed_offsets):
- * *data the data of its tuple where the offsets hold for it (no NULLs,
- * every attribute up to the last picked one), else *data NULL and *slot
- * the row projected as gs_heapread_next would return it.  Both are valid
- * until the next call.  False at the end.
- */
-bool
-gs_heapread_next_fixed(GsHeapReader *r, const char **data,
-					   TupleTableSlot **slot)
-{
-	HeapTupleHeader th;
-
-	Assert(r->proj_fixed);
-	if (gs_heapread_next_tuple(r) == NULL)
-		return false;
-	th = r->tuple.t_data;
-	if (likely(!(th->t_infomask & HEAP_HASNULL) &&
-			   HeapTupleHeaderGetNatts(th) >= r->proj_max))
-	{
-		*data = (const char *) th + th->t_hoff;
-		*slot = NULL;
-	}
-	else
-	{
-		*data = NULL;
-		*slot = gs_hr_project(r);
-	}
-	return true;
-}
-
-/*
  * The next row, in a slot of the reader's (valid until the next call: the
  * tuple lies in a pinned shared buffer), or NULL at the end.
  */
@@ -604,8 +530,84 @@ gs_heapread_next(GsHeapReader *r)
 {
 	if (r->append)
 		return gs_hr_append_next(r);
-	if (gs_heapread_next_tuple(r) == NULL)
-		return NULL;
+	if (unlikely(r->pos >= r->ntup))
+	{
+		if (r->done || !gs_hr_next_page(r))
+		{
+			gs_hr_finish(r);
+			return NULL;
+		}
+		gs_hr_count(r, r->ntup);
+	}
+	return gs_heapread_page_slot(r, r->offs[r->pos++]);
+}
+
+/*
+ * Can r's rows be copied from their pages a page at a time
+ * (gs_heapread_next_page), without a slot?  Those of a plain table's
+ * reader (not an Append's), as whole tuples, and those of a projection
+ * of fixed-width columns at offsets known once, from their values' bytes.
+ * If so, *pr says how (gs_page_row, sortstate_int.h).
+ */
+bool
+gs_heapread_page_rows(GsHeapReader *r, GsPageRows *pr)
+{
+	if (r == NULL || r->append != NULL)
+		return false;
+	if (r->proj == NULL)
+	{
+		pr->fixed_off = NULL;
+		pr->natts = RelationGetDescr(r->rel)->natts;
+		return true;
+	}
+	if (!r->proj_fixed)
+		return false;
+	pr->fixed_off = r->proj_off;
+	pr->natts = r->proj_max;
+	return true;
+}
+
+/*
+ * The visible tuples of the next page (of a plain scan's reader, see
+ * gs_heapread_page_rows): their number, 0 at the end; *page (pinned until
+ * the next call) and the numbers of their line pointers, *offs.  A
+ * caller that takes rows a page at a time has no call a row here.
+ */
+int
+gs_heapread_next_page(GsHeapReader *r, Page *page, const OffsetNumber **offs)
+{
+	int			n;
+
+	Assert(r->append == NULL);
+	if (r->pos >= r->ntup)
+	{
+		if (r->done || !gs_hr_next_page(r))
+		{
+			gs_hr_finish(r);
+			return 0;
+		}
+		gs_hr_count(r, r->ntup);
+	}
+	n = r->ntup - r->pos;
+	*page = r->page;
+	*offs = r->offs + r->pos;
+	r->pos = r->ntup;
+	return n;
+}
+
+/*
+ * The tuple at off of the page gs_heapread_next_page returned last, as
+ * gs_heapread_next would return it (projected if the node projects):
+ * for a row that can't be copied from its bytes.
+ */
+TupleTableSlot *
+gs_heapread_page_slot(GsHeapReader *r, OffsetNumber off)
+{
+	ItemId		lp = PageGetItemId(r->page, off);
+
+	r->tuple.t_data = (HeapTupleHeader) PageGetItem(r->page, lp);
+	r->tuple.t_len = ItemIdGetLength(lp);
+	ItemPointerSet(&r->tuple.t_self, r->blkno, off);
 	if (r->proj != NULL)
 		return gs_hr_project(r);
 	return ExecStoreHeapTuple(&r->tuple, r->slot, false);

@@ -344,12 +344,12 @@ gs_load_check(GsSortState *s)
  * as a run's reader derives it (keys_derive.c), rather than from the row
  * deformed.  For an int8 key that was 180 instructions a row, this is
  * about 20.  A row the derivation can't take (a NULL, fewer attributes)
- * is deformed from its slot (the reader's, *slot NULL: asked for now).
- * derivable: the caller knows gs_key_derivable's answer to be yes.
+ * is deformed from its slot.  derivable: the caller knows
+ * gs_key_derivable's answer to be yes (and passes no slot).
  */
 static pg_attribute_always_inline void
 gs_derive_row_key(GsSortState *s, size_t n, MinimalTuple mt,
-				  GsHeapReader *r, TupleTableSlot *slot, bool derivable)
+				  TupleTableSlot *slot, bool derivable)
 {
 	const char *body = (const char *) mt + MINIMAL_TUPLE_DATA_OFFSET;
 	char	   *key = s->keys + n * s->key_bytes;
@@ -360,8 +360,6 @@ gs_derive_row_key(GsSortState *s, size_t n, MinimalTuple mt,
 		lossy = gs_key_derive(s->kp, body, key);
 	else
 	{
-		if (slot == NULL)
-			slot = gs_heapread_slot(r);
 		slot_getsomeattrs(slot, s->def.maxattno);
 		lossy = gs_encode_key(s->kp, slot->tts_values, slot->tts_isnull,
 							  key);
@@ -398,7 +396,7 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 	if (s->load_derive)
 	{
 		mt = gs_copy_row(s, slot);
-		gs_derive_row_key(s, n, mt, NULL, slot, false);
+		gs_derive_row_key(s, n, mt, slot, false);
 	}
 	else
 	{
@@ -415,91 +413,58 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 }
 
 /*
- * May the rows of r go in by gs_sort_put_from?  Those of a plain table's
- * reader, and those of a reader whose projection picks fixed-width
- * columns at known offsets (gs_heapread_fixed_offsets), where the keys
- * are made from the copied rows.  Notes which of the two for
- * gs_sort_put_from.
+ * May the rows of r go in a page at a time (gs_sort_put_page)?  Those of
+ * a reader that copies them from their pages (gs_heapread_page_rows),
+ * where the keys are made from the copied rows, and a projection's
+ * values have this sort's fixed layout.
  */
 bool
-gs_sort_takes_tuples(GsSortState *s, GsHeapReader *r)
+gs_sort_takes_pages(GsSortState *s, GsHeapReader *r)
 {
-	const int32 *off = gs_heapread_fixed_offsets(r);
-
-	s->from_off = NULL;
-	if (!s->load_derive)
+	if (!s->load_derive || !gs_heapread_page_rows(r, &s->page_rows))
 		return false;
-	if (off != NULL && s->layout.len != 0 &&
-		s->layout.natts == s->tupdesc->natts)
-	{
-		s->from_off = off;
-		return true;
-	}
-	return gs_heapread_is_plain(r);
-}
-
-/* the row n just formed at mt, with its key, taken (gs_sort_put_from) */
-static pg_attribute_always_inline void
-gs_put_formed(GsSortState *s, GsHeapReader *r, size_t n, MinimalTuple mt)
-{
-	/* (load_derive: fixed-width keys, and the row has every attribute) */
-	gs_derive_row_key(s, n, mt, r, NULL, true);
-	gs_row_taken(s, n, mt);
+	return s->page_rows.fixed_off == NULL ||
+		(s->layout.len != 0 && s->layout.natts == s->tupdesc->natts);
 }
 
 /*
- * The next row of r (gs_sort_takes_tuples) into the sort, copied from its
- * page without a slot: the slot's store and fetch of a heap tuple were 75
- * instructions a row; a projection's row formed from its picked values'
- * bytes, 150 fewer than projecting it into the node's slot and forming
- * the row from there.  False at the end.
+ * The rows of r's next page (gs_sort_takes_pages) into the sort, copied
+ * from the page without a slot: their number, 0 at the end.  A slot's
+ * store and fetch of a heap tuple were 75 instructions a row, a
+ * projection into the node's slot and the row formed from there 150, the
+ * calls of a row at a time 60.
  */
-bool
-gs_sort_put_from(GsSortState *s, GsHeapReader *r)
+int
+gs_sort_put_page(GsSortState *s, GsHeapReader *r)
 {
-	HeapTuple	ht;
-	size_t		n;
+	Page		page;
+	const OffsetNumber *offs;
+	int			n = gs_heapread_next_page(r, &page, &offs);
+	int			i;
 
-	if (s->from_off != NULL)
+	Assert(s->status == GS_LOADING);
+	for (i = 0; i < n; i++)
 	{
-		const char *data;
-		TupleTableSlot *slot;
+		size_t		row;
+		MinimalTuple mt;
 
-		if (!gs_heapread_next_fixed(r, &data, &slot))
-			return false;
-		if (unlikely(data == NULL))
-		{
-			/* NULLs, or a tuple without the later columns */
-			gs_sort_put(s, slot);
-			return true;
-		}
-		Assert(s->status == GS_LOADING);
 		if (unlikely(s->nrows >= s->check_at))
 			gs_load_check(s);
-		n = s->nrows;
-		Assert(n < s->cap);
-		gs_put_formed(s, r, n,
-					  gs_form_fixed_row_at(&s->layout, data, s->from_off,
-										   gs_arena_alloc_cb, s));
-		return true;
+		row = s->nrows;
+		Assert(row < s->cap);
+		mt = gs_page_row(&s->page_rows, &s->layout, page, offs[i],
+						 gs_arena_alloc_cb, s);
+		if (unlikely(mt == NULL))
+		{
+			/* NULLs in a projection, or a tuple without later columns */
+			gs_sort_put(s, gs_heapread_page_slot(r, offs[i]));
+			continue;
+		}
+		/* (load_derive: fixed-width keys, and the row has every attribute) */
+		gs_derive_row_key(s, row, mt, NULL, true);
+		gs_row_taken(s, row, mt);
 	}
-
-	ht = gs_heapread_next_tuple(r);
-	if (ht == NULL)
-		return false;
-	/* a tuple without the later columns is formed whole from its values */
-	if (unlikely(HeapTupleHeaderGetNatts(ht->t_data) < s->tupdesc->natts))
-	{
-		gs_sort_put(s, gs_heapread_slot(r));
-		return true;
-	}
-	Assert(s->status == GS_LOADING);
-	if (unlikely(s->nrows >= s->check_at))
-		gs_load_check(s);
-	n = s->nrows;
-	Assert(n < s->cap);
-	gs_put_formed(s, r, n, gs_heap_to_row(ht, gs_arena_alloc_cb, s));
-	return true;
+	return n;
 }
 
 /*

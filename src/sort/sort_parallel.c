@@ -102,6 +102,9 @@ typedef struct GsLoadWriter
 	GsLoadShared *shared;
 	bool		over;			/* the load's budget is spent */
 	char	   *entry;			/* entry of the row being added */
+	uint64		nrows;			/* rows added */
+	uint64		nlossy;
+	uint32		max_tuple_len;
 } GsLoadWriter;
 
 static Node *gs_load_create_state(CustomScan *cscan);
@@ -505,6 +508,32 @@ gs_load_alloc(void *arg, Size len)
 	return gs_blocks_take(&w->bw, len, &w->entry);
 }
 
+/*
+ * The row just formed at tup (in the entry gs_load_alloc gave) gets its
+ * key and counts: made from its bytes where the keys are (derive) and it
+ * came without a slot or the derivation takes it, else from its slot ts.
+ */
+static pg_attribute_always_inline void
+gs_load_take(GsLoadWriter *w, GsKeyPlan *kp, bool derive,
+			 TupleTableSlot *ts, MinimalTuple tup, AttrNumber maxattno)
+{
+	const char *body = (const char *) tup + MINIMAL_TUPLE_DATA_OFFSET;
+	bool		lossy;
+
+	if (derive && (ts == NULL || gs_key_derivable(kp, body)))
+		lossy = gs_key_derive(kp, body, w->entry);
+	else
+	{
+		slot_getsomeattrs(ts, maxattno);
+		lossy = gs_encode_key(kp, ts->tts_values, ts->tts_isnull, w->entry);
+	}
+	if (lossy)
+		w->nlossy++;
+	w->max_tuple_len = Max(w->max_tuple_len, tup->t_len);
+	gs_blocks_entry_done(&w->bw, w->entry, (char *) tup, lossy);
+	w->nrows++;
+}
+
 /* a worker's share of the load: every row its partial scan gives */
 static void
 gs_load_worker(GsLoadState *ls)
@@ -518,12 +547,9 @@ gs_load_worker(GsLoadState *ls)
 	GsHeapReader *hr;
 	GsRowLayout layout;
 	instr_time	t0;
-	uint64		nrows = 0;
-	uint64		nlossy = 0;
-	uint32		max_tuple_len = 0;
 	bool		derive;
-	bool		tuples;
-	const int32 *fixed_off = NULL;
+	bool		pages;
+	GsPageRows	pr;
 
 	Assert(ParallelWorkerNumber >= 0 && ParallelWorkerNumber < sh->nslots);
 	gs_row_layout_init(&layout, desc);
@@ -551,76 +577,53 @@ gs_load_worker(GsLoadState *ls)
 
 	/*
 	 * A key of one fixed-width column is made from the copied row's bytes,
-	 * and a plain table's rows are copied from their pages without a slot,
-	 * as the sort state's own load does (gs_sort_put_from); so are the
-	 * rows of a projection of fixed-width columns, from their values'
-	 * bytes.
+	 * and the rows of a plain table (or a projection of its fixed-width
+	 * columns) are copied from their pages a page at a time, as the sort
+	 * state's own load does (gs_sort_put_page).
 	 */
 	derive = gs_keyplan_derives_fast(kp);
-	tuples = derive && gs_heapread_is_plain(hr);
-	if (derive && layout.len != 0 && layout.natts == desc->natts)
-		fixed_off = gs_heapread_fixed_offsets(hr);
+	pages = derive && gs_heapread_page_rows(hr, &pr) &&
+		(pr.fixed_off == NULL ||
+		 (layout.len != 0 && layout.natts == desc->natts));
 	for (;;)
 	{
-		TupleTableSlot *ts = NULL;
-		MinimalTuple tup;
-		bool		lossy;
-
-		if (fixed_off != NULL)
+		if (pages)
 		{
-			const char *data;
+			Page		page;
+			const OffsetNumber *offs;
+			int			n = gs_heapread_next_page(hr, &page, &offs);
+			int			i;
 
-			if (!gs_heapread_next_fixed(hr, &data, &ts))
+			if (n == 0)
 				break;
-			if (likely(data != NULL))
-				tup = gs_form_fixed_row_at(&layout, data, fixed_off,
-										   gs_load_alloc, w);
-			else
-				tup = gs_form_row(ts, desc->natts, &layout, gs_load_alloc, w);
-		}
-		else if (tuples)
-		{
-			HeapTuple	ht = gs_heapread_next_tuple(hr);
-
-			if (ht == NULL)
-				break;
-			if (HeapTupleHeaderGetNatts(ht->t_data) >= desc->natts)
-				tup = gs_heap_to_row(ht, gs_load_alloc, w);
-			else
+			for (i = 0; i < n; i++)
 			{
-				ts = gs_heapread_slot(hr);
-				tup = gs_form_row(ts, desc->natts, &layout, gs_load_alloc, w);
+				MinimalTuple tup = gs_page_row(&pr, &layout, page, offs[i],
+											   gs_load_alloc, w);
+				TupleTableSlot *ts = NULL;
+
+				if (unlikely(tup == NULL))
+				{
+					ts = gs_heapread_page_slot(hr, offs[i]);
+					tup = gs_form_row(ts, desc->natts, &layout,
+									  gs_load_alloc, w);
+				}
+				gs_load_take(w, kp, derive, ts, tup, ls->def.maxattno);
 			}
 		}
 		else
 		{
-			ts = gs_input_next(hr, child);
+			TupleTableSlot *ts = gs_input_next(hr, child);
+
 			if (TupIsNull(ts))
 				break;
 			if (!derive)
 				slot_getsomeattrs(ts, ls->def.maxattno);
-			tup = gs_form_row(ts, desc->natts, &layout, gs_load_alloc, w);
+			gs_load_take(w, kp, derive, ts,
+						 gs_form_row(ts, desc->natts, &layout,
+									 gs_load_alloc, w),
+						 ls->def.maxattno);
 		}
-		/* (a row from its page's bytes: derivable, see gs_sort_put_from) */
-		if (derive && (ts == NULL ||
-					   gs_key_derivable(kp, (const char *) tup +
-										MINIMAL_TUPLE_DATA_OFFSET)))
-			lossy = gs_key_derive(kp,
-								  (const char *) tup + MINIMAL_TUPLE_DATA_OFFSET,
-								  w->entry);
-		else
-		{
-			if (ts == NULL)
-				ts = gs_heapread_slot(hr);
-			slot_getsomeattrs(ts, ls->def.maxattno);
-			lossy = gs_encode_key(kp, ts->tts_values, ts->tts_isnull,
-								  w->entry);
-		}
-		if (lossy)
-			nlossy++;
-		max_tuple_len = Max(max_tuple_len, tup->t_len);
-		gs_blocks_entry_done(&w->bw, w->entry, (char *) tup, lossy);
-		nrows++;
 
 		/*
 		 * Past the budget (the estimate was low): the rows this worker has
@@ -637,9 +640,9 @@ gs_load_worker(GsLoadState *ls)
 	if (hr)
 		gs_heapread_end(hr);
 	gs_blocks_wait(&w->bw);
-	slot->nrows = nrows;
-	slot->nlossy = nlossy;
-	slot->max_tuple_len = max_tuple_len;
+	slot->nrows = w->nrows;
+	slot->nlossy = w->nlossy;
+	slot->max_tuple_len = w->max_tuple_len;
 	slot->load_ms = gs_elapsed_ms(t0);
 	pg_write_barrier();
 	slot->done = true;
@@ -648,7 +651,7 @@ gs_load_worker(GsLoadState *ls)
 
 	/* the node's row count, as its instrumentation shows it */
 	if (ls->css.ss.ps.instrument)
-		ls->css.ss.ps.instrument->tuplecount += nrows;
+		ls->css.ss.ps.instrument->tuplecount += w->nrows;
 }
 
 /*
@@ -690,11 +693,13 @@ gs_load_worker_runs(GsLoadState *ls)
 			elog(ERROR, "gpusort: a parallel loader's key layout differs from the leader's");
 		gs_sort_attach_file(sort, &sh->file);
 		hr = gs_heapread_begin(child);
-		if (gs_sort_takes_tuples(sort, hr))
+		if (gs_sort_takes_pages(sort, hr))
 		{
-			/* the rows straight from the pages (see gs_sort_put_from) */
-			while (gs_sort_put_from(sort, hr))
-				nrows++;
+			/* the rows straight from the pages (see gs_sort_put_page) */
+			int			n;
+
+			while ((n = gs_sort_put_page(sort, hr)) > 0)
+				nrows += n;
 		}
 		else
 		{

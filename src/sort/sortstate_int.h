@@ -334,9 +334,7 @@ struct GsSortState
 	bool		exact;			/* static part: every column fully encoded */
 	bool		load_derive;	/* gs_sort_put makes keys from the copied
 								 * rows (gs_keyplan_derives_fast) */
-	const int32 *from_off;		/* gs_sort_put_from forms rows from a
-								 * reader's fixed offsets; NULL: copies
-								 * whole tuples */
+	GsPageRows	page_rows;		/* how gs_sort_put_page copies rows */
 	bool		any_lossy;		/* some row's encoding lost information */
 	uint64	   *lossy;			/* bit per batch row */
 	SortSupport ssup;			/* PostgreSQL's comparators, for ties */
@@ -688,14 +686,21 @@ typedef char *(*GsRowAllocFn) (void *arg, Size len);
  * are (gs_form_row, and the loads that read a table's pages themselves)
  */
 static inline MinimalTuple
-gs_heap_to_row(HeapTuple ht, GsRowAllocFn alloc, void *arg)
+gs_tuple_to_row(HeapTupleHeader th, uint32 t_len, GsRowAllocFn alloc,
+				void *arg)
 {
-	Size		len = ht->t_len - MINIMAL_TUPLE_OFFSET;
+	Size		len = t_len - MINIMAL_TUPLE_OFFSET;
 	MinimalTuple mt = (MinimalTuple) alloc(arg, len);
 
-	memcpy(mt, (char *) ht->t_data + MINIMAL_TUPLE_OFFSET, len);
+	memcpy(mt, (char *) th + MINIMAL_TUPLE_OFFSET, len);
 	mt->t_len = len;
 	return mt;
+}
+
+static inline MinimalTuple
+gs_heap_to_row(HeapTuple ht, GsRowAllocFn alloc, void *arg)
+{
+	return gs_tuple_to_row(ht->t_data, ht->t_len, alloc, arg);
 }
 
 /* a row of values without NULLs, formed by layout l (natts > 0) */
@@ -758,6 +763,30 @@ gs_form_fixed_row_at(const GsRowLayout *l, const char *src,
 		}
 	}
 	return mt;
+}
+
+/*
+ * The row of the tuple at off of a reader's page (gs_heapread_next_page)
+ * copied from its bytes as pr says (gs_heapread_page_rows): the tuple
+ * whole, or the picked values at their fixed offsets (layout l, the rows'
+ * own).  NULL for a tuple that has to go through a slot: one without the
+ * attributes the rows need, or a projection's with NULLs.
+ */
+static pg_attribute_always_inline MinimalTuple
+gs_page_row(const GsPageRows *pr, const GsRowLayout *l, Page page,
+			OffsetNumber off, GsRowAllocFn alloc, void *arg)
+{
+	ItemId		lp = PageGetItemId(page, off);
+	HeapTupleHeader th = (HeapTupleHeader) PageGetItem(page, lp);
+
+	if (unlikely(HeapTupleHeaderGetNatts(th) < pr->natts))
+		return NULL;
+	if (pr->fixed_off == NULL)
+		return gs_tuple_to_row(th, ItemIdGetLength(lp), alloc, arg);
+	if (unlikely(th->t_infomask & HEAP_HASNULL))
+		return NULL;
+	return gs_form_fixed_row_at(l, (const char *) th + th->t_hoff,
+								pr->fixed_off, alloc, arg);
 }
 
 static inline MinimalTuple
