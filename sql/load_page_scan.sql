@@ -63,6 +63,62 @@ ANALYZE gs_pf;
 SELECT * FROM gs_check('SELECT d, a, u FROM gs_pf ORDER BY d NULLS FIRST, a');
 SELECT * FROM gs_check('SELECT e, b, a FROM gs_pf ORDER BY e DESC, b, a');
 SELECT * FROM gs_check('SELECT u, b FROM gs_pf ORDER BY u');
+-- a varlena last among the picked columns, every column before it
+-- fixed-width: rows formed from its bytes, a text key in C order made
+-- where the text lies.  Values with short headers; with 4-byte ones,
+-- stored while the column's storage was plain (the row shortens them, as
+-- PostgreSQL forms it); longer than a short header holds; compressed
+-- (the key from the deformed row); external; empty; NULLs; and rows
+-- stored before the column was added (formed from the slot)
+CREATE TABLE gs_pv (id int8, n int4, dropme int2)
+	WITH (autovacuum_enabled = off);
+INSERT INTO gs_pv SELECT g, g % 7, 1 FROM generate_series(1, 300) g;
+ALTER TABLE gs_pv ADD COLUMN t text COLLATE "C" DEFAULT 'before';
+ALTER TABLE gs_pv ALTER COLUMN t SET STORAGE PLAIN;
+INSERT INTO gs_pv SELECT g, g % 7, 2, 'p' || md5(g::text)
+FROM generate_series(301, 3000) g;
+COPY gs_pv FROM stdin;
+9101	1	3	c
+9102	2	3	
+9103	3	3	qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq
+9104	4	3	rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr
+9105	5	3	ssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssss
+9106	6	3	cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc
+\.
+INSERT INTO gs_pv SELECT g, g % 7, 4, NULL FROM generate_series(3001, 3100) g;
+ALTER TABLE gs_pv ALTER COLUMN t SET STORAGE EXTENDED;
+INSERT INTO gs_pv
+SELECT g, g % 7, 5, CASE g % 4 WHEN 0 THEN 's' || g
+						   WHEN 1 THEN lpad(g::text, 300, 'l')
+						   WHEN 2 THEN repeat(md5(g::text), 100) || g
+						   ELSE md5(g::text) END
+FROM generate_series(3101, 9000) g;
+INSERT INTO gs_pv VALUES (9001, 0, 6, '');
+ALTER TABLE gs_pv ALTER COLUMN t SET STORAGE EXTERNAL;
+INSERT INTO gs_pv
+SELECT g, g % 7, 7, (SELECT string_agg(md5((g * 100 + i)::text), '')
+				  FROM generate_series(1, 80) i)
+FROM generate_series(9002, 9050) g;
+-- (a row stored after a column is dropped holds a NULL there)
+ALTER TABLE gs_pv DROP COLUMN dropme;
+ANALYZE gs_pv;
+-- (an external value's size is that of its data, without a header)
+SELECT count(*) FILTER (WHERE pg_column_size(t) < octet_length(t)) AS compressed,
+	   count(*) FILTER (WHERE octet_length(t) > 2000 AND
+							  pg_column_size(t) = octet_length(t)) AS external,
+	   count(*) FILTER (WHERE pg_column_size(t) = octet_length(t) + 4) AS long_header
+FROM gs_pv;
+SELECT * FROM gs_check('SELECT t FROM gs_pv ORDER BY t');
+SELECT * FROM gs_check('SELECT t FROM gs_pv ORDER BY t DESC NULLS LAST');
+SELECT * FROM gs_check('SELECT n, id, t FROM gs_pv ORDER BY id DESC');
+SELECT * FROM gs_check('SELECT id, t FROM gs_pv WHERE true ORDER BY id');
+-- whole rows of one such column, ties alike
+CREATE TABLE gs_pw (t text COLLATE "C") WITH (autovacuum_enabled = off);
+ALTER TABLE gs_pw ALTER COLUMN t SET STORAGE PLAIN;
+INSERT INTO gs_pw SELECT t FROM gs_pv WHERE octet_length(t) < 100;
+ALTER TABLE gs_pw ALTER COLUMN t SET STORAGE EXTENDED;
+INSERT INTO gs_pw SELECT t FROM gs_pv;
+SELECT * FROM gs_check('SELECT * FROM gs_pw ORDER BY t NULLS FIRST');
 -- a filter or an expression in the scan: the scan node runs
 SELECT * FROM gs_check('SELECT * FROM gs_ps WHERE id % 3 = 0 ORDER BY k, id');
 SELECT * FROM gs_check('SELECT id, k + 1 AS k1 FROM gs_ps ORDER BY k1, id');
@@ -141,15 +197,22 @@ SELECT * FROM gs_check('SELECT t, id, extra FROM gs_ps ORDER BY t, id');
 SELECT * FROM gs_check('SELECT extra, id FROM gs_ps ORDER BY extra DESC, id');
 SELECT * FROM gs_check('SELECT d, a, u FROM gs_pf ORDER BY d DESC, a');
 SELECT * FROM gs_check('SELECT e, b, a FROM gs_pf ORDER BY e, b DESC, a');
+SELECT * FROM gs_check('SELECT t FROM gs_pv ORDER BY t');
+SELECT * FROM gs_check('SELECT n, id, t FROM gs_pv ORDER BY id DESC');
 -- a filter or an expression in the workers' scan: every row through the
 -- scan node, writing runs and in memory
 SELECT * FROM gs_check('SELECT * FROM gs_ps WHERE id % 3 <> 0 ORDER BY k DESC, id');
 SET work_mem = '64MB';
 SELECT * FROM gs_check('SELECT id, k + 1 AS k1, t FROM gs_ps ORDER BY k1, id');
 SELECT * FROM gs_check('SELECT k, t, id FROM gs_ps ORDER BY k DESC, id');
+-- (the workers read every row: the leader takes none)
+SET parallel_leader_participation = off;
+SELECT * FROM gs_check('SELECT t FROM gs_pv ORDER BY t DESC');
+SELECT * FROM gs_check('SELECT n, id, t FROM gs_pv ORDER BY id');
+RESET parallel_leader_participation;
 SELECT gs_workers_left() AS workers_left;
 SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
 
 DROP FUNCTION gs_tup_read(text);
 DROP FUNCTION gs_scan_rows(text);
-DROP TABLE gs_ps, gs_pf;
+DROP TABLE gs_ps, gs_pf, gs_pv, gs_pw;

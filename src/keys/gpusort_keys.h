@@ -81,6 +81,10 @@ extern bool gs_encode_key(GsKeyPlan *kp, const Datum *values,
  * gs_keyplan_derivable_natts: if not 0, a row's key may be derived
  * exactly when its tuple has at least that many attributes (an index tuple
  * always), so that callers need not ask gs_key_derivable per row.
+ * gs_keyplan_derives_fast: fixed-width columns at known offsets, whose
+ * key costs less derived than encoded from the deformed row;
+ * gs_keyplan_derives_cheaply: those, or one text column in C order at a
+ * known offset, encoded where its bytes lie once gs_key_derivable says yes.
  * gs_keyplan_derives_one: the key is one fixed-width column by value,
  * derived more cheaply than encoded.
  * gs_key_derive: write this row's key (key_bytes at out), as gs_encode_key
@@ -90,6 +94,7 @@ extern bool gs_encode_key(GsKeyPlan *kp, const Datum *values,
  */
 extern bool gs_keyplan_derives(const GsKeyPlan *kp);
 extern bool gs_keyplan_derives_fast(const GsKeyPlan *kp);
+extern bool gs_keyplan_derives_cheaply(const GsKeyPlan *kp);
 extern bool gs_keyplan_derives_one(const GsKeyPlan *kp);
 extern int	gs_keyplan_derivable_natts(const GsKeyPlan *kp);
 extern bool gs_key_derivable(const GsKeyPlan *kp, const char *body);

@@ -226,6 +226,19 @@ gs_keyplan_derives_one(const GsKeyPlan *kp)
 	return kp->derive == GSD_FIXED && kp->derive_one;
 }
 
+/*
+ * Is a row's key made from its copied bytes no dearer than from its
+ * deformed values, where gs_key_derivable says yes?  The fast derivations
+ * (gs_keyplan_derives_fast), and one text column in C order at a known
+ * place, whose bytes are encoded where they lie (derive_text).
+ */
+bool
+gs_keyplan_derives_cheaply(const GsKeyPlan *kp)
+{
+	return gs_keyplan_derives_fast(kp) ||
+		(kp->derive == GSD_CHECK && kp->derive_text);
+}
+
 /* (fixed-width columns only: gs_key_derivable checks nothing else) */
 int
 gs_keyplan_derivable_natts(const GsKeyPlan *kp)

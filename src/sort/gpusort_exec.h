@@ -48,6 +48,8 @@ typedef struct GsPageRows
 								 * lie in a tuple's data; NULL: the tuples
 								 * are the rows */
 	int			natts;			/* the attributes a tuple must have */
+	bool		var_tail;		/* the last picked one is a varlena: its
+								 * fixed_off is where its room starts */
 } GsPageRows;
 
 extern bool gs_heapread_page_rows(GsHeapReader *r, GsPageRows *pr);

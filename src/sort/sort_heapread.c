@@ -100,9 +100,14 @@ struct GsHeapReader
 	TupleTableSlot *pslot;
 	AttrNumber *proj;			/* attribute numbers, pslot's natts of them */
 	AttrNumber	proj_max;		/* the largest */
-	/* every attribute up to proj_max fixed-width: where each picked one is */
+	/*
+	 * every attribute before proj_max fixed-width, proj_max too or a
+	 * varlena (proj_var): where each picked one is
+	 */
 	bool		proj_fixed;
-	int32	   *proj_off;		/* in a tuple's data without NULLs */
+	bool		proj_var;
+	int32	   *proj_off;		/* in a tuple's data without NULLs (a
+								 * varlena's room, before alignment) */
 	Form_pg_attribute *proj_att;
 	HeapTupleData tuple;
 	OffsetNumber offs[MaxHeapTuplesPerPage];
@@ -272,9 +277,11 @@ gs_hr_projection(PlanState *child, AttrNumber *max)
 
 /*
  * Where the picked columns lie in a tuple without NULLs, when every
- * attribute up to the last picked one is fixed-width (a dropped one keeps
+ * attribute before the last picked one is fixed-width (a dropped one keeps
  * its width): at offsets known once, as the tuple descriptor's cached
- * offsets would give them.
+ * offsets would give them.  The last picked one may be a varlena, whose
+ * room starts there (its value at that offset aligned as
+ * att_align_pointer finds it).
  */
 static void
 gs_hr_projection_offsets(GsHeapReader *r)
@@ -289,6 +296,12 @@ gs_hr_projection_offsets(GsHeapReader *r)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, a);
 
+		if (att->attlen == -1 && a == r->proj_max - 1)
+		{
+			attoff[a] = off;
+			r->proj_var = true;
+			break;
+		}
 		if (att->attlen <= 0)
 		{
 			pfree(attoff);
@@ -504,8 +517,12 @@ gs_hr_project(GsHeapReader *r)
 		ExecClearTuple(out);
 		for (i = 0; i < n; i++)
 		{
-			out->tts_values[i] = fetchatt(r->proj_att[i],
-										  data + r->proj_off[i]);
+			Form_pg_attribute att = r->proj_att[i];
+			int32		off = r->proj_off[i];
+
+			if (att->attlen == -1)
+				off = att_align_pointer(off, att->attalign, -1, data + off);
+			out->tts_values[i] = fetchatt(att, data + off);
 			out->tts_isnull[i] = false;
 		}
 		return ExecStoreVirtualTuple(out);
@@ -546,7 +563,8 @@ gs_heapread_next(GsHeapReader *r)
  * Can r's rows be copied from their pages a page at a time
  * (gs_heapread_next_page), without a slot?  Those of a plain table's
  * reader (not an Append's), as whole tuples, and those of a projection
- * of fixed-width columns at offsets known once, from their values' bytes.
+ * of columns at offsets known once (fixed-width ones, a varlena last),
+ * from their values' bytes.
  * If so, *pr says how (gs_page_row, sortstate_int.h).
  */
 bool
@@ -558,12 +576,14 @@ gs_heapread_page_rows(GsHeapReader *r, GsPageRows *pr)
 	{
 		pr->fixed_off = NULL;
 		pr->natts = RelationGetDescr(r->rel)->natts;
+		pr->var_tail = false;
 		return true;
 	}
 	if (!r->proj_fixed)
 		return false;
 	pr->fixed_off = r->proj_off;
 	pr->natts = r->proj_max;
+	pr->var_tail = r->proj_var;
 	return true;
 }
 

@@ -415,16 +415,18 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 /*
  * May the rows of r go in a page at a time (gs_sort_put_page)?  Those of
  * a reader that copies them from their pages (gs_heapread_page_rows),
- * where the keys are made from the copied rows, and a projection's
- * values have this sort's fixed layout.
+ * where the keys are made from the copied rows (gs_keyplan_derives_cheaply)
+ * and a projection's values have this sort's layout.
  */
 bool
 gs_sort_takes_pages(GsSortState *s, GsHeapReader *r)
 {
-	if (!s->load_derive || !gs_heapread_page_rows(r, &s->page_rows))
+	if (!gs_keyplan_derives_cheaply(s->kp) ||
+		!gs_heapread_page_rows(r, &s->page_rows))
 		return false;
-	return s->page_rows.fixed_off == NULL ||
-		(s->layout.len != 0 && s->layout.natts == s->tupdesc->natts);
+	/* a text key: derivable unless its value is compressed or external */
+	s->page_check = !s->load_derive;
+	return gs_page_rows_fit(&s->page_rows, &s->layout, s->tupdesc->natts);
 }
 
 /*
@@ -460,8 +462,14 @@ gs_sort_put_page(GsSortState *s, GsHeapReader *r)
 			gs_sort_put(s, gs_heapread_page_slot(r, offs[i]));
 			continue;
 		}
-		/* (load_derive: fixed-width keys, and the row has every attribute) */
-		gs_derive_row_key(s, row, mt, NULL, true);
+		/* (fixed-width keys: derivable, the row has every attribute) */
+		if (likely(!s->page_check) ||
+			gs_key_derivable(s->kp,
+							 (const char *) mt + MINIMAL_TUPLE_DATA_OFFSET))
+			gs_derive_row_key(s, row, mt, NULL, true);
+		else
+			gs_derive_row_key(s, row, mt, gs_heapread_page_slot(r, offs[i]),
+							  false);
 		gs_row_taken(s, row, mt);
 	}
 	return n;

@@ -510,8 +510,9 @@ gs_load_alloc(void *arg, Size len)
 
 /*
  * The row just formed at tup (in the entry gs_load_alloc gave) gets its
- * key and counts: made from its bytes where the keys are (derive) and it
- * came without a slot or the derivation takes it, else from its slot ts.
+ * key and counts: made from its bytes where the keys may be (derive) and
+ * it came without a slot (derivable: see gs_load_worker) or the
+ * derivation takes it, else from its slot ts.
  */
 static pg_attribute_always_inline void
 gs_load_take(GsLoadWriter *w, GsKeyPlan *kp, bool derive,
@@ -576,15 +577,16 @@ gs_load_worker(GsLoadState *ls)
 	hr = gs_heapread_begin(child);
 
 	/*
-	 * A key of one fixed-width column is made from the copied row's bytes,
-	 * and the rows of a plain table (or a projection of its fixed-width
-	 * columns) are copied from their pages a page at a time, as the sort
-	 * state's own load does (gs_sort_put_page).
+	 * A key of fixed-width columns is made from the copied row's bytes,
+	 * and the rows of a plain table (or of a projection of its columns at
+	 * known offsets) are copied from their pages a page at a time, as the
+	 * sort state's own load does (gs_sort_put_page); so is a key of one
+	 * text column in C order, for the rows whose value allows it.
 	 */
 	derive = gs_keyplan_derives_fast(kp);
-	pages = derive && gs_heapread_page_rows(hr, &pr) &&
-		(pr.fixed_off == NULL ||
-		 (layout.len != 0 && layout.natts == desc->natts));
+	pages = gs_keyplan_derives_cheaply(kp) &&
+		gs_heapread_page_rows(hr, &pr) &&
+		gs_page_rows_fit(&pr, &layout, desc->natts);
 	for (;;)
 	{
 		if (pages)
@@ -608,7 +610,11 @@ gs_load_worker(GsLoadState *ls)
 					tup = gs_form_row(ts, desc->natts, &layout,
 									  gs_load_alloc, w);
 				}
-				gs_load_take(w, kp, derive, ts, tup, ls->def.maxattno);
+				else if (!derive &&
+						 !gs_key_derivable(kp, (const char *) tup +
+										   MINIMAL_TUPLE_DATA_OFFSET))
+					ts = gs_heapread_page_slot(hr, offs[i]);
+				gs_load_take(w, kp, true, ts, tup, ls->def.maxattno);
 			}
 		}
 		else

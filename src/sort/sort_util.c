@@ -102,7 +102,8 @@ gs_cmp_rows(const void *a, const void *b, void *arg)
 /*
  * The layout of desc's rows for gs_form_row: the offsets heap_fill_tuple
  * gives fixed-width attributes in a tuple without NULLs, or natts 0 where
- * an attribute is of variable width (or there are too many).
+ * an attribute is of variable width (or there are too many).  Where only
+ * the last one is a varlena, tail_natts and the place its room starts.
  */
 void
 gs_row_layout_init(GsRowLayout *l, TupleDesc desc)
@@ -114,10 +115,20 @@ gs_row_layout_init(GsRowLayout *l, TupleDesc desc)
 	memset(l, 0, sizeof(*l));
 	if (desc->natts > GS_LAYOUT_MAX_ATTS)
 		return;
+	l->hoff = (uint8) (hoff + MINIMAL_TUPLE_OFFSET);
 	for (i = 0; i < desc->natts; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
 
+		if (att->attlen == -1 && i == desc->natts - 1 &&
+			hoff + off <= PG_UINT16_MAX)
+		{
+			l->tail_natts = desc->natts;
+			l->tail_start = (uint16) (hoff + off);
+			l->tail_align = att->attalign;
+			l->tail_packable = att->attstorage != TYPSTORAGE_PLAIN;
+			return;
+		}
 		if (att->attlen <= 0)
 			return;
 		off = att_align_nominal(off, att->attalign);
@@ -128,6 +139,5 @@ gs_row_layout_init(GsRowLayout *l, TupleDesc desc)
 	if (hoff + off > PG_UINT16_MAX)
 		return;
 	l->len = (uint32) (hoff + off);
-	l->hoff = (uint8) (hoff + MINIMAL_TUPLE_OFFSET);
 	l->natts = desc->natts;
 }

@@ -290,6 +290,10 @@ typedef struct GsTapeOut
  * (len 0: no layout).
  * Rows that a scan projects (a sort of some of a table's columns, the
  * input of most window functions, aggregates and joins) come so.
+ *
+ * Where only the last attribute is of variable width (a varlena), the
+ * others are placed so too and tail_natts says where the last one's room
+ * starts (gs_form_tail_row_at); natts and len are then 0.
  */
 #define GS_LAYOUT_MAX_ATTS	32
 
@@ -300,6 +304,11 @@ typedef struct GsRowLayout
 	uint8		hoff;			/* its t_hoff */
 	uint16		off[GS_LAYOUT_MAX_ATTS];	/* from the MinimalTuple */
 	int16		attlen[GS_LAYOUT_MAX_ATTS]; /* negated by reference */
+	/* a varlena last: the attributes (0: not so), its room, its storage */
+	int			tail_natts;
+	uint16		tail_start;		/* after the fixed ones, before alignment */
+	char		tail_align;
+	bool		tail_packable;	/* a short header where the value fits one */
 } GsRowLayout;
 
 extern void gs_row_layout_init(GsRowLayout *l, TupleDesc desc);
@@ -335,6 +344,7 @@ struct GsSortState
 	bool		load_derive;	/* gs_sort_put makes keys from the copied
 								 * rows (gs_keyplan_derives_fast) */
 	GsPageRows	page_rows;		/* how gs_sort_put_page copies rows */
+	bool		page_check;		/* and asks gs_key_derivable of each */
 	bool		any_lossy;		/* some row's encoding lost information */
 	uint64	   *lossy;			/* bit per batch row */
 	SortSupport ssup;			/* PostgreSQL's comparators, for ties */
@@ -722,23 +732,18 @@ gs_form_fixed_row(const GsRowLayout *l, const Datum *values,
 }
 
 /*
- * The same row from a heap tuple's data without NULLs, where value i lies
- * at src + src_off[i] (a reader's fixed offsets, sort_heapread.c): each
- * value's bytes copied, as fetching and storing them would.
+ * The first n fixed-width values of a row by layout l, copied into the row
+ * at dst from a heap tuple's data src, where value i lies at src_off[i]
+ * (a reader's fixed offsets, sort_heapread.c): as fetching and storing
+ * them would.
  */
-static pg_attribute_always_inline MinimalTuple
-gs_form_fixed_row_at(const GsRowLayout *l, const char *src,
-					 const int32 *src_off, GsRowAllocFn alloc, void *arg)
+static pg_attribute_always_inline void
+gs_copy_fixed_values(char *dst, const GsRowLayout *l, int n, const char *src,
+					 const int32 *src_off)
 {
-	MinimalTuple mt = (MinimalTuple) alloc(arg, l->len);
-	char	   *dst = (char *) mt;
 	int			i;
 
-	gs_zero_tuple(mt, l->len);
-	mt->t_len = l->len;
-	HeapTupleHeaderSetNatts(mt, l->natts);
-	mt->t_hoff = l->hoff;
-	for (i = 0; i < l->natts; i++)
+	for (i = 0; i < n; i++)
 	{
 		const char *from = src + src_off[i];
 		char	   *to = dst + l->off[i];
@@ -762,14 +767,96 @@ gs_form_fixed_row_at(const GsRowLayout *l, const char *src,
 				break;
 		}
 	}
+}
+
+/* a row of fixed-width values without NULLs from a heap tuple's data */
+static pg_attribute_always_inline MinimalTuple
+gs_form_fixed_row_at(const GsRowLayout *l, const char *src,
+					 const int32 *src_off, GsRowAllocFn alloc, void *arg)
+{
+	MinimalTuple mt = (MinimalTuple) alloc(arg, l->len);
+
+	gs_zero_tuple(mt, l->len);
+	mt->t_len = l->len;
+	HeapTupleHeaderSetNatts(mt, l->natts);
+	mt->t_hoff = l->hoff;
+	gs_copy_fixed_values((char *) mt, l, l->natts, src, src_off);
 	return mt;
+}
+
+/*
+ * The same where the last value is a varlena (l->tail_natts): its room in
+ * src starts at its src_off, before alignment.  Stored as heap_fill_tuple
+ * stores it: a short header or an external pointer as it is, unaligned; a
+ * 4-byte header shortened where the value fits a short one and the
+ * attribute is packable, else kept at the aligned start.
+ */
+static pg_attribute_always_inline MinimalTuple
+gs_form_tail_row_at(const GsRowLayout *l, const char *src,
+					const int32 *src_off, GsRowAllocFn alloc, void *arg)
+{
+	int			last = l->tail_natts - 1;
+	const char *v = src + att_align_pointer(src_off[last], l->tail_align, -1,
+											src + src_off[last]);
+	Size		start = l->tail_start;
+	Size		vlen;
+	uint16		infomask = HEAP_HASVARWIDTH;
+	bool		shorten = false;
+	MinimalTuple mt;
+
+	if (VARATT_IS_1B(v))
+	{
+		vlen = VARSIZE_ANY(v);
+		if (VARATT_IS_EXTERNAL(v))
+			infomask |= HEAP_HASEXTERNAL;
+	}
+	else if (l->tail_packable && VARATT_CAN_MAKE_SHORT(v))
+	{
+		vlen = VARATT_CONVERTED_SHORT_SIZE(v);
+		shorten = true;
+	}
+	else
+	{
+		start = att_align_nominal(start, l->tail_align);
+		vlen = VARSIZE(v);
+	}
+	mt = (MinimalTuple) alloc(arg, start + vlen);
+	/* (the header and the padding up to the value's start) */
+	gs_zero_tuple(mt, start);
+	mt->t_len = start + vlen;
+	HeapTupleHeaderSetNatts(mt, l->tail_natts);
+	mt->t_infomask = infomask;
+	mt->t_hoff = l->hoff;
+	gs_copy_fixed_values((char *) mt, l, last, src, src_off);
+	if (shorten)
+	{
+		SET_VARSIZE_SHORT((char *) mt + start, vlen);
+		memcpy((char *) mt + start + 1, VARDATA(v), vlen - 1);
+	}
+	else
+		memcpy((char *) mt + start, v, vlen);
+	return mt;
+}
+
+/*
+ * Can rows of natts attributes by layout l be copied as pr says: whole
+ * tuples, or a projection whose values the layout places?
+ */
+static inline bool
+gs_page_rows_fit(const GsPageRows *pr, const GsRowLayout *l, int natts)
+{
+	if (pr->fixed_off == NULL)
+		return true;
+	if (pr->var_tail)
+		return l->tail_natts == natts;
+	return l->len != 0 && l->natts == natts;
 }
 
 /*
  * The row of the tuple at off of a reader's page (gs_heapread_next_page)
  * copied from its bytes as pr says (gs_heapread_page_rows): the tuple
- * whole, or the picked values at their fixed offsets (layout l, the rows'
- * own).  NULL for a tuple that has to go through a slot: one without the
+ * whole, or the picked values at their known offsets (layout l, the rows'
+ * own: fixed-width values, or those and a varlena last).  NULL for a tuple that has to go through a slot: one without the
  * attributes the rows need, or a projection's with NULLs.
  */
 static pg_attribute_always_inline MinimalTuple
@@ -785,6 +872,9 @@ gs_page_row(const GsPageRows *pr, const GsRowLayout *l, Page page,
 		return gs_tuple_to_row(th, ItemIdGetLength(lp), alloc, arg);
 	if (unlikely(th->t_infomask & HEAP_HASNULL))
 		return NULL;
+	if (pr->var_tail)
+		return gs_form_tail_row_at(l, (const char *) th + th->t_hoff,
+								   pr->fixed_off, alloc, arg);
 	return gs_form_fixed_row_at(l, (const char *) th + th->t_hoff,
 								pr->fixed_off, alloc, arg);
 }
