@@ -763,7 +763,8 @@ gs_copy_fixed_values(char *dst, const GsRowLayout *l, int n, const char *src,
 				*to = *from;
 				break;
 			default:
-				memcpy(to, from, Abs(l->attlen[i]));
+				/* (by reference: the length negated) */
+				memcpy(to, from, -l->attlen[i]);
 				break;
 		}
 	}
