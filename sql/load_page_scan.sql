@@ -112,6 +112,30 @@ SELECT * FROM gs_check('SELECT t FROM gs_pv ORDER BY t');
 SELECT * FROM gs_check('SELECT t FROM gs_pv ORDER BY t DESC NULLS LAST');
 SELECT * FROM gs_check('SELECT n, id, t FROM gs_pv ORDER BY id DESC');
 SELECT * FROM gs_check('SELECT id, t FROM gs_pv WHERE true ORDER BY id');
+-- picked columns after varlenas: their places found for each tuple by
+-- walking the values before them (short, long, compressed and external
+-- ones, NULLs), a varlena last or not among the picked ones
+CREATE TABLE gs_pm (id int8, a text, b text, n int4, k int8,
+					c text COLLATE "C") WITH (autovacuum_enabled = off);
+INSERT INTO gs_pm
+SELECT g, CASE g % 5 WHEN 0 THEN repeat(md5(g::text), 90)
+					 WHEN 1 THEN NULL ELSE md5(g::text) || g END,
+	   CASE g % 3 WHEN 0 THEN lpad('', g % 200, 'b') ELSE 'x' || g END,
+	   g % 1000,
+	   (g * 7919) % 10007,
+	   CASE g % 7 WHEN 0 THEN lpad(g::text, 150, 'c') ELSE 'c' || g END
+FROM generate_series(1, 8000) g;
+ALTER TABLE gs_pm ALTER COLUMN b SET STORAGE EXTERNAL;
+INSERT INTO gs_pm
+SELECT g, 'a', (SELECT string_agg(md5((g * 100 + i)::text), '')
+				FROM generate_series(1, 80) i),
+	   g % 1000, g % 101, 'c' || g
+FROM generate_series(8001, 8040) g;
+ANALYZE gs_pm;
+SELECT * FROM gs_check('SELECT k, id FROM gs_pm ORDER BY k, id');
+SELECT * FROM gs_check('SELECT id, n, k, c FROM gs_pm ORDER BY k DESC, id');
+SELECT * FROM gs_check('SELECT n, c FROM gs_pm ORDER BY c');
+SELECT * FROM gs_check('SELECT b, k, id FROM gs_pm ORDER BY k, id');
 -- whole rows of one such column, ties alike
 CREATE TABLE gs_pw (t text COLLATE "C") WITH (autovacuum_enabled = off);
 ALTER TABLE gs_pw ALTER COLUMN t SET STORAGE PLAIN;
@@ -199,6 +223,7 @@ SELECT * FROM gs_check('SELECT d, a, u FROM gs_pf ORDER BY d DESC, a');
 SELECT * FROM gs_check('SELECT e, b, a FROM gs_pf ORDER BY e, b DESC, a');
 SELECT * FROM gs_check('SELECT t FROM gs_pv ORDER BY t');
 SELECT * FROM gs_check('SELECT n, id, t FROM gs_pv ORDER BY id DESC');
+SELECT * FROM gs_check('SELECT id, n, k, c FROM gs_pm ORDER BY k, id');
 -- a filter or an expression in the workers' scan: every row through the
 -- scan node, writing runs and in memory
 SELECT * FROM gs_check('SELECT * FROM gs_ps WHERE id % 3 <> 0 ORDER BY k DESC, id');
@@ -209,10 +234,12 @@ SELECT * FROM gs_check('SELECT k, t, id FROM gs_ps ORDER BY k DESC, id');
 SET parallel_leader_participation = off;
 SELECT * FROM gs_check('SELECT t FROM gs_pv ORDER BY t DESC');
 SELECT * FROM gs_check('SELECT n, id, t FROM gs_pv ORDER BY id');
+SELECT * FROM gs_check('SELECT k, id FROM gs_pm ORDER BY k DESC, id');
+SELECT * FROM gs_check('SELECT n, c FROM gs_pm ORDER BY c DESC');
 RESET parallel_leader_participation;
 SELECT gs_workers_left() AS workers_left;
 SELECT count(*) AS temp_files_left FROM pg_ls_tmpdir();
 
 DROP FUNCTION gs_tup_read(text);
 DROP FUNCTION gs_scan_rows(text);
-DROP TABLE gs_ps, gs_pf, gs_pv, gs_pw;
+DROP TABLE gs_ps, gs_pf, gs_pv, gs_pw, gs_pm;

@@ -44,12 +44,15 @@ extern TupleTableSlot *gs_heapread_next(GsHeapReader *r);
 /* how a reader's rows are copied from their pages (gs_page_row) */
 typedef struct GsPageRows
 {
-	const int32 *fixed_off;		/* where a projection's fixed-width values
-								 * lie in a tuple's data; NULL: the tuples
-								 * are the rows */
+	const int32 *fixed_off;		/* where a projection's values lie in a
+								 * tuple's data; NULL: the tuples are the
+								 * rows */
 	int			natts;			/* the attributes a tuple must have */
 	bool		var_tail;		/* the last picked one is a varlena: its
 								 * fixed_off is where its room starts */
+	/* if not NULL, sets fixed_off for the tuple whose data it is given */
+	void		(*walk) (void *arg, const char *data);
+	void	   *walk_arg;
 } GsPageRows;
 
 extern bool gs_heapread_page_rows(GsHeapReader *r, GsPageRows *pr);

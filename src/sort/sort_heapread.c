@@ -101,13 +101,17 @@ struct GsHeapReader
 	AttrNumber *proj;			/* attribute numbers, pslot's natts of them */
 	AttrNumber	proj_max;		/* the largest */
 	/*
-	 * every attribute before proj_max fixed-width, proj_max too or a
-	 * varlena (proj_var): where each picked one is
+	 * proj_known: where each picked column lies in a tuple without NULLs,
+	 * known once for the attributes before the first varlena (walk_from),
+	 * found per tuple from there (gs_hr_walk); proj_var: the last picked
+	 * one (proj_max) is a varlena
 	 */
-	bool		proj_fixed;
+	bool		proj_known;
 	bool		proj_var;
-	int32	   *proj_off;		/* in a tuple's data without NULLs (a
-								 * varlena's room, before alignment) */
+	int			walk_from;		/* -1: every offset known once */
+	int32	   *att_off;		/* each attribute's, up to proj_max */
+	int32	   *proj_off;		/* each picked one's (a varlena's room,
+								 * before alignment) */
 	Form_pg_attribute *proj_att;
 	HeapTupleData tuple;
 	OffsetNumber offs[MaxHeapTuplesPerPage];
@@ -276,50 +280,87 @@ gs_hr_projection(PlanState *child, AttrNumber *max)
 }
 
 /*
- * Where the picked columns lie in a tuple without NULLs, when every
- * attribute before the last picked one is fixed-width (a dropped one keeps
- * its width): at offsets known once, as the tuple descriptor's cached
- * offsets would give them.  The last picked one may be a varlena, whose
- * room starts there (its value at that offset aligned as
- * att_align_pointer finds it).
+ * Where the picked columns lie in a tuple without NULLs that has every
+ * attribute up to the last picked one: at offsets known once, as the
+ * tuple descriptor's cached offsets would give them, for the attributes
+ * before the first varlena (a dropped attribute keeps its width); from
+ * there, found for each tuple by walking its values (gs_hr_walk), as
+ * deforming it would.  A varlena's offset is where its room starts (its
+ * value there aligned as att_align_pointer finds it).
  */
 static void
 gs_hr_projection_offsets(GsHeapReader *r)
 {
 	TupleDesc	desc = RelationGetDescr(r->rel);
 	int			n = r->pslot->tts_tupleDescriptor->natts;
-	int32	   *attoff = palloc(r->proj_max * sizeof(int32));
 	int32		off = 0;
 	int			a;
 
+	r->att_off = palloc(r->proj_max * sizeof(int32));
+	r->walk_from = -1;
 	for (a = 0; a < r->proj_max; a++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, a);
 
-		if (att->attlen == -1 && a == r->proj_max - 1)
+		if (att->attlen != -1 && att->attlen <= 0)
+			return;				/* (a cstring) */
+		if (r->walk_from >= 0)
+			continue;
+		if (att->attlen == -1)
 		{
-			attoff[a] = off;
-			r->proj_var = true;
-			break;
-		}
-		if (att->attlen <= 0)
-		{
-			pfree(attoff);
-			return;
+			r->walk_from = a;
+			r->att_off[a] = off;
+			continue;
 		}
 		off = att_align_nominal(off, att->attalign);
-		attoff[a] = off;
+		r->att_off[a] = off;
 		off += att->attlen;
 	}
+	r->proj_var = TupleDescAttr(desc, r->proj_max - 1)->attlen == -1;
 	r->proj_off = palloc(Max(n, 1) * sizeof(int32));
 	r->proj_att = palloc(Max(n, 1) * sizeof(Form_pg_attribute));
 	for (a = 0; a < n; a++)
 	{
-		r->proj_off[a] = attoff[r->proj[a] - 1];
+		r->proj_off[a] = r->att_off[r->proj[a] - 1];
 		r->proj_att[a] = TupleDescAttr(desc, r->proj[a] - 1);
 	}
-	pfree(attoff);
-	r->proj_fixed = true;
+	r->proj_known = true;
+}
+
+/*
+ * The offsets of the picked columns in the tuple whose data is at data
+ * (without NULLs, every attribute up to proj_max), where some lie after a
+ * varlena: the attributes from the first varlena on, walked as
+ * slot_deform_heap_tuple walks them.
+ */
+static void
+gs_hr_walk(void *arg, const char *data)
+{
+	GsHeapReader *r = (GsHeapReader *) arg;
+	TupleDesc	desc = RelationGetDescr(r->rel);
+	int32		off = r->att_off[r->walk_from];
+	int			n = r->pslot->tts_tupleDescriptor->natts;
+	int			a;
+
+	for (a = r->walk_from; a < r->proj_max; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+
+		if (att->attlen == -1)
+		{
+			r->att_off[a] = off;
+			off = att_align_pointer(off, att->attalign, -1, data + off);
+			off = att_addlength_pointer(off, -1, data + off);
+		}
+		else
+		{
+			off = att_align_nominal(off, att->attalign);
+			r->att_off[a] = off;
+			off += att->attlen;
+		}
+	}
+	for (a = 0; a < n; a++)
+		r->proj_off[a] = r->att_off[r->proj[a] - 1];
 }
 
 /* a reader of one scan's rows (see gs_heapread_begin) */
@@ -498,7 +539,7 @@ gs_hr_finish(GsHeapReader *r)
 /*
  * The columns the node's projection picks of the tuple read last: taken at
  * their offsets from a tuple without NULLs where they are known
- * (proj_fixed), else from the tuple deformed in the reader's slot
+ * (proj_known), else from the tuple deformed in the reader's slot
  */
 static TupleTableSlot *
 gs_hr_project(GsHeapReader *r)
@@ -509,11 +550,13 @@ gs_hr_project(GsHeapReader *r)
 	int			n = out->tts_tupleDescriptor->natts;
 	int			i;
 
-	if (r->proj_fixed && !(th->t_infomask & HEAP_HASNULL) &&
+	if (r->proj_known && !(th->t_infomask & HEAP_HASNULL) &&
 		HeapTupleHeaderGetNatts(th) >= r->proj_max)
 	{
 		const char *data = (const char *) th + th->t_hoff;
 
+		if (r->walk_from >= 0)
+			gs_hr_walk(r, data);
 		ExecClearTuple(out);
 		for (i = 0; i < n; i++)
 		{
@@ -563,8 +606,7 @@ gs_heapread_next(GsHeapReader *r)
  * Can r's rows be copied from their pages a page at a time
  * (gs_heapread_next_page), without a slot?  Those of a plain table's
  * reader (not an Append's), as whole tuples, and those of a projection
- * of columns at offsets known once (fixed-width ones, a varlena last),
- * from their values' bytes.
+ * whose columns' places are known (proj_known), from their values' bytes.
  * If so, *pr says how (gs_page_row, sortstate_int.h).
  */
 bool
@@ -577,13 +619,16 @@ gs_heapread_page_rows(GsHeapReader *r, GsPageRows *pr)
 		pr->fixed_off = NULL;
 		pr->natts = RelationGetDescr(r->rel)->natts;
 		pr->var_tail = false;
+		pr->walk = NULL;
 		return true;
 	}
-	if (!r->proj_fixed)
+	if (!r->proj_known)
 		return false;
 	pr->fixed_off = r->proj_off;
 	pr->natts = r->proj_max;
 	pr->var_tail = r->proj_var;
+	pr->walk = r->walk_from >= 0 ? gs_hr_walk : NULL;
+	pr->walk_arg = r;
 	return true;
 }
 

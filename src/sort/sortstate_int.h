@@ -873,6 +873,8 @@ gs_page_row(const GsPageRows *pr, const GsRowLayout *l, Page page,
 		return gs_tuple_to_row(th, ItemIdGetLength(lp), alloc, arg);
 	if (unlikely(th->t_infomask & HEAP_HASNULL))
 		return NULL;
+	if (pr->walk != NULL)
+		pr->walk(pr->walk_arg, (const char *) th + th->t_hoff);
 	if (pr->var_tail)
 		return gs_form_tail_row_at(l, (const char *) th + th->t_hoff,
 								   pr->fixed_off, alloc, arg);
