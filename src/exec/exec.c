@@ -42,6 +42,7 @@ typedef struct GpuSortState
 static Node *gpusort_create_state(CustomScan *cscan);
 static void gpusort_begin(CustomScanState *node, EState *estate, int eflags);
 static TupleTableSlot *gpusort_exec(CustomScanState *node);
+static TupleTableSlot *gpusort_exec_node(PlanState *pstate);
 static void gpusort_end(CustomScanState *node);
 static void gpusort_rescan(CustomScanState *node);
 static void gpusort_markpos(CustomScanState *node);
@@ -86,6 +87,12 @@ gpusort_begin(CustomScanState *node, EState *estate, int eflags)
 	gss->random_access = (eflags & (EXEC_FLAG_REWIND |
 									EXEC_FLAG_BACKWARD |
 									EXEC_FLAG_MARK)) != 0;
+
+	/*
+	 * Rows are fetched through gpusort_exec_node itself: ExecInitNode makes
+	 * what this leaves in ExecProcNode the node's real one once we return.
+	 */
+	node->ss.ps.ExecProcNode = gpusort_exec_node;
 
 	/* the child never needs to rewind, go backward or mark: we keep rows */
 	eflags &= ~(EXEC_FLAG_REWIND | EXEC_FLAG_BACKWARD | EXEC_FLAG_MARK);
@@ -174,25 +181,52 @@ gpusort_project(CustomScanState *node, TupleTableSlot *slot)
 	return ExecProject(node->ss.ps.ps_ProjInfo);
 }
 
-static TupleTableSlot *
-gpusort_exec(CustomScanState *node)
+/*
+ * Everything gpusort_exec_node leaves: the first call (the load and the
+ * sort) and rows through the node's projection.
+ */
+static pg_noinline TupleTableSlot *
+gpusort_exec_rest(GpuSortState *gss)
 {
-	GpuSortState *gss = (GpuSortState *) node;
-	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
-	bool		forward;
+	CustomScanState *node = &gss->css;
+	TupleTableSlot *slot;
+
+	if (!gss->sorted)
+		gpusort_load(gss);
+
+	slot = gs_sort_get(gss->sort,
+					   ScanDirectionIsForward(node->ss.ps.state->es_direction),
+					   node->ss.ss_ScanTupleSlot);
+	if (slot == NULL || node->ss.ps.ps_ProjInfo == NULL)
+		return slot;
+	return gpusort_project(node, slot);
+}
+
+/*
+ * The node's ExecProcNode (gpusort_begin sets it): the next row.  The
+ * executor calls it directly, without ExecCustomScan's frame in between,
+ * since it runs once a row; it checks for interrupts as that would.  A
+ * sorted node without a projection hands the call on to the sort whole.
+ */
+static TupleTableSlot *
+gpusort_exec_node(PlanState *pstate)
+{
+	GpuSortState *gss = (GpuSortState *) pstate;
 
 	CHECK_FOR_INTERRUPTS();
 
-	if (unlikely(!gss->sorted))
-		gpusort_load(gss);
+	if (likely(gss->sorted && pstate->ps_ProjInfo == NULL))
+		return gs_sort_get(gss->sort,
+						   ScanDirectionIsForward(pstate->state->es_direction),
+						   gss->css.ss.ss_ScanTupleSlot);
+	return gpusort_exec_rest(gss);
+}
 
-	forward = ScanDirectionIsForward(node->ss.ps.state->es_direction);
-	if (!gs_sort_get(gss->sort, forward, slot))
-		return NULL;
-
-	if (unlikely(node->ss.ps.ps_ProjInfo != NULL))
-		return gpusort_project(node, slot);
-	return slot;
+/* the custom scan's own entry, for anyone calling through the methods */
+static TupleTableSlot *
+gpusort_exec(CustomScanState *node)
+{
+	return gpusort_exec_node(&node->ss.ps);
 }
 
 static void

@@ -216,7 +216,8 @@ extern int	gs_sort_share_of_runs(GsSortState *s, int nparts);
 extern void gs_sort_add_runs(GsSortState *s, const struct GsRun *runs, int n,
 							 int written, bool any_lossy,
 							 uint32 max_tuple_len);
-extern bool gs_sort_get(GsSortState *s, bool forward, TupleTableSlot *slot);
+extern TupleTableSlot *gs_sort_get(GsSortState *s, bool forward,
+								   TupleTableSlot *slot);
 extern void gs_sort_markpos(GsSortState *s);
 extern void gs_sort_restorepos(GsSortState *s);
 extern bool gs_sort_can_rewind(GsSortState *s);
