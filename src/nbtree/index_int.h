@@ -108,6 +108,9 @@ typedef struct GsIdxBuild
 
 	/* what the sort reported at its end (the DEBUG2 lines) */
 	GsSortReport rep;
+	/* the page writer's time in WAL and storage calls, and in its sync */
+	double		write_ms;
+	double		sync_ms;
 
 	/* comparators for tie-breaks and unique checks */
 	SortSupport ssup;
@@ -457,5 +460,6 @@ extern void gs_btw_settle(GsBtWriter *w);
 /* write the last pages of every level and the metapage; sync */
 extern void gs_btw_finish(GsBtWriter *w);
 extern double gs_btw_write_ms(GsBtWriter *w);
+extern double gs_btw_sync_ms(GsBtWriter *w);
 
 #endif							/* GPUSORT_INDEX_INT_H */

@@ -349,11 +349,15 @@ gs_idx_sort_summary(GsIdxBuild *b)
 					"the backend waited %.1f ms, tie-breaks %.1f ms); "
 					"%d runs written in %.1f ms (%.1f ms waiting for "
 					"writes in the background); %d merge passes, "
-					"%d merge threads, %.1f ms merging",
+					"%d merge threads, %.1f ms merging%s",
 					r->chunks, r->engine ? r->engine : "no engine",
 					r->sort_ms, r->transfer_ms, r->wait_ms, r->tiebreak_ms,
 					r->runs, r->spill_ms, r->spill_wait_ms,
-					r->merge_passes, r->streams, r->merge_ms);
+					r->merge_passes, r->streams, r->merge_ms,
+					b->sink != NULL ? "" :
+					psprintf("; index pages written in %.1f ms (WAL and "
+							 "storage), synced in %.1f ms",
+							 b->write_ms, b->sync_ms));
 }
 
 /*
@@ -453,7 +457,11 @@ gs_idx_sort_write(GsIdxBuild *b)
 		elog(ERROR, "gpusort: the index sort lost rows (%.0f of %.0f)",
 			 count, gs_sort_rows(b->sort));
 	if (w != NULL)
+	{
 		gs_btw_finish(w);
+		b->write_ms = gs_btw_write_ms(w);
+		b->sync_ms = gs_btw_sync_ms(w);
+	}
 
 	gs_sort_report(b->sort, &b->rep);
 	gs_sort_end(b->sort);

@@ -83,6 +83,7 @@ struct GsBtWriter
 
 	int64		ndone;			/* tuples added, for progress */
 	instr_time	write_time;		/* in WAL and smgr calls */
+	instr_time	sync_time;		/* in the final smgrimmedsync */
 };
 
 static void gs_btw_level_add(GsBtWriter *w, GsBtLevel *lv, IndexTuple itup,
@@ -628,6 +629,13 @@ gs_btw_write_ms(GsBtWriter *w)
 	return INSTR_TIME_GET_MILLISEC(w->write_time);
 }
 
+/* time spent syncing the index's file at the end, in ms */
+double
+gs_btw_sync_ms(GsBtWriter *w)
+{
+	return INSTR_TIME_GET_MILLISEC(w->sync_time);
+}
+
 void
 gs_btw_finish(GsBtWriter *w)
 {
@@ -689,5 +697,13 @@ gs_btw_finish(GsBtWriter *w)
 	 * their WAL records cannot have flushed them: sync before commit.
 	 */
 	if (w->use_wal)
+	{
+		instr_time	t0;
+		instr_time	t1;
+
+		INSTR_TIME_SET_CURRENT(t0);
 		smgrimmedsync(RelationGetSmgr(w->index), MAIN_FORKNUM);
+		INSTR_TIME_SET_CURRENT(t1);
+		INSTR_TIME_ACCUM_DIFF(w->sync_time, t1, t0);
+	}
 }
