@@ -316,6 +316,9 @@ gs_hr_projection_offsets(GsHeapReader *r)
 		r->att_off[a] = off;
 		off += att->attlen;
 	}
+	/* a varlena picked last starts where the fixed values end: no walk */
+	if (r->walk_from == r->proj_max - 1)
+		r->walk_from = -1;
 	r->proj_var = TupleDescAttr(desc, r->proj_max - 1)->attlen == -1;
 	r->proj_off = palloc(Max(n, 1) * sizeof(int32));
 	r->proj_att = palloc(Max(n, 1) * sizeof(Form_pg_attribute));
