@@ -82,6 +82,26 @@ ALTER TABLE gsp SET (parallel_workers = 2);
 SET max_parallel_maintenance_workers = 2;
 SELECT * FROM gsp_leftovers();
 
+-- a table without parallel_workers: PostgreSQL plans workers from its size
+-- and gives each participant 32MB (one worker at 64MB, two at 96MB);
+-- gpusort's participants need 16MB, as each only cuts its rows into runs
+-- (two workers at 64MB, four at 96MB), never more than
+-- max_parallel_maintenance_workers, never where PostgreSQL planned none
+CREATE TABLE gspn WITH (autovacuum_enabled = off) AS SELECT * FROM gsp;
+SET maintenance_work_mem = '64MB';
+SELECT * FROM gs_build('CREATE INDEX %I ON gspn (a, id)', 'gspn_a');
+SET max_parallel_maintenance_workers = 4;
+SELECT * FROM gs_build('CREATE INDEX %I ON gspn (b, id)', 'gspn_b');
+SET maintenance_work_mem = '96MB';
+SELECT * FROM gs_build('CREATE INDEX %I ON gspn (c COLLATE "C", id)', 'gspn_c');
+SET max_parallel_maintenance_workers = 1;
+SELECT * FROM gs_build('CREATE INDEX %I ON gspn (id)', 'gspn_id');
+SET max_parallel_maintenance_workers = 2;
+SET maintenance_work_mem = '48MB';
+SELECT * FROM gs_build('CREATE INDEX %I ON gspn (a)', 'gspn_a48');
+SET maintenance_work_mem = '1MB';
+SELECT * FROM gsp_leftovers();
+
 -- queries through the indexes equal sequential scans
 SELECT gs_same('SELECT id FROM gsp WHERE id BETWEEN 100 AND 20000 ORDER BY id DESC');
 SELECT gs_same('SELECT b, a FROM gsp WHERE b > 0 ORDER BY b, a');

@@ -88,7 +88,7 @@ gs_idx_progress_scanned(double rows)
 static bool
 gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 			 double *reltuples, double *indtuples, bool *external,
-			 const char **why)
+			 int *launched, const char **why)
 {
 	GsIdxBuild *b;
 	GsIdxParallel *par = NULL;
@@ -123,7 +123,7 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	if (indexInfo->ii_ParallelWorkers > 0 && !indexInfo->ii_Concurrent)
 	{
 		/* memory is shared as in PostgreSQL's build: by participants */
-		planned = indexInfo->ii_ParallelWorkers;
+		planned = gs_idx_plan_workers(heap, indexInfo->ii_ParallelWorkers);
 		share = mem / (planned + (parallel_leader_participation ? 1 : 0));
 	}
 	gs_idx_sort_begin(b, share,
@@ -177,6 +177,7 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 							 end_ms, gs_idx_sort_summary(b))));
 
 	*indtuples = b->indtuples;
+	*launched = nworkers;
 	pfree(b);
 	return true;
 }
@@ -191,6 +192,7 @@ gs_btbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	double		reltuples = 0;
 	double		indtuples = 0;
 	bool		external = false;
+	int			nworkers = 0;
 	bool		done;
 
 	why = gs_idx_unsupported(heap, index, indexInfo);
@@ -210,7 +212,7 @@ gs_btbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 								ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(cxt);
 	done = gs_idx_build(heap, index, indexInfo, &reltuples, &indtuples,
-						&external, &why);
+						&external, &nworkers, &why);
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextDelete(cxt);
 
@@ -226,9 +228,12 @@ gs_btbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	}
 
 	ereport(GS_IDX_REPORT_LEVEL,
-			(errmsg_internal("index \"%s\" built by gpusort%s",
+			(errmsg_internal("index \"%s\" built by gpusort%s%s",
 							 RelationGetRelationName(index),
-							 external ? " (sorted in runs on disk)" : "")));
+							 external ? " (sorted in runs on disk)" : "",
+							 nworkers > 0 ?
+							 psprintf(" with %d parallel worker%s", nworkers,
+									  nworkers == 1 ? "" : "s") : "")));
 	gs_stats_index_build(true);
 	result->heap_tuples = reltuples;
 	result->index_tuples = indtuples;

@@ -429,10 +429,12 @@ gs_cluster_collect_rows(Relation OldHeap, Relation OldIndex,
 	/*
 	 * Workers as PostgreSQL would plan them for building this index (its
 	 * max_parallel_maintenance_workers, the table's size or parallel_workers,
-	 * the index expressions' parallel safety, 32MB of memory each).
+	 * the index expressions' parallel safety, 32MB of memory each), with
+	 * gpusort's smaller share of memory a participant needs.
 	 */
-	planned = plan_create_index_workers(RelationGetRelid(OldHeap),
-										RelationGetRelid(OldIndex));
+	planned = gs_idx_plan_workers(OldHeap,
+								  plan_create_index_workers(RelationGetRelid(OldHeap),
+															RelationGetRelid(OldIndex)));
 	if (planned > 0)
 		share = mem / (planned + (parallel_leader_participation ? 1 : 0));
 	gs_idx_sort_begin(b, share,
@@ -632,5 +634,6 @@ gs_cluster_copy(Relation OldHeap, Relation NewHeap, Relation OldIndex,
 							 use_sort ? "" : " instead of PostgreSQL's index scan",
 							 external ? " (sorted in runs on disk)" : "",
 							 nworkers > 0 ?
-							 psprintf(" with %d parallel workers", nworkers) : "")));
+							 psprintf(" with %d parallel worker%s", nworkers,
+									  nworkers == 1 ? "" : "s") : "")));
 }

@@ -372,6 +372,14 @@ typedef struct GsIdxParallel GsIdxParallel;
  * Launch workers for b (set up by gs_idx_init); NULL when none could be
  * launched.  *share: the memory each participant gets.
  */
+/*
+ * The least maintenance_work_mem, in kB, a participant of a parallel build
+ * is given (gs_idx_plan_workers): half of PostgreSQL's rule, whose
+ * participants each sort.
+ */
+#define GS_IDX_PARTICIPANT_MIN_KB	16384
+
+extern int	gs_idx_plan_workers(Relation heap, int planned);
 extern GsIdxParallel *gs_idx_parallel_begin(GsIdxBuild *b, IndexInfo *indexInfo,
 											int nworkers, Size *share);
 

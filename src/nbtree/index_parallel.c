@@ -64,7 +64,9 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "optimizer/optimizer.h"
+#include "optimizer/paths.h"
 #include "pgstat.h"
+#include "storage/bufmgr.h"
 #include "storage/shm_toc.h"
 #include "storage/spin.h"
 #include "tcop/tcopprot.h"
@@ -277,6 +279,46 @@ gs_pidx_begin(GsIdxBuild *b, IndexInfo *indexInfo, int nworkers,
 	p->area = area;
 	p->nworkers = pcxt->nworkers_launched;
 	return p;
+}
+
+/*
+ * How many workers scan for a build PostgreSQL planned `planned` for
+ * (plan_create_index_workers: from the table's size, at most
+ * max_parallel_maintenance_workers, then fewer until each participant has
+ * 32MB of maintenance_work_mem, which each of its sorts needs).  A
+ * participant here only cuts its rows into runs of its share: the sort
+ * and the merge happen once, in the leader, with the whole of
+ * maintenance_work_mem.  So the memory cut is made at half that, 16MB a
+ * participant: at the defaults (64MB, 2 maintenance workers) a large
+ * table is scanned by three processes, not two.
+ *
+ * Nothing changes where PostgreSQL planned no worker (a concurrent build,
+ * a parallel-unsafe expression, a small table, too little memory), or
+ * where the table's parallel_workers option set the number.
+ */
+int
+gs_idx_plan_workers(Relation heap, int planned)
+{
+	BlockNumber pages;
+	int			threshold;
+	int			workers = 1;
+
+	if (planned <= 0 || RelationGetParallelWorkers(heap, -1) != -1)
+		return planned;
+
+	/* compute_parallel_worker's rule for a heap of this size */
+	pages = RelationGetNumberOfBlocks(heap);
+	threshold = Max(min_parallel_table_scan_size, 1);
+	while (pages >= (BlockNumber) threshold * 3 && threshold <= INT_MAX / 9)
+	{
+		workers++;
+		threshold *= 3;
+	}
+	workers = Min(workers, max_parallel_maintenance_workers);
+	while (workers > 0 &&
+		   maintenance_work_mem / (workers + 1) < GS_IDX_PARTICIPANT_MIN_KB)
+		workers--;
+	return Max(planned, workers);
 }
 
 GsIdxParallel *

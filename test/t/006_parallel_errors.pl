@@ -389,7 +389,7 @@ EOSQL
 	is( join("\n", @lines),
 		join("\n",
 			't', 't',
-			'LOG:  index "gs_pe_err" built by gpusort',
+			'LOG:  index "gs_pe_err" built by gpusort with 2 parallel workers',
 			'0 pages differ',
 			'LOG:  table "gs_pe_c" sorted by gpusort with 2 parallel workers',
 			't', 't'),
