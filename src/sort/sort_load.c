@@ -371,13 +371,16 @@ gs_derive_row_key(GsSortState *s, size_t n, MinimalTuple mt,
 	}
 }
 
-/* row n, at mt with its key made, counts in the batch */
+/*
+ * Row n, at mt with its key made, counts in the batch; derived: the key
+ * was derived from the row's bytes
+ */
 static pg_attribute_always_inline void
-gs_row_taken(GsSortState *s, size_t n, MinimalTuple mt)
+gs_row_taken(GsSortState *s, size_t n, MinimalTuple mt, bool derived)
 {
 	s->tuples[n] = mt;
 	s->max_tuple_len = Max(s->max_tuple_len, mt->t_len);
-	gs_batch_note(s, mt, false);
+	gs_batch_note(s, mt, false, derived);
 	s->nrows = n + 1;
 	s->total_rows += 1;
 }
@@ -409,7 +412,7 @@ gs_sort_put(GsSortState *s, TupleTableSlot *slot)
 		}
 		mt = gs_copy_row(s, slot);
 	}
-	gs_row_taken(s, n, mt);
+	gs_row_taken(s, n, mt, false);
 }
 
 /*
@@ -466,11 +469,16 @@ gs_sort_put_page(GsSortState *s, GsHeapReader *r)
 		if (likely(!s->page_check) ||
 			gs_key_derivable(s->kp,
 							 (const char *) mt + MINIMAL_TUPLE_DATA_OFFSET))
+		{
 			gs_derive_row_key(s, row, mt, NULL, true);
+			gs_row_taken(s, row, mt, true);
+		}
 		else
+		{
 			gs_derive_row_key(s, row, mt, gs_heapread_page_slot(r, offs[i]),
 							  false);
-		gs_row_taken(s, row, mt);
+			gs_row_taken(s, row, mt, false);
+		}
 	}
 	return n;
 }
@@ -502,7 +510,7 @@ gs_sort_row_add(GsSortState *s, Size len)
 			 len);
 	/* the row before, filled in now */
 	if (s->batch_noted < s->nrows)
-		gs_batch_note(s, s->tuples[s->nrows - 1], true);
+		gs_batch_note(s, s->tuples[s->nrows - 1], true, false);
 	if (unlikely(s->nrows >= s->check_at))
 		gs_load_check(s);
 	n = s->nrows;

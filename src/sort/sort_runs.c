@@ -241,7 +241,7 @@ gs_spill_rows(GsSpillJob *j, int part, size_t from, size_t to, int64 off,
 
 		gs_spill_prefetch(j, i, to);
 		word = gs_tape_word_of(&j->tape, tup, gs_lossy_bit(j->lossy, row),
-							   &bytes, &body, rows);
+							   &bytes, &body, rows, !rows && j->tape.omit_sure);
 		head = gs_tape_head(&j->tape, word);
 		if (used + head + body > j->bufsize)
 		{
@@ -360,6 +360,9 @@ gs_spill_prepare(GsSortState *s, const uint32 *rows, const char *keys,
 	j->file = s->file;
 	j->key_bytes = s->key_bytes;
 	j->tape = s->tape;
+	/* every row's key derived from its bytes: no need to ask omit of each */
+	j->tape.omit_sure = s->tape.omit != NULL && !s->tape.tf.rows &&
+		n > 0 && s->batch_derived == n;
 	j->tuples = s->tuples;
 	j->lossy = s->lossy;
 	j->rows = rows;
@@ -448,6 +451,7 @@ gs_reset_batch(GsSortState *s)
 	s->arena_bytes = 0;
 	s->batch_disk = 0;
 	s->batch_noted = 0;
+	s->batch_derived = 0;
 	s->blk_left = 0;
 	s->blk_next = 0;
 	s->check_at = 0;
@@ -610,7 +614,7 @@ gs_spill_batch(GsSortState *s)
 		return;
 	/* a variant's last row is noted only now (see gs_sort_row_add) */
 	if (s->row_cmp != NULL && s->batch_noted == s->nrows - 1)
-		gs_batch_note(s, s->tuples[s->nrows - 1], true);
+		gs_batch_note(s, s->tuples[s->nrows - 1], true, false);
 
 	/*
 	 * A batch written in the background whose keys need no tie-break, and

@@ -280,6 +280,13 @@ typedef struct GsTapeOut
 	bool		omit_all;
 	uint16		keep_len_off;
 	uint16		keep_len_mask;
+
+	/*
+	 * Set on a spill job's copy only: every row of its batch had its key
+	 * derived from its own bytes as it came (gs_batch_note's derived), so
+	 * omit would say yes to each and is not called.
+	 */
+	bool		omit_sure;
 } GsTapeOut;
 
 /*
@@ -383,6 +390,7 @@ struct GsSortState
 	int64		arena_bytes;	/* arena memory this batch has taken */
 	int64		batch_disk;		/* its rows' bytes in a run (gs_batch_note) */
 	size_t		batch_noted;	/* rows counted in batch_disk */
+	size_t		batch_derived;	/* of those, keys derived from the row */
 	int64		batch_rec;		/* their one record size, or -1 if several */
 	GsBlock    *blocks;			/* every arena block, kept across batches */
 	int			nblocks;
@@ -545,7 +553,7 @@ gs_key_cmp_words(const char *a, const char *b, int from, int to)
  */
 static pg_attribute_always_inline uint32
 gs_tape_word_of(const GsTapeOut *o, MinimalTuple tup, bool lossy,
-				const char **body, size_t *body_len, bool rows)
+				const char **body, size_t *body_len, bool rows, bool sure)
 {
 	uint32		word = lossy ? TAPE_LOSSY_BIT : 0;
 	const char *data;
@@ -576,7 +584,7 @@ gs_tape_word_of(const GsTapeOut *o, MinimalTuple tup, bool lossy,
 		}
 		else
 		{
-			if (o->omit == NULL || !o->omit(o->arg, *body))
+			if (!sure && (o->omit == NULL || !o->omit(o->arg, *body)))
 				return word | tup->t_len;
 			/* the derivation tells the lossy ones: the top bit is free */
 			hints = gs_tape_std_header(&o->tf, tup);
@@ -625,8 +633,9 @@ gs_tape_word(const GsTapeOut *o, MinimalTuple tup, bool lossy,
 			 const char **body, size_t *body_len)
 {
 	if (o->tf.rows)
-		return gs_tape_word_of(o, tup, lossy, body, body_len, true);
-	return gs_tape_word_of(o, tup, lossy, body, body_len, false);
+		return gs_tape_word_of(o, tup, lossy, body, body_len, true, false);
+	return gs_tape_word_of(o, tup, lossy, body, body_len, false,
+						   o->omit_sure);
 }
 
 /* the bytes of a record's word and key */
@@ -636,13 +645,18 @@ gs_tape_head(const GsTapeOut *o, uint32 word)
 	return TAPE_ROW_HDR + ((word & TAPE_NOKEY_BIT) ? 0 : o->tf.key_bytes);
 }
 
-/* the bytes of a row on disk (inlined as gs_tape_word is: once a row) */
+/*
+ * The bytes of a row on disk (inlined as gs_tape_word is: once a row);
+ * sure: the row's key is known to be derivable from its bytes
+ */
 static pg_attribute_always_inline size_t
-gs_row_disk_bytes_of(const GsTapeOut *o, MinimalTuple tup, bool rows)
+gs_row_disk_bytes_of(const GsTapeOut *o, MinimalTuple tup, bool rows,
+					 bool sure)
 {
 	const char *body;
 	size_t		body_len;
-	uint32		word = gs_tape_word_of(o, tup, false, &body, &body_len, rows);
+	uint32		word = gs_tape_word_of(o, tup, false, &body, &body_len, rows,
+									   sure);
 
 	return gs_tape_head(o, word) + body_len;
 }
@@ -651,8 +665,8 @@ static pg_attribute_always_inline size_t
 gs_row_disk_bytes(const GsTapeOut *o, MinimalTuple tup)
 {
 	if (o->tf.rows)
-		return gs_row_disk_bytes_of(o, tup, true);
-	return gs_row_disk_bytes_of(o, tup, false);
+		return gs_row_disk_bytes_of(o, tup, true, false);
+	return gs_row_disk_bytes_of(o, tup, false, o->omit_sure);
 }
 
 /* write a record's word and key (unless left out) at dst; their bytes */
@@ -668,13 +682,17 @@ gs_tape_put_head(const GsTapeOut *o, char *dst, uint32 word, const char *key)
 
 /*
  * Count a row put into the batch: its run's bytes are then known before
- * the run is written, and the write need not add them up first.
+ * the run is written, and the write need not add them up first.  derived:
+ * its key was derived from its bytes (gs_key_derive), so the tape's omit
+ * would say yes; the batch's run is then written without asking it, if
+ * every row of the batch came so (batch_derived).
  */
 static pg_attribute_always_inline void
-gs_batch_note(GsSortState *s, MinimalTuple tup, bool rows)
+gs_batch_note(GsSortState *s, MinimalTuple tup, bool rows, bool derived)
 {
-	int64		b = gs_row_disk_bytes_of(&s->tape, tup, rows);
+	int64		b = gs_row_disk_bytes_of(&s->tape, tup, rows, derived);
 
+	s->batch_derived += derived;
 	s->batch_disk += b;
 	if (s->batch_noted++ == 0)
 		s->batch_rec = b;
