@@ -321,6 +321,23 @@ gs_encode_text_c(const GsKeyPlan *kp, const char *str, int len, void *out)
 	bool		extreme;
 	int			i;
 
+	/*
+	 * A value at least as long as an ascending column that fills the key
+	 * alone (md5 strings, most long text): the key is its leading bytes,
+	 * read where they lie, without zeroing and copying them first.
+	 */
+	if (len >= col->width && col->width == kp->key_bytes && !col->desc)
+	{
+		const uint8 edge = col->nulls_first ? 0x00 : 0xFF;
+
+		Assert(col->off == 0);
+		extreme = true;
+		for (i = 0; i < col->width && extreme; i++)
+			extreme = (uint8) str[i] == edge;
+		gs_store_key((const uint8 *) str, kp->key_bytes, out);
+		return len > col->width || extreme || !kp->exact;
+	}
+
 	memset(key, 0, kp->key_bytes);
 	if (len > col->width)
 	{
