@@ -607,9 +607,9 @@ gs_merge_chunks_to_array(GsSortState *s)
  * rows go to once a row: the node's own MinimalTuple slot, which never
  * owns what it holds.  The fields set are those tts_minimal_store_tuple
  * leaves after tts_minimal_clear (the same in PostgreSQL 15 to 18); the
- * two calls through the slot's callbacks cost 42 instructions a row, a
- * third of the backend's work per row of a 50M-row ORDER BY.  Any other
- * slot goes through PostgreSQL's function.
+ * two calls through the slot's callbacks cost 42 of the 124 instructions
+ * returning a row took.  Any other slot goes through PostgreSQL's
+ * function.
  */
 static pg_attribute_always_inline void
 gs_slot_store(MinimalTuple mt, TupleTableSlot *slot)
