@@ -17,6 +17,7 @@
 #include "postgres.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,7 +32,7 @@
 #define GS_GPU_MIN_ROWS_DEFAULT	200000
 #define GS_TOPN_LIMIT_DEFAULT	10000
 #define GS_MAX_KEY_BYTES_DEFAULT 32
-#define GS_CPU_THREADS_DEFAULT	4
+#define GS_CPU_THREADS_LEAST_DEFAULT 4
 
 bool		gpusort_enabled = true;
 int			gpusort_engine_choice = GS_ENGINE_AUTO;
@@ -40,7 +41,7 @@ int			gpusort_gpu_min_rows = GS_GPU_MIN_ROWS_DEFAULT;
 int			gpusort_max_key_bytes = GS_MAX_KEY_BYTES_DEFAULT;
 int			gpusort_topn_limit = GS_TOPN_LIMIT_DEFAULT;
 int			gpusort_gpu_memory_limit_kb = 0;
-int			gpusort_cpu_threads = GS_CPU_THREADS_DEFAULT;
+int			gpusort_cpu_threads = GS_CPU_THREADS_LEAST_DEFAULT;
 bool		gpusort_parallel_load = true;
 char	   *gpusort_cuda_library = NULL;
 int			gpusort_service_memory_mb = GS_SERVICE_MEMORY_DEFAULT_MB;
@@ -129,6 +130,28 @@ check_cuda_library(char **newval, void **extra, GucSource source)
 int			gpusort_sort_fault = GS_SORT_FAULT_NONE;
 int			gpusort_service_fault = GS_FAULT_NONE;
 int			gs_index_fault = GS_INDEX_FAULT_NONE;
+
+/*
+ * gpusort.cpu_threads' default: half the cores this process may run on, at
+ * least GS_CPU_THREADS_LEAST_DEFAULT.  Half, because a sort's threads work
+ * beside the backend, its loading workers and the other sessions; on a
+ * 16-core machine the final merge of a large sort ran fastest with 8.
+ */
+static int
+gs_cpu_threads_default(void)
+{
+	int			ncores = 0;
+#ifdef CPU_COUNT
+	cpu_set_t	set;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		ncores = CPU_COUNT(&set);
+#endif
+	if (ncores <= 0)
+		ncores = (int) sysconf(_SC_NPROCESSORS_ONLN);
+	return Min(Max(ncores / 2, GS_CPU_THREADS_LEAST_DEFAULT),
+			   GS_CPU_THREADS_MAX);
+}
 
 static const struct config_enum_entry sort_fault_options[] = {
 	{"none", GS_SORT_FAULT_NONE, false},
@@ -304,10 +327,11 @@ gs_settings_define(void)
 							"Sets how many threads one sort may use for its CPU-side passes over the rows.",
 							"Gathering the rows of a large sort into sorted order, writing its runs "
 							"to disk and merging them are spread over this many threads. "
-							"1 keeps every pass in the backend's own thread. Superuser-only: "
+							"1 keeps every pass in the backend's own thread. The default is half "
+							"the machine's cores, at least 4. Superuser-only: "
 							"work_mem does not bound the threads a query starts.",
 							&gpusort_cpu_threads,
-							GS_CPU_THREADS_DEFAULT,
+							gs_cpu_threads_default(),
 							1, GS_CPU_THREADS_MAX,
 							PGC_SUSET,
 							0,

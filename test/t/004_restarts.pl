@@ -23,7 +23,7 @@
 #        once per parallel worker; and DROP EXTENSION in one session stops
 #        a second, already open, session from replacing its sorts (and
 #        CREATE EXTENSION brings them back), including a statement it had
-#        prepared.
+#        prepared; and gpusort.cpu_threads defaults to half the cores.
 #
 # Run by scripts/test.sh; by hand as test/t/001_shards.pl says.
 
@@ -217,6 +217,17 @@ is($count->(scalar gs_psql($node, 'lc', $plan_sql), qr/Custom Scan \(GpuSort\)/)
 (undef, $out) = gs_psql($node, 'lc',
 	"DROP EXTENSION gpusort;\nCREATE EXTENSION gpusort;", merge => 1);
 is($count->($out, qr/WARNING/), 0, 'preloaded: CREATE EXTENSION does not warn');
+
+# the default of gpusort.cpu_threads: half the cores the server may run on
+# (nproc counts the same ones), at least 4
+my $cores = `nproc`;
+chomp $cores;
+my $want = int($cores / 2) < 4 ? 4 : int($cores / 2);
+$want = 64 if $want > 64;
+is( $node->safe_psql('lc',
+		"SELECT boot_val || ' ' || setting FROM pg_settings WHERE name = 'gpusort.cpu_threads'"),
+	"$want $want",
+	"gpusort.cpu_threads defaults to half of the $cores cores, at least 4");
 
 # three sorts in one session, each with parallel workers loading the input
 (undef, $out) = gs_psql(
