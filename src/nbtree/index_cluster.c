@@ -152,6 +152,9 @@ typedef struct GsClusterWrite
 	uint32		copycap;
 	double		written;
 	double		copied;			/* of them, copied as is */
+	bool		use_wal;		/* the new heap is WAL-logged */
+	Size		wal_unwoken;	/* bytes of tuples written since the WAL
+								 * writer was last woken */
 } GsClusterWrite;
 
 static void gs_cluster_copy(Relation OldHeap, Relation NewHeap,
@@ -311,6 +314,16 @@ gs_cluster_sink(void *arg, IndexTuple itup)
 	}
 
 	cw->written += 1;
+	if (cw->use_wal)
+	{
+		/* rewriteheap WAL-logs the new heap's pages as it fills them */
+		cw->wal_unwoken += tuple.t_len;
+		if (cw->wal_unwoken >= GS_WAL_WAKE_BYTES)
+		{
+			gs_wal_wake_writer();
+			cw->wal_unwoken = 0;
+		}
+	}
 	pgstat_progress_update_param(PROGRESS_CLUSTER_HEAP_TUPLES_WRITTEN,
 								 (int64) cw->written);
 }
@@ -492,6 +505,7 @@ gs_cluster_write_begin(GsClusterWrite *cw, Relation OldHeap,
 	memset(cw, 0, sizeof(*cw));
 	cw->old_heap = OldHeap;
 	cw->new_heap = NewHeap;
+	cw->use_wal = RelationNeedsWAL(NewHeap);
 	cw->values = (Datum *) palloc(desc->natts * sizeof(Datum));
 	cw->isnull = (bool *) palloc(desc->natts * sizeof(bool));
 	cw->cxt = cxt;

@@ -40,6 +40,8 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/bufpage.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
 #include "storage/smgr.h"
 #include "utils/rel.h"
 
@@ -81,6 +83,9 @@ struct GsBtWriter
 	IndexTuple	lone;			/* the pending tuple while no duplicate joined
 								 * it (no posting list started yet) */
 
+	Size		wal_unwoken;	/* WAL-logged bytes since the WAL writer was
+								 * last woken */
+	int64		wal_wakes;		/* times it was woken */
 	int64		ndone;			/* tuples added, for progress */
 	instr_time	write_time;		/* in WAL and smgr calls */
 	instr_time	sync_time;		/* in the final smgrimmedsync */
@@ -128,7 +133,16 @@ gs_btw_write_page(GsBtWriter *w, Page page, BlockNumber blkno)
 
 	INSTR_TIME_SET_CURRENT(t0);
 	if (w->use_wal)
+	{
 		log_newpage(GS_REL_PHYSICAL(w->index), MAIN_FORKNUM, blkno, page, true);
+		w->wal_unwoken += BLCKSZ;
+		if (w->wal_unwoken >= GS_WAL_WAKE_BYTES)
+		{
+			gs_wal_wake_writer();
+			w->wal_unwoken = 0;
+			w->wal_wakes++;
+		}
+	}
 
 	smgr = RelationGetSmgr(w->index);
 
@@ -158,6 +172,31 @@ gs_btw_write_page(GsBtWriter *w, Page page, BlockNumber blkno)
 		w->spare = page;
 	else
 		pfree(page);
+}
+
+/*
+ * Wake the WAL writer, as PostgreSQL does for asynchronous commits.  A
+ * build inserts page images into the WAL far faster than commits do; left
+ * to itself, the backend writes out the WAL buffers whenever they wrap
+ * (wal_buffers is 16MB at most by default) and syncs each segment it fills,
+ * between pages.  Woken every GS_WAL_WAKE_BYTES, the WAL writer does those
+ * writes and syncs beside it.
+ */
+void
+gs_wal_wake_writer(void)
+{
+	volatile PROC_HDR *procglobal = ProcGlobal;
+#if PG_VERSION_NUM >= 180000
+	ProcNumber	walwriter = procglobal->walwriterProc;
+
+	if (walwriter != INVALID_PROC_NUMBER)
+		SetLatch(&GetPGProcByNumber(walwriter)->procLatch);
+#else
+	Latch	   *latch = procglobal->walwriterLatch;
+
+	if (latch != NULL)
+		SetLatch(latch);
+#endif
 }
 
 static GsBtLevel *
@@ -634,6 +673,13 @@ double
 gs_btw_sync_ms(GsBtWriter *w)
 {
 	return INSTR_TIME_GET_MILLISEC(w->sync_time);
+}
+
+/* times the writer woke the WAL writer */
+int64
+gs_btw_wal_wakes(GsBtWriter *w)
+{
+	return w->wal_wakes;
 }
 
 void

@@ -11,7 +11,8 @@
 #     checksum and the free space between the line pointers and the items:
 #     recovery restores pages from WAL images that leave it out, zeroed,
 #     where a fresh build may leave old bytes), and queries through the
-#     indexes answer as a sequential scan does;
+#     indexes answer as a sequential scan does (the builds wake the WAL
+#     writer as they write their pages: the WAL is whole all the same);
 #   - gpusort's life cycle, the server started twice more:
 #     1. without gpusort in shared_preload_libraries: CREATE EXTENSION warns
 #        (with the hint to preload it), and loading the library in the
@@ -77,7 +78,7 @@ is(scalar(() = $out =~ /built by gpusort \(sorted in runs on disk\)/g),
 ($rc, $out) = gs_psql(
 	$node, $db, <<'EOSQL', merge => 1);
 SET max_parallel_maintenance_workers = 0;
-SET client_min_messages = debug1;
+SET client_min_messages = debug2;
 CREATE INDEX crash_k ON crash (k);
 CREATE INDEX crash_t ON crash (t COLLATE "C");
 CREATE UNIQUE INDEX crash_kv ON crash (k, v DESC) INCLUDE (t);
@@ -85,6 +86,11 @@ EOSQL
 is($rc, 0, 'in-memory builds succeed') or diag($out);
 is(scalar(() = $out =~ /built by gpusort/g),
 	3, 'three indexes built by gpusort in memory');
+# the page writer woke the WAL writer as it went (every 512kB of pages);
+# recovery below shows that the WAL is whole all the same
+like($out,
+	qr/gpusort index "crash_t":.*the WAL writer woken [1-9][0-9]* times/,
+	'the text index build woke the WAL writer');
 
 my @files = split / /, $node->safe_psql($db,
 	"SELECT string_agg(pg_relation_filepath(i), ' ') FROM unnest("
