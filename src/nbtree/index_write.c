@@ -22,8 +22,9 @@
  *	  the topmost one is the root;
  *	- block numbers are handed out in the order pages are started (block 0
  *	  is the metapage, written last); pages are written outside shared
- *	  buffers, WAL-logged as full-page images when the relation needs WAL,
- *	  checksummed, and synced at the end;
+ *	  buffers, WAL-logged as full-page images when the relation needs WAL
+ *	  (waking the WAL writer as they go), checksummed, and synced at the
+ *	  end (their writeback started as they go);
  *	- with deduplication, runs of equal keys become posting list tuples of
  *	  at most a tenth of a page, built with nbtree's exported _bt_dedup_*
  *	  helpers.
@@ -50,6 +51,12 @@
 /* how often the leaf load reports progress, in tuples */
 #define GS_BTW_PROGRESS_EVERY	1024
 
+/*
+ * A file synced at the end has the kernel start writing it back every this
+ * many blocks (1MB), so that the final sync finds little left to write.
+ */
+#define GS_BTW_WRITEBACK_BLOCKS	128
+
 /* the page being filled on one level of the tree */
 typedef struct GsBtLevel
 {
@@ -72,6 +79,7 @@ struct GsBtWriter
 	bool		use_wal;
 	BlockNumber next_blkno;		/* next block number to hand out */
 	BlockNumber nwritten;		/* blocks that exist on disk */
+	BlockNumber nflushing;		/* blocks whose writeback has started */
 	Page		zeropage;		/* for holes, allocated on demand */
 	Page		spare;			/* a written page's buffer, for reuse */
 	GsBtLevel  *leaf;			/* NULL until the first tuple */
@@ -165,6 +173,12 @@ gs_btw_write_page(GsBtWriter *w, Page page, BlockNumber blkno)
 	}
 	else
 		smgrwrite(smgr, MAIN_FORKNUM, blkno, (char *) page, true);
+	if (w->use_wal && w->nwritten - w->nflushing >= GS_BTW_WRITEBACK_BLOCKS)
+	{
+		smgrwriteback(smgr, MAIN_FORKNUM, w->nflushing,
+					  w->nwritten - w->nflushing);
+		w->nflushing = w->nwritten;
+	}
 	INSTR_TIME_SET_CURRENT(t1);
 	INSTR_TIME_ACCUM_DIFF(w->write_time, t1, t0);
 
