@@ -152,7 +152,8 @@ typedef struct GsClusterWrite
 	uint32		copycap;
 	double		written;
 	double		copied;			/* of them, copied as is */
-	bool		use_wal;		/* the new heap is WAL-logged */
+	bool		use_wal;		/* the new heap is WAL-logged (and synced) */
+	BlockNumber nflushing;		/* its blocks whose writeback has started */
 	Size		wal_unwoken;	/* bytes of tuples written since the WAL
 								 * writer was last woken */
 } GsClusterWrite;
@@ -320,8 +321,18 @@ gs_cluster_sink(void *arg, IndexTuple itup)
 		cw->wal_unwoken += tuple.t_len;
 		if (cw->wal_unwoken >= GS_WAL_WAKE_BYTES)
 		{
+			SMgrRelation smgr = RelationGetSmgr(cw->new_heap);
+			BlockNumber nblocks = smgrnblocks(smgr, MAIN_FORKNUM);
+
 			gs_wal_wake_writer();
 			cw->wal_unwoken = 0;
+			/* and the kernel starts writing back what rewriteheap wrote */
+			if (nblocks > cw->nflushing)
+			{
+				smgrwriteback(smgr, MAIN_FORKNUM, cw->nflushing,
+							  nblocks - cw->nflushing);
+				cw->nflushing = nblocks;
+			}
 		}
 	}
 	pgstat_progress_update_param(PROGRESS_CLUSTER_HEAP_TUPLES_WRITTEN,
