@@ -53,9 +53,12 @@
 # (pg_stat_database.temp_bytes before and after, statistics flushed: the
 # same as log_temp_files reports).  From gpusort's EXPLAIN ANALYZE: the time
 # split (load, sort, merge, emit; summed over the plan's GpuSort nodes, empty
-# where EXPLAIN prints no figure: merge for a sort in memory, everything for
-# CREATE INDEX) and the load of each participant of a parallel load
-# (GpuSortLoad: leader/worker 0/worker 1/...).
+# where EXPLAIN prints no figure: merge for a sort in memory) and the load
+# of each participant of a parallel load (GpuSortLoad: leader/worker
+# 0/worker 1/...).  For CREATE INDEX, from gpusort's DEBUG2 line of the
+# warm-up build: the scan (the leader's whole scan/worker 0/...), the
+# sort, "sort, merge and write" as the merge, and the page writer's time
+# in WAL and storage calls and in the final sync.
 #
 # Presets (--preset): the project's benchmark table in one command, PostgreSQL
 # and gpusort side by side, each row saying its settings and its target
@@ -195,6 +198,7 @@ write_md()
 		echo "Temp MB: temporary file bytes the warm-up run of each mode wrote (pg_stat_database.temp_bytes)." \
 			"gpusort time split from the EXPLAIN ANALYZE of its warm-up (summed over GpuSort nodes; - where EXPLAIN prints no figure):" \
 			"load / sort / merge / emit; load per participant: leader/worker 0/worker 1/... (GpuSortLoad, + between nodes)." \
+			"CREATE INDEX: from gpusort's DEBUG2 line of its warm-up build: scan / sort / sort, merge and write; the scan of the leader/worker 0/...; the page writer's WAL and storage calls and its sync." \
 			"Targets ($(t=$(m targets); [ "$t" = cpu ] && echo "the CPU engine's: ORDER BY int8 2.5x and window 2x at 3M rows" || echo "the GPU machine's")):" \
 			"≥ N×: the speedup target, met when the speedup reaches it and gpusort wrote no more temporary bytes than PostgreSQL;" \
 			"temp: the temporary bytes alone, for a row without a speedup target."
@@ -704,8 +708,9 @@ case_script()
 	echo "SET gpusort.enabled = on;"
 	temp_probe on0
 	if is_build "$kind"; then
-		# who built it: gpusort's DEBUG1 line says
-		echo "SET client_min_messages = debug1;"
+		# who built it: gpusort's DEBUG1 line says; its DEBUG2 lines
+		# split the build's time
+		echo "SET client_min_messages = debug2;"
 		echo "$Q;"
 		echo "SET client_min_messages = warning;"
 	else
@@ -748,11 +753,41 @@ case_script()
 # CSV fields: execution, load, sort, transfer, tie-break, merge, emit ms
 # (summed over the plan's GpuSort nodes; a figure EXPLAIN did not print
 # stays empty), the load of each participant, the number of workers, the
-# load path
+# load path.  For an index build, from gpusort's DEBUG2 line instead: the
+# scan as the load (the leader's whole scan, then each worker's), the
+# sort's chunks, "sort, merge and write" as the merge, and the page
+# writer's time in WAL and storage calls and in its sync as the path.
 explain_split()
 {
 	sed -n '/^WARMUP/,/^RUN /p' "$1" | awk '
 	function val(t) { sub(/^[^=]*=/, "", t); return t + 0 }
+	# the number that follows the first text matched by re in s, or ""
+	function after(s, re,   m) {
+		if (!match(s, re "[0-9.]+")) return ""
+		m = substr(s, RSTART, RLENGTH)
+		sub(/^.*[^0-9.]/, "", m)
+		return m
+	}
+	/gpusort index ".*": [0-9]+ rows/ {
+		l += after($0, "; scan ")
+		parts = sprintf("%.1f", after($0, "; scan "))
+		rest = $0
+		while (match(rest, /worker [0-9]+: [0-9]+ rows in [0-9.]+/)) {
+			one = substr(rest, RSTART, RLENGTH)
+			rest = substr(rest, RSTART + RLENGTH)
+			parts = parts "/" sprintf("%.1f", after(one, " rows in "))
+			w++
+		}
+		hw = 1
+		s += after($0, "chunks sorted by [^;]* in ")
+		x += after($0, "[(]transfers ")
+		b += after($0, "tie-breaks ")
+		m += after($0, "sort, merge and write "); hm = 1
+		if ($0 ~ /index pages written in/)
+			path = "pages written in " after($0, "index pages written in ") \
+				" ms; synced in " after($0, "synced in ") " ms"
+		seen = 1
+	}
 	/Execution Time:/ { ex = $3 }
 	/GpuSort Time:/ {
 		for (i = 1; i <= NF; i++) {
