@@ -318,14 +318,11 @@ gs_cluster_sink(void *arg, IndexTuple itup)
 	if (cw->use_wal)
 	{
 		/* rewriteheap WAL-logs the new heap's pages as it fills them */
-		cw->wal_unwoken += tuple.t_len;
-		if (cw->wal_unwoken >= GS_WAL_WAKE_BYTES)
+		if (gs_wal_written(&cw->wal_unwoken, tuple.t_len))
 		{
 			SMgrRelation smgr = RelationGetSmgr(cw->new_heap);
 			BlockNumber nblocks = smgrnblocks(smgr, MAIN_FORKNUM);
 
-			gs_wal_wake_writer();
-			cw->wal_unwoken = 0;
 			/* and the kernel starts writing back what rewriteheap wrote */
 			if (nblocks > cw->nflushing)
 			{

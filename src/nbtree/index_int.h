@@ -474,9 +474,10 @@ extern int64 gs_btw_wal_wakes(GsBtWriter *w);
 
 /*
  * A build that WAL-logs its pages (or CLUSTER its new heap) wakes the WAL
- * writer after about this many bytes of them (gs_wal_wake_writer).
+ * writer after about this many bytes of them: gs_wal_written counts them
+ * in *unwoken and says when it woke it.
  */
 #define GS_WAL_WAKE_BYTES	(512 * 1024)
-extern void gs_wal_wake_writer(void);
+extern bool gs_wal_written(Size *unwoken, Size bytes);
 
 #endif							/* GPUSORT_INDEX_INT_H */

@@ -143,13 +143,8 @@ gs_btw_write_page(GsBtWriter *w, Page page, BlockNumber blkno)
 	if (w->use_wal)
 	{
 		log_newpage(GS_REL_PHYSICAL(w->index), MAIN_FORKNUM, blkno, page, true);
-		w->wal_unwoken += BLCKSZ;
-		if (w->wal_unwoken >= GS_WAL_WAKE_BYTES)
-		{
-			gs_wal_wake_writer();
-			w->wal_unwoken = 0;
+		if (gs_wal_written(&w->wal_unwoken, BLCKSZ))
 			w->wal_wakes++;
-		}
 	}
 
 	smgr = RelationGetSmgr(w->index);
@@ -189,28 +184,39 @@ gs_btw_write_page(GsBtWriter *w, Page page, BlockNumber blkno)
 }
 
 /*
- * Wake the WAL writer, as PostgreSQL does for asynchronous commits.  A
- * build inserts page images into the WAL far faster than commits do; left
- * to itself, the backend writes out the WAL buffers whenever they wrap
- * (wal_buffers is 16MB at most by default) and syncs each segment it fills,
- * between pages.  Woken every GS_WAL_WAKE_BYTES, the WAL writer does those
+ * bytes more were WAL-logged: wake the WAL writer once *unwoken reaches
+ * GS_WAL_WAKE_BYTES (true then), as PostgreSQL does for asynchronous
+ * commits.  A build inserts page images into the WAL far faster than
+ * commits do; left to itself, the backend writes out the WAL buffers
+ * whenever they wrap (wal_buffers is 16MB at most by default) and syncs
+ * each segment it fills, between pages.  Woken, the WAL writer does those
  * writes and syncs beside it.
  */
-void
-gs_wal_wake_writer(void)
+bool
+gs_wal_written(Size *unwoken, Size bytes)
 {
 	volatile PROC_HDR *procglobal = ProcGlobal;
+
+	*unwoken += bytes;
+	if (*unwoken < GS_WAL_WAKE_BYTES)
+		return false;
+	*unwoken = 0;
 #if PG_VERSION_NUM >= 180000
-	ProcNumber	walwriter = procglobal->walwriterProc;
+	{
+		ProcNumber	walwriter = procglobal->walwriterProc;
 
-	if (walwriter != INVALID_PROC_NUMBER)
-		SetLatch(&GetPGProcByNumber(walwriter)->procLatch);
+		if (walwriter != INVALID_PROC_NUMBER)
+			SetLatch(&GetPGProcByNumber(walwriter)->procLatch);
+	}
 #else
-	Latch	   *latch = procglobal->walwriterLatch;
+	{
+		Latch	   *latch = procglobal->walwriterLatch;
 
-	if (latch != NULL)
-		SetLatch(latch);
+		if (latch != NULL)
+			SetLatch(latch);
+	}
 #endif
+	return true;
 }
 
 static GsBtLevel *
