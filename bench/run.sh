@@ -389,6 +389,8 @@ case_sql()
 			[ "$kind" = unique ] && u="UNIQUE "
 			Q="CREATE ${u}INDEX gsb_idx_$n ON gsb_n_$n ($k)"
 			POST="DROP INDEX gsb_idx_$n;"
+			# an index a run stopped mid-case left behind
+			PRE="DROP INDEX IF EXISTS gsb_idx_$n;"
 			# checked through the index itself (see index_check)
 			INNER="SELECT $k FROM gsb_n_$n ORDER BY $k"
 			ORD=$k CONT=$k ;;
