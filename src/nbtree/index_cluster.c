@@ -133,6 +133,12 @@
 /* who sorted a table, and why not gpusort: LOG when asked, else DEBUG1 */
 #define GS_CLUSTER_REPORT_LEVEL	(gs_log_index_builds ? LOG : DEBUG1)
 
+/*
+ * A WAL-logged new heap is synced at the end; the kernel is asked to start
+ * writing it back every this many bytes of tuples written
+ */
+#define GS_CLUSTER_WRITEBACK_BYTES	(512 * 1024)
+
 /* the heap AM's routine, and our copy of it */
 static const TableAmRoutine *gs_heap_am = NULL;
 static TableAmRoutine gs_cluster_am;
@@ -154,8 +160,7 @@ typedef struct GsClusterWrite
 	double		copied;			/* of them, copied as is */
 	bool		use_wal;		/* the new heap is WAL-logged (and synced) */
 	BlockNumber nflushing;		/* its blocks whose writeback has started */
-	Size		wal_unwoken;	/* bytes of tuples written since the WAL
-								 * writer was last woken */
+	Size		unflushed;		/* bytes of tuples written since then */
 } GsClusterWrite;
 
 static void gs_cluster_copy(Relation OldHeap, Relation NewHeap,
@@ -315,22 +320,24 @@ gs_cluster_sink(void *arg, IndexTuple itup)
 	}
 
 	cw->written += 1;
-	if (cw->use_wal)
+	cw->unflushed += tuple.t_len;
+	if (cw->use_wal && cw->unflushed >= GS_CLUSTER_WRITEBACK_BYTES)
 	{
-		/* rewriteheap WAL-logs the new heap's pages as it fills them */
-		if (gs_wal_written(&cw->wal_unwoken, tuple.t_len))
-		{
-			SMgrRelation smgr = RelationGetSmgr(cw->new_heap);
-			BlockNumber nblocks = smgrnblocks(smgr, MAIN_FORKNUM);
+		SMgrRelation smgr = RelationGetSmgr(cw->new_heap);
+		BlockNumber nblocks = smgrnblocks(smgr, MAIN_FORKNUM);
 
-			/* and the kernel starts writing back what rewriteheap wrote */
-			if (nblocks > cw->nflushing)
-			{
-				smgrwriteback(smgr, MAIN_FORKNUM, cw->nflushing,
-							  nblocks - cw->nflushing);
-				cw->nflushing = nblocks;
-			}
+		/*
+		 * the new heap is synced at the end: let the kernel start writing
+		 * back what rewriteheap has written since, as the build does for
+		 * its index's pages
+		 */
+		if (nblocks > cw->nflushing)
+		{
+			smgrwriteback(smgr, MAIN_FORKNUM, cw->nflushing,
+						  nblocks - cw->nflushing);
+			cw->nflushing = nblocks;
 		}
+		cw->unflushed = 0;
 	}
 	pgstat_progress_update_param(PROGRESS_CLUSTER_HEAP_TUPLES_WRITTEN,
 								 (int64) cw->written);

@@ -111,7 +111,6 @@ typedef struct GsIdxBuild
 	/* the page writer's time in WAL and storage calls, and in its sync */
 	double		write_ms;
 	double		sync_ms;
-	int64		wal_wakes;		/* times the page writer woke the WAL writer */
 
 	/* comparators for tie-breaks and unique checks */
 	SortSupport ssup;
@@ -470,14 +469,5 @@ extern void gs_btw_settle(GsBtWriter *w);
 extern void gs_btw_finish(GsBtWriter *w);
 extern double gs_btw_write_ms(GsBtWriter *w);
 extern double gs_btw_sync_ms(GsBtWriter *w);
-extern int64 gs_btw_wal_wakes(GsBtWriter *w);
-
-/*
- * A build that WAL-logs its pages (or CLUSTER its new heap) wakes the WAL
- * writer after about this many bytes of them: gs_wal_written counts them
- * in *unwoken and says when it woke it.
- */
-#define GS_WAL_WAKE_BYTES	(512 * 1024)
-extern bool gs_wal_written(Size *unwoken, Size bytes);
 
 #endif							/* GPUSORT_INDEX_INT_H */

@@ -356,9 +356,8 @@ gs_idx_sort_summary(GsIdxBuild *b)
 					r->merge_passes, r->streams, r->merge_ms,
 					b->sink != NULL ? "" :
 					psprintf("; index pages written in %.1f ms (WAL and "
-							 "storage, the WAL writer woken " INT64_FORMAT
-							 " times), synced in %.1f ms",
-							 b->write_ms, b->wal_wakes, b->sync_ms));
+							 "storage), synced in %.1f ms",
+							 b->write_ms, b->sync_ms));
 }
 
 /*
@@ -462,7 +461,6 @@ gs_idx_sort_write(GsIdxBuild *b)
 		gs_btw_finish(w);
 		b->write_ms = gs_btw_write_ms(w);
 		b->sync_ms = gs_btw_sync_ms(w);
-		b->wal_wakes = gs_btw_wal_wakes(w);
 	}
 
 	gs_sort_report(b->sort, &b->rep);

@@ -22,9 +22,9 @@
  *	  the topmost one is the root;
  *	- block numbers are handed out in the order pages are started (block 0
  *	  is the metapage, written last); pages are written outside shared
- *	  buffers, WAL-logged as full-page images when the relation needs WAL
- *	  (waking the WAL writer as they go), checksummed, and synced at the
- *	  end (their writeback started as they go);
+ *	  buffers, WAL-logged as full-page images when the relation needs WAL,
+ *	  checksummed, and synced at the end (their writeback started as they
+ *	  go);
  *	- with deduplication, runs of equal keys become posting list tuples of
  *	  at most a tenth of a page, built with nbtree's exported _bt_dedup_*
  *	  helpers.
@@ -41,8 +41,6 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/bufpage.h"
-#include "storage/latch.h"
-#include "storage/proc.h"
 #include "storage/smgr.h"
 #include "utils/rel.h"
 
@@ -91,9 +89,6 @@ struct GsBtWriter
 	IndexTuple	lone;			/* the pending tuple while no duplicate joined
 								 * it (no posting list started yet) */
 
-	Size		wal_unwoken;	/* WAL-logged bytes since the WAL writer was
-								 * last woken */
-	int64		wal_wakes;		/* times it was woken */
 	int64		ndone;			/* tuples added, for progress */
 	instr_time	write_time;		/* in WAL and smgr calls */
 	instr_time	sync_time;		/* in the final smgrimmedsync */
@@ -141,11 +136,7 @@ gs_btw_write_page(GsBtWriter *w, Page page, BlockNumber blkno)
 
 	INSTR_TIME_SET_CURRENT(t0);
 	if (w->use_wal)
-	{
 		log_newpage(GS_REL_PHYSICAL(w->index), MAIN_FORKNUM, blkno, page, true);
-		if (gs_wal_written(&w->wal_unwoken, BLCKSZ))
-			w->wal_wakes++;
-	}
 
 	smgr = RelationGetSmgr(w->index);
 
@@ -181,42 +172,6 @@ gs_btw_write_page(GsBtWriter *w, Page page, BlockNumber blkno)
 		w->spare = page;
 	else
 		pfree(page);
-}
-
-/*
- * bytes more were WAL-logged: wake the WAL writer once *unwoken reaches
- * GS_WAL_WAKE_BYTES (true then), as PostgreSQL does for asynchronous
- * commits.  A build inserts page images into the WAL far faster than
- * commits do; left to itself, the backend writes out the WAL buffers
- * whenever they wrap (wal_buffers is 16MB at most by default) and syncs
- * each segment it fills, between pages.  Woken, the WAL writer does those
- * writes and syncs beside it.
- */
-bool
-gs_wal_written(Size *unwoken, Size bytes)
-{
-	volatile PROC_HDR *procglobal = ProcGlobal;
-
-	*unwoken += bytes;
-	if (*unwoken < GS_WAL_WAKE_BYTES)
-		return false;
-	*unwoken = 0;
-#if PG_VERSION_NUM >= 180000
-	{
-		ProcNumber	walwriter = procglobal->walwriterProc;
-
-		if (walwriter != INVALID_PROC_NUMBER)
-			SetLatch(&GetPGProcByNumber(walwriter)->procLatch);
-	}
-#else
-	{
-		Latch	   *latch = procglobal->walwriterLatch;
-
-		if (latch != NULL)
-			SetLatch(latch);
-	}
-#endif
-	return true;
 }
 
 static GsBtLevel *
@@ -693,13 +648,6 @@ double
 gs_btw_sync_ms(GsBtWriter *w)
 {
 	return INSTR_TIME_GET_MILLISEC(w->sync_time);
-}
-
-/* times the writer woke the WAL writer */
-int64
-gs_btw_wal_wakes(GsBtWriter *w)
-{
-	return w->wal_wakes;
 }
 
 void
