@@ -62,6 +62,25 @@ SELECT * FROM gs_build('CREATE INDEX %I ON gsk (a) INCLUDE (c)', 'gsk_c');
 SELECT gsk_temp_files();
 DROP INDEX gsk_ai, gsk_c;
 
+-- a parallel build, whose workers log and write the pages once their scan
+-- is over (96MB: PostgreSQL plans two workers only with 32MB each): a
+-- cancel of the leader while pages pass to them, and an error in one of
+-- them, which comes through the leader
+ALTER TABLE gsk SET (parallel_workers = 2);
+SET max_parallel_maintenance_workers = 2;
+SET maintenance_work_mem = '96MB';
+SET gpusort.index_fault = 'cancel_in_write';
+CREATE INDEX gsk_w ON gsk (c COLLATE "C", a);
+SET gpusort.index_fault = 'error_in_writer';
+CREATE INDEX gsk_w ON gsk (c COLLATE "C", a);
+RESET gpusort.index_fault;
+SELECT to_regclass('gsk_w') AS no_index, gsk_temp_files();
+SELECT * FROM gs_build('CREATE INDEX %I ON gsk (c COLLATE "C", a)', 'gsk_w');
+DROP INDEX gsk_w;
+ALTER TABLE gsk RESET (parallel_workers);
+SET max_parallel_maintenance_workers = 0;
+SET maintenance_work_mem = '1MB';
+
 -- REINDEX: the old index stays, unchanged
 SELECT md5(string_agg(get_raw_page('gsk_id', b)::text, '' ORDER BY b)) AS before
 FROM generate_series(0, pg_relation_size('gsk_id') / 8192 - 1) AS b \gset

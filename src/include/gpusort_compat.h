@@ -100,6 +100,25 @@
 #define GS_REL_PHYSICAL(rel)	(&(rel)->rd_node)
 #endif
 
+/* that address as a type, to pass it to another process */
+#if PG_VERSION_NUM >= 160000
+#include "storage/relfilelocator.h"
+typedef RelFileLocator GsRelFile;
+#else
+#include "storage/relfilenode.h"
+typedef RelFileNode GsRelFile;
+#endif
+
+/*
+ * 17: BackendId became ProcNumber.  A relation's smgr handle in another
+ * process than the one that created it (not a temporary relation).
+ */
+#if PG_VERSION_NUM >= 170000
+#define GS_SMGR_OPEN_SHARED(rfile)	smgropen((rfile), INVALID_PROC_NUMBER)
+#else
+#define GS_SMGR_OPEN_SHARED(rfile)	smgropen((rfile), InvalidBackendId)
+#endif
+
 /* ---- btree ---- */
 
 /*

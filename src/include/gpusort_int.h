@@ -287,12 +287,15 @@ extern void gs_index_init(bool install_hooks) __attribute__((weak));
 
 /*
  * gpusort.index_fault (defined in settings.c with the other fault settings):
- * a query cancel at one of these points, for tests
+ * a query cancel at one of these points, or an error, for tests
  */
 #define GS_INDEX_FAULT_NONE				0
 #define GS_INDEX_FAULT_CANCEL_IN_MERGE	1	/* a merge of runs starts */
 #define GS_INDEX_FAULT_CANCEL_IN_WRITE	2	/* a btree page is finished */
 #define GS_INDEX_FAULT_CANCEL_IN_RUN	3	/* a run's background write starts */
+#define GS_INDEX_FAULT_ERROR_IN_WRITER	4	/* an error in a worker writing
+											 * pages (index_pipe.c), not a
+											 * cancel */
 extern int	gs_index_fault;
 
 /* ---- when gpusort takes sorts (lifecycle.c) ---- */

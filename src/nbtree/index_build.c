@@ -99,7 +99,9 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 	instr_time	t0;
 	double		scan_ms;
 	double		collect_ms = 0;
+	double		launch_ms = 0;
 	double		end_ms;
+	double		leave_ms = 0;
 	int			leader_runs;
 	char	   *wreport = NULL;
 
@@ -156,25 +158,37 @@ gs_idx_build(Relation heap, Relation index, IndexInfo *indexInfo,
 		collect_ms = gs_idx_ms_since(t0);
 	}
 
+	/* the workers, their scan over, log and write the pages */
+	if (par != NULL)
+	{
+		INSTR_TIME_SET_CURRENT(t0);
+		b->pipe = gs_btpipe_launch(index, nworkers, &b->writers);
+		launch_ms = gs_idx_ms_since(t0);
+	}
+
 	INSTR_TIME_SET_CURRENT(t0);
 	*external = gs_idx_sort_write(b);
 	end_ms = gs_idx_ms_since(t0);
 	if (par != NULL)
 	{
 		wreport = gs_idx_parallel_report(par);
+		INSTR_TIME_SET_CURRENT(t0);
 		gs_idx_parallel_end(par);
+		leave_ms = gs_idx_ms_since(t0);
 	}
 
 	ereport(DEBUG2,
 			(errmsg_internal("gpusort index \"%s\": %.0f rows, %d-byte keys%s; "
 							 "scan %.1f ms with %d workers (the leader wrote %d runs)%s%s%s; "
-							 "sort, merge and write %.1f ms; %s",
+							 "sort, merge and write %.1f ms; %s%s",
 							 RelationGetRelationName(index), b->indtuples,
 							 b->keybytes, b->exact ? "" : " (tie-breaks)",
 							 scan_ms, nworkers, leader_runs,
 							 wreport ? "; " : "", wreport ? wreport : "",
-							 nworkers > 0 ? psprintf("; workers' rows collected in %.1f ms", collect_ms) : "",
-							 end_ms, gs_idx_sort_summary(b))));
+							 nworkers > 0 ? psprintf("; workers' rows collected in %.1f ms; %d workers launched to write pages in %.1f ms",
+													 collect_ms, b->writers, launch_ms) : "",
+							 end_ms, gs_idx_sort_summary(b),
+							 nworkers > 0 ? psprintf("; parallel mode left in %.1f ms", leave_ms) : "")));
 
 	*indtuples = b->indtuples;
 	*launched = nworkers;

@@ -27,6 +27,7 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/parallel.h"
 #include "access/htup_details.h"
 #include "access/itup.h"
 #include "access/heaptoast.h"
@@ -36,6 +37,9 @@
 #include "port/atomics.h"
 #include "storage/spin.h"
 #include "portability/instr_time.h"
+#include "storage/bufpage.h"
+#include "storage/shm_toc.h"
+#include "storage/smgr.h"
 #include "storage/fd.h"
 #include "utils/sortsupport.h"
 #include "utils/relcache.h"
@@ -111,6 +115,15 @@ typedef struct GsIdxBuild
 	/* the page writer's time in WAL and storage calls, and in its sync */
 	double		write_ms;
 	double		sync_ms;
+
+	/*
+	 * Workers that log and write the pages (index_pipe.c), or NULL; the
+	 * pages written in all, and those the workers logged.
+	 */
+	struct GsBtPipe *pipe;
+	int			writers;
+	uint64		pages;
+	uint64		pages_by_workers;
 
 	/* comparators for tie-breaks and unique checks */
 	SortSupport ssup;
@@ -380,6 +393,11 @@ typedef struct GsIdxParallel GsIdxParallel;
 #define GS_IDX_PARTICIPANT_MIN_KB	16384
 
 extern int	gs_idx_plan_workers(Relation heap, int planned);
+
+/* the statement's text for a parallel context's workers */
+extern void gs_idx_query_text_estimate(ParallelContext *pcxt);
+extern void gs_idx_query_text_store(ParallelContext *pcxt, uint64 key);
+extern void gs_idx_query_text_restore(shm_toc *toc, uint64 key);
 extern GsIdxParallel *gs_idx_parallel_begin(GsIdxBuild *b, IndexInfo *indexInfo,
 											int nworkers, Size *share);
 
@@ -469,5 +487,36 @@ extern void gs_btw_settle(GsBtWriter *w);
 extern void gs_btw_finish(GsBtWriter *w);
 extern double gs_btw_write_ms(GsBtWriter *w);
 extern double gs_btw_sync_ms(GsBtWriter *w);
+
+/*
+ * The finished pages go to pipe's workers instead of being logged and
+ * written here; gs_btw_finish waits for them.  The pages in all, and
+ * those the workers logged, once finished.
+ */
+extern void gs_btw_set_pipe(GsBtWriter *w, struct GsBtPipe *pipe);
+extern void gs_btw_pages(GsBtWriter *w, uint64 *pages, uint64 *by_workers);
+
+/*
+ * index_pipe.c: a parallel build's pages, logged and written by workers
+ * launched for it once the scan is over.  The leader puts each finished
+ * page, and waits at the end for every page to be in the file; a page
+ * goes into the file by gs_bt_store_page, whichever process writes it.
+ */
+typedef struct GsBtPipe GsBtPipe;
+
+/*
+ * A file synced at the end has the kernel start writing it back every this
+ * many blocks (1MB), so that the final sync finds little left to write.
+ */
+#define GS_BTW_WRITEBACK_BLOCKS	128
+
+extern void gs_bt_store_page(SMgrRelation smgr, bool use_wal,
+							 BlockNumber *nwritten, BlockNumber *nflushing,
+							 char *page, BlockNumber blkno);
+extern GsBtPipe *gs_btpipe_launch(Relation index, int nworkers,
+								  int *launched);
+extern void gs_btpipe_put(GsBtPipe *p, Page page, BlockNumber blkno);
+extern void gs_btpipe_finish(GsBtPipe *p, uint64 *pages,
+							 uint64 *by_workers);
 
 #endif							/* GPUSORT_INDEX_INT_H */

@@ -167,6 +167,44 @@ typedef struct GsIdxWorker
 
 PGDLLEXPORT void gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc);
 
+/*
+ * The statement's text, for a parallel context's workers to show in
+ * pg_stat_activity: room for it, then the text under key; in a worker,
+ * the text found under key.
+ */
+void
+gs_idx_query_text_estimate(ParallelContext *pcxt)
+{
+	if (debug_query_string == NULL)
+		return;
+	shm_toc_estimate_chunk(&pcxt->estimator, strlen(debug_query_string) + 1);
+	shm_toc_estimate_keys(&pcxt->estimator, 1);
+}
+
+void
+gs_idx_query_text_store(ParallelContext *pcxt, uint64 key)
+{
+	Size		len;
+	char	   *q;
+
+	if (debug_query_string == NULL)
+		return;
+	len = strlen(debug_query_string) + 1;
+	q = shm_toc_allocate(pcxt->toc, len);
+	memcpy(q, debug_query_string, len);
+	shm_toc_insert(pcxt->toc, key, q);
+}
+
+void
+gs_idx_query_text_restore(shm_toc *toc, uint64 key)
+{
+	char	   *query = shm_toc_lookup(toc, key, true);
+
+	if (query)
+		debug_query_string = query;
+	pgstat_report_activity(STATE_RUNNING, debug_query_string);
+}
+
 /* ---------------------------------------------------------------------
  * The leader
  * ---------------------------------------------------------------------
@@ -182,7 +220,6 @@ gs_pidx_begin(GsIdxBuild *b, IndexInfo *indexInfo, int nworkers,
 	Size		estscan;
 	Size		shsize;
 	Size		scan_offset;
-	int			querylen = 0;
 	int			participants;
 	GsIdxParallel *p;
 	dsa_area   *area;
@@ -202,12 +239,7 @@ gs_pidx_begin(GsIdxBuild *b, IndexInfo *indexInfo, int nworkers,
 	shsize = add_size(scan_offset, estscan);
 	shm_toc_estimate_chunk(&pcxt->estimator, shsize);
 	shm_toc_estimate_keys(&pcxt->estimator, 1);
-	if (debug_query_string)
-	{
-		querylen = strlen(debug_query_string);
-		shm_toc_estimate_chunk(&pcxt->estimator, querylen + 1);
-		shm_toc_estimate_keys(&pcxt->estimator, 1);
-	}
+	gs_idx_query_text_estimate(pcxt);
 
 	InitializeParallelDSM(pcxt);
 	if (pcxt->seg == NULL)
@@ -249,13 +281,7 @@ gs_pidx_begin(GsIdxBuild *b, IndexInfo *indexInfo, int nworkers,
 	table_parallelscan_initialize(b->heap, GsIdxSharedScan(sh), SnapshotAny);
 	shm_toc_insert(pcxt->toc, GS_PIDX_KEY_SHARED, sh);
 
-	if (debug_query_string)
-	{
-		char	   *q = shm_toc_allocate(pcxt->toc, querylen + 1);
-
-		memcpy(q, debug_query_string, querylen + 1);
-		shm_toc_insert(pcxt->toc, GS_PIDX_KEY_QUERY_TEXT, q);
-	}
+	gs_idx_query_text_store(pcxt, GS_PIDX_KEY_QUERY_TEXT);
 
 	LaunchParallelWorkers(pcxt);
 	if (pcxt->nworkers_launched == 0)
@@ -816,15 +842,11 @@ gs_idx_parallel_main(dsm_segment *seg, shm_toc *toc)
 	GsIdxWorker *w;
 	GsIdxBuild *b;
 	double		reltuples;
-	char	   *query;
 	instr_time	t0;
 	bool		gave_up = false;
 
 	INSTR_TIME_SET_CURRENT(t0);
-	query = shm_toc_lookup(toc, GS_PIDX_KEY_QUERY_TEXT, true);
-	if (query)
-		debug_query_string = query;
-	pgstat_report_activity(STATE_RUNNING, debug_query_string);
+	gs_idx_query_text_restore(toc, GS_PIDX_KEY_QUERY_TEXT);
 
 	sh = (GsIdxShared *) shm_toc_lookup(toc, GS_PIDX_KEY_SHARED, false);
 	Assert(ParallelWorkerNumber >= 0 && ParallelWorkerNumber < sh->nslots);

@@ -356,8 +356,13 @@ gs_idx_sort_summary(GsIdxBuild *b)
 					r->merge_passes, r->streams, r->merge_ms,
 					b->sink != NULL ? "" :
 					psprintf("; index pages written in %.1f ms (WAL and "
-							 "storage), synced in %.1f ms",
-							 b->write_ms, b->sync_ms));
+							 "storage), synced in %.1f ms; %llu pages, %s",
+							 b->write_ms, b->sync_ms,
+							 (unsigned long long) b->pages,
+							 b->writers == 0 ? "logged and written by the leader" :
+							 psprintf("%llu logged by %d workers, written in order by whichever was free",
+									  (unsigned long long) b->pages_by_workers,
+									  b->writers)));
 }
 
 /*
@@ -412,6 +417,8 @@ gs_idx_sort_write(GsIdxBuild *b)
 		w = gs_btw_begin(b->heap, b->index, b->isunique);
 		if (external)
 			gs_btw_tuples_transient(w);
+		if (b->pipe != NULL)
+			gs_btw_set_pipe(w, b->pipe);
 	}
 	while ((rows = gs_sort_next_rows(b->sort, &n, &off)) != NULL)
 	{
@@ -461,6 +468,8 @@ gs_idx_sort_write(GsIdxBuild *b)
 		gs_btw_finish(w);
 		b->write_ms = gs_btw_write_ms(w);
 		b->sync_ms = gs_btw_sync_ms(w);
+		gs_btw_pages(w, &b->pages, &b->pages_by_workers);
+		b->pipe = NULL;			/* finished with the writer */
 	}
 
 	gs_sort_report(b->sort, &b->rep);

@@ -24,7 +24,8 @@
  *	  is the metapage, written last); pages are written outside shared
  *	  buffers, WAL-logged as full-page images when the relation needs WAL,
  *	  checksummed, and synced at the end (their writeback started as they
- *	  go);
+ *	  go); in a parallel build the workers log and write them
+ *	  (index_pipe.c);
  *	- with deduplication, runs of equal keys become posting list tuples of
  *	  at most a tenth of a page, built with nbtree's exported _bt_dedup_*
  *	  helpers.
@@ -49,12 +50,6 @@
 /* how often the leaf load reports progress, in tuples */
 #define GS_BTW_PROGRESS_EVERY	1024
 
-/*
- * A file synced at the end has the kernel start writing it back every this
- * many blocks (1MB), so that the final sync finds little left to write.
- */
-#define GS_BTW_WRITEBACK_BLOCKS	128
-
 /* the page being filled on one level of the tree */
 typedef struct GsBtLevel
 {
@@ -78,7 +73,6 @@ struct GsBtWriter
 	BlockNumber next_blkno;		/* next block number to hand out */
 	BlockNumber nwritten;		/* blocks that exist on disk */
 	BlockNumber nflushing;		/* blocks whose writeback has started */
-	Page		zeropage;		/* for holes, allocated on demand */
 	Page		spare;			/* a written page's buffer, for reuse */
 	GsBtLevel  *leaf;			/* NULL until the first tuple */
 
@@ -88,6 +82,11 @@ struct GsBtWriter
 	IndexTuple	basecopy;		/* the pending base, when tuples are transient */
 	IndexTuple	lone;			/* the pending tuple while no duplicate joined
 								 * it (no posting list started yet) */
+
+	/* workers that log and write the pages (index_pipe.c), or NULL */
+	GsBtPipe   *pipe;
+	uint64		pages;			/* pages written (through the pipe) */
+	uint64		pages_by_workers;	/* of those, logged by the workers */
 
 	int64		ndone;			/* tuples added, for progress */
 	instr_time	write_time;		/* in WAL and smgr calls */
@@ -126,45 +125,33 @@ gs_btw_new_page(GsBtWriter *w, uint32 level)
 	return page;
 }
 
-/* write one finished page at blkno; the buffer is kept for reuse */
+/* log and write one finished page at blkno, in this process */
+static void
+gs_btw_write_here(GsBtWriter *w, Page page, BlockNumber blkno)
+{
+	if (w->use_wal)
+		log_newpage(GS_REL_PHYSICAL(w->index), MAIN_FORKNUM, blkno, page, true);
+	PageSetChecksumInplace(page, blkno);
+	gs_bt_store_page(RelationGetSmgr(w->index), w->use_wal, &w->nwritten,
+					 &w->nflushing, (char *) page, blkno);
+}
+
+/*
+ * Write one finished page at blkno, here or through the pipe (which
+ * copies it); the buffer is kept for reuse.
+ */
 static void
 gs_btw_write_page(GsBtWriter *w, Page page, BlockNumber blkno)
 {
-	SMgrRelation smgr;
 	instr_time	t0;
 	instr_time	t1;
 
 	INSTR_TIME_SET_CURRENT(t0);
-	if (w->use_wal)
-		log_newpage(GS_REL_PHYSICAL(w->index), MAIN_FORKNUM, blkno, page, true);
-
-	smgr = RelationGetSmgr(w->index);
-
-	/* blocks not written yet (the metapage) are extended with zeroes */
-	while (w->nwritten < blkno)
-	{
-		if (w->zeropage == NULL)
-			w->zeropage = (Page) palloc0(BLCKSZ);
-		smgrextend(smgr, MAIN_FORKNUM, w->nwritten, (char *) w->zeropage,
-				   true);
-		w->nwritten++;
-	}
-
-	PageSetChecksumInplace(page, blkno);
-
-	if (blkno == w->nwritten)
-	{
-		smgrextend(smgr, MAIN_FORKNUM, blkno, (char *) page, true);
-		w->nwritten++;
-	}
+	if (w->pipe != NULL)
+		gs_btpipe_put(w->pipe, page, blkno);
 	else
-		smgrwrite(smgr, MAIN_FORKNUM, blkno, (char *) page, true);
-	if (w->use_wal && w->nwritten - w->nflushing >= GS_BTW_WRITEBACK_BLOCKS)
-	{
-		smgrwriteback(smgr, MAIN_FORKNUM, w->nflushing,
-					  w->nwritten - w->nflushing);
-		w->nflushing = w->nwritten;
-	}
+		gs_btw_write_here(w, page, blkno);
+	w->pages++;
 	INSTR_TIME_SET_CURRENT(t1);
 	INSTR_TIME_ACCUM_DIFF(w->write_time, t1, t0);
 
@@ -643,6 +630,19 @@ gs_btw_write_ms(GsBtWriter *w)
 	return INSTR_TIME_GET_MILLISEC(w->write_time);
 }
 
+void
+gs_btw_set_pipe(GsBtWriter *w, GsBtPipe *pipe)
+{
+	w->pipe = pipe;
+}
+
+void
+gs_btw_pages(GsBtWriter *w, uint64 *pages, uint64 *by_workers)
+{
+	*pages = w->pages;
+	*by_workers = w->pages_by_workers;
+}
+
 /* time spent syncing the index's file at the end, in ms */
 double
 gs_btw_sync_ms(GsBtWriter *w)
@@ -703,6 +703,19 @@ gs_btw_finish(GsBtWriter *w)
 	meta = (Page) palloc(BLCKSZ);
 	_bt_initmetapage(meta, root, rootlevel, w->inskey->allequalimage);
 	gs_btw_write_page(w, meta, BTREE_METAPAGE);
+	if (w->pipe != NULL)
+	{
+		instr_time	t0;
+		instr_time	t1;
+		uint64		pages;
+
+		INSTR_TIME_SET_CURRENT(t0);
+		gs_btpipe_finish(w->pipe, &pages, &w->pages_by_workers);
+		Assert(pages == w->pages);
+		w->pipe = NULL;
+		INSTR_TIME_SET_CURRENT(t1);
+		INSTR_TIME_ACCUM_DIFF(w->write_time, t1, t0);
+	}
 
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, w->ndone);
 

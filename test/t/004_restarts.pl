@@ -2,13 +2,15 @@
 #   - a crash (immediate shutdown) right after btree builds by gpusort:
 #     out-of-core builds (maintenance_work_mem = 1MB: runs on disk, merged
 #     into the page writer), CREATE INDEX and REINDEX, and in-memory builds
-#     (a collated text key, a unique key with INCLUDE).  While the server is
+#     (a collated text key, a unique key with INCLUDE), and a parallel
+#     build, whose workers logged and wrote its pages.  While the server is
 #     down the index files are removed: recovery must write them again from
 #     the WAL that gpusort wrote for them (the builds start after a
 #     checkpoint, so that recovery replays all of it).  After recovery each
 #     index passes amcheck (bt_index_parent_check), each out-of-core one
-#     equals PostgreSQL's build of the same index page by page (but LSN,
-#     checksum and the free space between the line pointers and the items:
+#     and the parallel one equal PostgreSQL's build of the same index page
+#     by page (but LSN, checksum and the free space between the line
+#     pointers and the items:
 #     recovery restores pages from WAL images that leave it out, zeroed,
 #     where a fresh build may leave old bytes), and queries through the
 #     indexes answer as a sequential scan does;
@@ -89,10 +91,25 @@ is(scalar(() = $out =~ /built by gpusort/g),
 like($out,
 	qr/gpusort index "crash_t":.*index pages written in [0-9.]+ ms \(WAL and storage\), synced in [0-9.]+ ms/,
 	'the text index build reports its page writes and its sync');
+# a parallel build, whose workers log and write its pages (96MB: two
+# workers need 32MB each for PostgreSQL to plan them)
+($rc, $out) = gs_psql(
+	$node, $db, <<'EOSQL', merge => 1);
+ALTER TABLE crash SET (parallel_workers = 2);
+SET max_parallel_maintenance_workers = 2;
+SET maintenance_work_mem = '96MB';
+SET client_min_messages = debug2;
+CREATE INDEX crash_p ON crash (t COLLATE "C", k);
+EOSQL
+is($rc, 0, 'a parallel build succeeds') or diag($out);
+like(
+	$out,
+	qr/gpusort index "crash_p":.*; [0-9]+ pages, [0-9]+ logged by 2 workers/,
+	'its workers logged its pages');
 
 my @files = split / /, $node->safe_psql($db,
 	"SELECT string_agg(pg_relation_filepath(i), ' ') FROM unnest("
-	  . "'{gs_crash_a,gs_crash_id,gs_crash_c,crash_k,crash_t,crash_kv}'::regclass[]) AS i"
+	  . "'{gs_crash_a,gs_crash_id,gs_crash_c,crash_k,crash_t,crash_kv,crash_p}'::regclass[]) AS i"
 );
 $node->stop('immediate');
 for my $f (@files)
@@ -102,7 +119,7 @@ for my $f (@files)
 }
 $node->start;
 
-for my $idx (qw(gs_crash_a gs_crash_id gs_crash_c))
+for my $idx (qw(gs_crash_a gs_crash_id gs_crash_c crash_p))
 {
 	my $pages = gs_pages_differ_sql($idx, "${idx}_pg");
 	my ($rc, $res) = gs_psql(

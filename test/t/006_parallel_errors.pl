@@ -6,7 +6,8 @@
 # sessions, while busy loops keep the CPUs loaded): a parallel btree
 # build, a parallel CLUSTER and a sort whose input parallel workers
 # load, each in memory and in runs on disk, with and without the leader
-# scanning.  An index expression (or a filter) raises an error for rows
+# scanning; and the build's workers launched again after its scan to log
+# and write its pages, one of them failing (gpusort.index_fault).  An index expression (or a filter) raises an error for rows
 # from a given one on, in a worker or in the leader only, and
 # statement_timeout cancels the statement at several points (and while
 # a worker sleeps in the scan).  Checked: each statement fails with its
@@ -203,16 +204,17 @@ EOSQL
 	# a worker with the leader scanning too may find the scan over when it
 	# starts (late, under load); every error must still be the worker's.
 	my $error_case = sub {
-		my ($name, $stmt, $setup, $n, $who, $some) = @_;
+		my ($name, $stmt, $setup, $n, $who, $some, $err) = @_;
+		$err //= qr/gs_pe_key failed on row [0-9]*/;
 		return if $lost;
 		my $out = $sessions->(
 			"$setup\nSET gs_pe.who = '$who';\nSET gs_pe.what = 'error';",
 			$stmt, $n, 5);
 		return if $check_lost->($name, $out);
-		# a worker's error comes with "parallel worker" in its context
-		my $ctx = gs_count_lines($out, qr/^parallel worker$/);
-		my $errs =
-		  gs_count_lines($out, qr/^ERROR:  gs_pe_key failed on row [0-9]*$/);
+		# a worker's error comes with "parallel worker" in its context (its
+		# last line, or its only one)
+		my $ctx = gs_count_lines($out, qr/^(?:CONTEXT:  )?parallel worker$/);
+		my $errs = gs_count_lines($out, qr/^ERROR:  $err$/);
 		my $all = gs_count_lines($out, qr/^ERROR/);
 		$ctx = $errs - $ctx if $who eq 'leader';
 		if ($some)
@@ -300,6 +302,13 @@ EOSQL
 			}
 		}
 		my $setup = $mem{$m};
+		# the workers, launched again after the scan to log and write the
+		# pages: one of them fails (and the leader waits for them)
+		$error_case->(
+			"CREATE INDEX ($m), an error in a worker writing pages", $index,
+			"$setup\nSET gs_pe.row = 1000000000;\n"
+			  . "SET gpusort.index_fault = 'error_in_writer';",
+			$reps, 'worker', 0, qr/gpusort: index page writer failed/);
 		$cancel_case->("CREATE INDEX ($m): statement_timeout", $index, $setup);
 		$cancel_case->("CLUSTER ($m): statement_timeout", $cluster, $setup);
 		$cancel_case->("sort ($m): statement_timeout", $sort, $setup);
