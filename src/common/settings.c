@@ -177,6 +177,7 @@ static const struct config_enum_entry index_fault_options[] = {
 	{"cancel_in_write", GS_INDEX_FAULT_CANCEL_IN_WRITE, false},
 	{"cancel_in_run", GS_INDEX_FAULT_CANCEL_IN_RUN, false},
 	{"error_in_writer", GS_INDEX_FAULT_ERROR_IN_WRITER, false},
+	{"hold_in_writer", GS_INDEX_FAULT_HOLD_IN_WRITER, false},
 	{NULL, 0, false}
 };
 
@@ -213,11 +214,12 @@ gs_define_fault_settings(void)
 							 NULL, NULL, NULL);
 
 	DefineCustomEnumVariable("gpusort.index_fault",
-							 "For testing only: injects a query cancel or an error into gpusort's index builds and CLUSTER sorts.",
+							 "For testing only: injects a query cancel, an error or a pause into gpusort's index builds and CLUSTER sorts.",
 							 "\"cancel_in_merge\" cancels once a merge of sorted runs on disk starts, "
 							 "\"cancel_in_write\" once the btree page writer finishes a page, "
 							 "\"cancel_in_run\" once a run is being sorted and written in the background; "
-							 "\"error_in_writer\" makes a parallel worker that logs and writes a build's pages fail.",
+							 "\"error_in_writer\" makes a parallel worker that logs and writes a build's pages fail, "
+							 "\"hold_in_writer\" makes the first such worker sleep at its first page until stopped (at most 30 s).",
 							 &gs_index_fault,
 							 GS_INDEX_FAULT_NONE,
 							 index_fault_options,

@@ -287,7 +287,7 @@ extern void gs_index_init(bool install_hooks) __attribute__((weak));
 
 /*
  * gpusort.index_fault (defined in settings.c with the other fault settings):
- * a query cancel at one of these points, or an error, for tests
+ * a query cancel at one of these points, an error or a pause, for tests
  */
 #define GS_INDEX_FAULT_NONE				0
 #define GS_INDEX_FAULT_CANCEL_IN_MERGE	1	/* a merge of runs starts */
@@ -296,6 +296,8 @@ extern void gs_index_init(bool install_hooks) __attribute__((weak));
 #define GS_INDEX_FAULT_ERROR_IN_WRITER	4	/* an error in a worker writing
 											 * pages (index_pipe.c), not a
 											 * cancel */
+#define GS_INDEX_FAULT_HOLD_IN_WRITER	5	/* a worker writing pages sleeps
+											 * at its first, until stopped */
 extern int	gs_index_fault;
 
 /* ---- when gpusort takes sorts (lifecycle.c) ---- */

@@ -57,9 +57,12 @@
 #include "postmaster/bgworker.h"
 #include "storage/bufpage.h"
 #include "storage/condition_variable.h"
+#include "storage/latch.h"
 #include "storage/shm_toc.h"
 #include "storage/smgr.h"
 #include "utils/rel.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 #include "index_int.h"
 
@@ -431,6 +434,25 @@ gs_btpipe_finish(GsBtPipe *p, uint64 *pages, uint64 *by_workers)
  * ---------------------------------------------------------------------
  */
 
+/*
+ * gpusort.index_fault = hold_in_writer: sleep, as pg_sleep() does (its
+ * wait event too), until the process is stopped or 30 s have passed.
+ */
+static void
+gs_btpipe_hold(void)
+{
+	TimestampTz end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												  30 * 1000);
+
+	while (GetCurrentTimestamp() < end)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 100, WAIT_EVENT_PG_SLEEP);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
 void
 gs_btpipe_main(dsm_segment *seg, shm_toc *toc)
 {
@@ -445,9 +467,17 @@ gs_btpipe_main(dsm_segment *seg, shm_toc *toc)
 
 	for (;;)
 	{
-		if (gs_btpipe_step(sh, smgr))
+		uint64		seq;
+
+		if (gs_btpipe_claim(sh, &seq))
 		{
-			if (sh->fault == GS_INDEX_FAULT_ERROR_IN_WRITER && ++nlogged == 2)
+			/* the first worker holds its first page, for tests */
+			if (sh->fault == GS_INDEX_FAULT_HOLD_IN_WRITER &&
+				ParallelWorkerNumber == 0 && nlogged == 0)
+				gs_btpipe_hold();
+			gs_btpipe_log(sh, seq);
+			gs_btpipe_store(sh, smgr);
+			if (++nlogged == 2 && sh->fault == GS_INDEX_FAULT_ERROR_IN_WRITER)
 				ereport(ERROR,
 						(errcode(ERRCODE_INTERNAL_ERROR),
 						 errmsg("gpusort: index page writer failed"),

@@ -4,7 +4,10 @@
 # shared memory (work_mem 256MB: "Load: 3 processes, in shared memory"),
 # the same ORDER BY loaded as sorted runs in the leader's temporary file
 # (work_mem 4MB: "sorted runs"), a parallel CREATE INDEX and a parallel
-# CLUSTER; each with the leader waiting for its workers
+# CLUSTER, and the workers a parallel CREATE INDEX launches after its scan
+# to log and write its pages (gpusort.index_fault = hold_in_writer: the
+# first of them sleeps at its first page as the gate below would); each
+# with the leader waiting for its workers
 # (parallel_leader_participation off) and with the leader scanning too:
 #   - pg_terminate_backend() of one of the statement's parallel workers:
 #     the statement fails with the worker's error, and the server does
@@ -221,6 +224,14 @@ my @paths = (
 		name => 'CLUSTER',
 		set => "SET work_mem = '256MB';",
 		stmt => 'CLUSTER gs_wd_cl USING gs_wd_cl_k;',
+	},
+	{
+		# the workers launched after the scan to log and write the pages:
+		# the first of them sleeps at its first page, the rest wait for it
+		name => 'CREATE INDEX, writing pages',
+		set => "SET work_mem = '256MB';\n"
+		  . "SET gpusort.index_fault = 'hold_in_writer';",
+		stmt => 'CREATE INDEX gs_wd_i ON gs_wd (k, id);',
 	});
 
 # the ORDER BYs must load in parallel, as they say
