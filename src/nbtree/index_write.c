@@ -85,7 +85,7 @@ struct GsBtWriter
 
 	/* workers that log and write the pages (index_pipe.c), or NULL */
 	GsBtPipe   *pipe;
-	uint64		pages;			/* pages written (through the pipe) */
+	uint64		pages;			/* pages written, here or through the pipe */
 	uint64		pages_by_workers;	/* of those, logged by the workers */
 
 	int64		ndone;			/* tuples added, for progress */
