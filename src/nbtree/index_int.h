@@ -516,7 +516,6 @@ extern void gs_bt_store_page(SMgrRelation smgr, bool use_wal,
 extern GsBtPipe *gs_btpipe_launch(Relation index, int nworkers,
 								  int *launched);
 extern void gs_btpipe_put(GsBtPipe *p, Page page, BlockNumber blkno);
-extern void gs_btpipe_finish(GsBtPipe *p, uint64 *pages,
-							 uint64 *by_workers);
+extern uint64 gs_btpipe_finish(GsBtPipe *p);
 
 #endif							/* GPUSORT_INDEX_INT_H */

@@ -412,11 +412,11 @@ gs_btpipe_put(GsBtPipe *p, Page page, BlockNumber blkno)
 
 /*
  * The last page is put: wait until every page is in the file and the
- * workers have ended (their WAL's end becomes the leader's).  *pages gets
- * the pages put, *by_workers those the workers logged.
+ * workers have ended (their WAL's end becomes the leader's).  Returns the
+ * pages the workers logged.
  */
-void
-gs_btpipe_finish(GsBtPipe *p, uint64 *pages, uint64 *by_workers)
+uint64
+gs_btpipe_finish(GsBtPipe *p)
 {
 	pg_atomic_write_u32(&p->sh->done, 1);
 	ConditionVariableBroadcast(&p->sh->work_cv);
@@ -425,8 +425,7 @@ gs_btpipe_finish(GsBtPipe *p, uint64 *pages, uint64 *by_workers)
 	DestroyParallelContext(p->pcxt);
 	p->pcxt = NULL;
 	p->sh = NULL;			/* it was in the context's segment */
-	*pages = p->next;
-	*by_workers = p->next - p->by_leader;
+	return p->next - p->by_leader;
 }
 
 /* ---------------------------------------------------------------------

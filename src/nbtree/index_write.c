@@ -707,11 +707,9 @@ gs_btw_finish(GsBtWriter *w)
 	{
 		instr_time	t0;
 		instr_time	t1;
-		uint64		pages;
 
 		INSTR_TIME_SET_CURRENT(t0);
-		gs_btpipe_finish(w->pipe, &pages, &w->pages_by_workers);
-		Assert(pages == w->pages);
+		w->pages_by_workers = gs_btpipe_finish(w->pipe);
 		w->pipe = NULL;
 		INSTR_TIME_SET_CURRENT(t1);
 		INSTR_TIME_ACCUM_DIFF(w->write_time, t1, t0);
